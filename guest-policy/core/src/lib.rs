@@ -1,0 +1,232 @@
+//! The default promotion and revert decision, as plain Rust.
+//!
+//! The types mirror the `rendergate:policy` WIT world (`wit/policy.wit`) one
+//! to one, so the host's native default and every WebAssembly guest share the
+//! same decision code: a guest converts its generated bindings into these
+//! types, calls [`decide`], and converts back.
+
+/// One HAProxy pod as the gate knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodState {
+    /// "namespace/name".
+    pub pod: String,
+    /// The plan the pod was last given.
+    pub applied_plan: Option<String>,
+    /// The plan the pod's own HAProxy last loaded.
+    pub running_plan: Option<String>,
+    /// The plan the pod falls back to on a revert.
+    pub baseline_plan: Option<String>,
+}
+
+/// What HAProxy said about a render.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Passed,
+    Refused,
+    /// The check could not run; HAProxy judged nothing.
+    Unavailable,
+}
+
+/// A published verdict, as the policy sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub plan: String,
+    pub render: String,
+    pub outcome: Outcome,
+    pub newest: bool,
+    pub pinned: bool,
+    pub remembered: bool,
+    pub message: String,
+}
+
+/// What the policy is asked about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    Verdict(Verdict),
+    /// A pod's new report.
+    Applied(PodState),
+}
+
+/// The fleet at the moment of the trigger.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fleet {
+    pub pods: Vec<PodState>,
+    /// Plans HAProxy accepted, oldest first (bounded).
+    pub passed_plans: Vec<String>,
+    /// Plans HAProxy refused, oldest first (bounded).
+    pub refused_plans: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RevertTarget {
+    Baseline,
+    Plan(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Promote {
+    pub pod: String,
+    pub plan: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Revert {
+    pub pod: String,
+    /// The plan being reverted away from.
+    pub plan: String,
+    pub target: RevertTarget,
+}
+
+/// What a policy decided for one trigger.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    pub promote: Vec<Promote>,
+    pub revert: Vec<Revert>,
+    /// Free-form remarks for the logs; never compared by fixtures.
+    pub notes: Vec<String>,
+}
+
+/// The default policy's name, as `name()` reports it.
+pub const DEFAULT_NAME: &str = "default";
+
+/// The default decision (behaviour.md, "The promotion and revert policy"):
+///
+/// - a pass for plan P: every pod that applied P and whose baseline is not P
+///   may promote its baseline to P;
+/// - a refusal of P: every pod that applied P but whose own HAProxy does not
+///   run P is reverted to its baseline; a pod that loaded P is left alone,
+///   its reload being stronger evidence than `haproxy -c`;
+/// - could not run: nothing;
+/// - a pod reporting P applied after P passed may promote then; a pod
+///   reporting a refused P it does not run is reverted then.
+pub fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
+    let mut decision = Decision::default();
+    match trigger {
+        Trigger::Verdict(verdict) => match verdict.outcome {
+            Outcome::Passed => {
+                for pod in fleet.pods.iter().filter(|p| applied_is(p, &verdict.plan)) {
+                    push_promote(&mut decision, pod, &verdict.plan);
+                }
+            }
+            Outcome::Refused => {
+                for pod in fleet.pods.iter().filter(|p| applied_is(p, &verdict.plan)) {
+                    push_revert(&mut decision, pod, &verdict.plan);
+                }
+            }
+            Outcome::Unavailable => {}
+        },
+        Trigger::Applied(pod) => {
+            if let Some(plan) = &pod.applied_plan {
+                if fleet.passed_plans.contains(plan) {
+                    push_promote(&mut decision, pod, plan);
+                } else if fleet.refused_plans.contains(plan) {
+                    push_revert(&mut decision, pod, plan);
+                }
+            }
+        }
+    }
+    decision
+}
+
+fn applied_is(pod: &PodState, plan: &str) -> bool {
+    pod.applied_plan.as_deref() == Some(plan)
+}
+
+fn push_promote(decision: &mut Decision, pod: &PodState, plan: &str) {
+    if pod.baseline_plan.as_deref() != Some(plan) {
+        decision.promote.push(Promote { pod: pod.pod.clone(), plan: plan.to_owned() });
+    }
+}
+
+fn push_revert(decision: &mut Decision, pod: &PodState, plan: &str) {
+    if pod.running_plan.as_deref() == Some(plan) {
+        return; // its own HAProxy loaded the plan: stronger evidence than `-c`
+    }
+    decision.revert.push(Revert {
+        pod: pod.pod.clone(),
+        plan: plan.to_owned(),
+        target: RevertTarget::Baseline,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, applied: &str, running: &str, baseline: &str) -> PodState {
+        let opt = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        PodState {
+            pod: name.into(),
+            applied_plan: opt(applied),
+            running_plan: opt(running),
+            baseline_plan: opt(baseline),
+        }
+    }
+
+    fn verdict(plan: &str, outcome: Outcome) -> Trigger {
+        Trigger::Verdict(Verdict {
+            plan: plan.into(),
+            render: format!("r-{plan}"),
+            outcome,
+            newest: true,
+            pinned: false,
+            remembered: false,
+            message: String::new(),
+        })
+    }
+
+    fn fleet() -> Fleet {
+        Fleet {
+            pods: vec![
+                pod("ns/a", "p2", "p1", "p1"), // took p2, did not load it
+                pod("ns/b", "p2", "p2", "p1"), // took p2 and loaded it
+                pod("ns/c", "p1", "p1", "p1"), // never took p2
+                pod("ns/d", "p2", "", "p2"),   // baseline already p2
+            ],
+            passed_plans: vec![],
+            refused_plans: vec![],
+        }
+    }
+
+    #[test]
+    fn pass_promotes_pods_that_applied_the_plan_unless_already_baseline() {
+        let d = decide(&verdict("p2", Outcome::Passed), &fleet());
+        let pods: Vec<_> = d.promote.iter().map(|p| p.pod.as_str()).collect();
+        assert_eq!(pods, ["ns/a", "ns/b"]);
+        assert!(d.promote.iter().all(|p| p.plan == "p2"));
+        assert!(d.revert.is_empty());
+    }
+
+    #[test]
+    fn refusal_reverts_only_pods_that_did_not_load_the_plan() {
+        let d = decide(&verdict("p2", Outcome::Refused), &fleet());
+        let pods: Vec<_> = d.revert.iter().map(|r| r.pod.as_str()).collect();
+        assert_eq!(pods, ["ns/a", "ns/d"]);
+        assert!(d.revert.iter().all(|r| r.plan == "p2" && r.target == RevertTarget::Baseline));
+        assert!(d.promote.is_empty());
+    }
+
+    #[test]
+    fn unavailable_decides_nothing() {
+        assert_eq!(decide(&verdict("p2", Outcome::Unavailable), &fleet()), Decision::default());
+    }
+
+    #[test]
+    fn late_report_of_a_passed_plan_promotes_and_of_a_refused_plan_reverts() {
+        let mut f = fleet();
+        f.passed_plans = vec!["p2".into()];
+        let late = pod("ns/e", "p2", "p1", "p1");
+        let d = decide(&Trigger::Applied(late.clone()), &f);
+        assert_eq!(d.promote, vec![Promote { pod: "ns/e".into(), plan: "p2".into() }]);
+
+        f.passed_plans.clear();
+        f.refused_plans = vec!["p2".into()];
+        let d = decide(&Trigger::Applied(late), &f);
+        assert_eq!(d.revert.len(), 1);
+        assert!(d.promote.is_empty());
+
+        // An unjudged plan: nothing either way.
+        f.refused_plans.clear();
+        assert_eq!(decide(&Trigger::Applied(pod("ns/e", "p2", "p1", "p1")), &f), Decision::default());
+    }
+}

@@ -1,0 +1,370 @@
+//! The gate as a sans-IO state machine: events and time go in, effects come
+//! out. No tokio, no processes, no clocks: the caller passes `now` with every
+//! input, runs the checks the gate asks for, and reports their outcomes.
+//!
+//! ```text
+//! handle_event / handle_check_result / handle_timeout   (inputs, with now)
+//! poll_effect  -> StartCheck | Verdict | Latch | Release | Decide
+//! poll_timeout -> when to call handle_timeout next
+//! ```
+
+mod latch;
+mod memory;
+mod outcome;
+mod pods;
+mod renders;
+
+pub use latch::{Judgement, Latch, LatchState, Reason, Transition};
+pub use memory::{MemoryKey, VerdictMemory};
+pub use outcome::CheckOutcome;
+pub use pods::{PodReport, Pods};
+pub use renders::{Entry, Next, Renders, backoff};
+
+use crate::render::{Checksum, Render};
+use policy_core::{Fleet, Outcome, Trigger};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The gate's tunables. Defaults are behaviour.md's.
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    /// Least time between the starts of two checks.
+    pub check_interval: Duration,
+    /// Superseded renders kept when no pod holds them.
+    pub superseded_limit: usize,
+    /// Answers remembered per content.
+    pub memory_capacity: usize,
+    /// Plans kept in the passed and refused lists handed to policies.
+    pub plan_history: usize,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            check_interval: Duration::from_secs(1),
+            superseded_limit: 4,
+            memory_capacity: 16,
+            plan_history: 32,
+        }
+    }
+}
+
+/// The inputs a controller reports.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A new render was dispatched.
+    Rendered(Render),
+    /// A pod reports what it holds.
+    Applied(PodReport),
+    PodTerminated { pod: String },
+    /// The complete list of live pods.
+    PodsDiscovered { pods: Vec<String> },
+    /// The controller stopped leading: a new term starts from nothing.
+    LostLeadership,
+}
+
+/// Names one check the gate asked for; results for stale ids are ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CheckId(u64);
+
+/// "Judge this render now."
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckRequest {
+    pub id: CheckId,
+    pub render: Arc<Render>,
+}
+
+/// One published judgement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub plan: String,
+    pub render: String,
+    pub checksum: Checksum,
+    pub correlation: Option<String>,
+    pub outcome: CheckOutcome,
+    /// For the newest render, or the same content: it moved the latch.
+    pub newest: bool,
+    /// The latch is pinned (two newest failures in a row), and why.
+    pub pinned: Option<Reason>,
+    /// Settled from verdict memory: no `haproxy -c` ran.
+    pub remembered: bool,
+    /// How long the check took (zero when remembered).
+    pub duration: Duration,
+}
+
+/// What the gate asks its driver to do, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Run the checker over this render; report with `handle_check_result`.
+    StartCheck(CheckRequest),
+    Verdict(Verdict),
+    /// The latch changed.
+    Latch(LatchState),
+    /// A pass on the newest render while pessimistic: it may go out.
+    Release { plan: String, render: String },
+    /// Ask the promotion and revert policy.
+    Decide { trigger: Trigger, fleet: Fleet },
+}
+
+/// The render gate's state.
+#[derive(Debug)]
+pub struct Gate {
+    config: CoreConfig,
+    /// Identity of the checker (the haproxy binary): part of the memory key.
+    judge: String,
+    latch: Latch,
+    renders: Renders,
+    memory: VerdictMemory,
+    pods: Pods,
+    passed_plans: VecDeque<String>,
+    refused_plans: VecDeque<String>,
+    in_flight: Option<CheckRequest>,
+    last_start: Option<Instant>,
+    next_id: u64,
+    draining: bool,
+    effects: VecDeque<Effect>,
+    timer: Option<Instant>,
+}
+
+impl Gate {
+    /// `judge`: the checker's identity ([`crate::Checker::identity`]).
+    pub fn new(config: CoreConfig, judge: impl Into<String>) -> Self {
+        Gate {
+            renders: Renders::new(config.superseded_limit),
+            memory: VerdictMemory::new(config.memory_capacity),
+            config,
+            judge: judge.into(),
+            latch: Latch::default(),
+            pods: Pods::default(),
+            passed_plans: VecDeque::new(),
+            refused_plans: VecDeque::new(),
+            in_flight: None,
+            last_start: None,
+            next_id: 0,
+            draining: false,
+            effects: VecDeque::new(),
+            timer: None,
+        }
+    }
+
+    pub fn latch(&self) -> &Latch {
+        &self.latch
+    }
+    pub fn renders(&self) -> &Renders {
+        &self.renders
+    }
+    pub fn pods(&self) -> &Pods {
+        &self.pods
+    }
+    pub fn memory(&self) -> &VerdictMemory {
+        &self.memory
+    }
+    pub fn in_flight(&self) -> Option<&CheckRequest> {
+        self.in_flight.as_ref()
+    }
+
+    pub fn handle_event(&mut self, now: Instant, event: Event) {
+        match event {
+            Event::Rendered(render) => self.renders.push(Arc::new(render)),
+            Event::Applied(report) => {
+                let trigger = Trigger::Applied(report.state());
+                self.pods.report(report);
+                self.decide(trigger);
+            }
+            Event::PodTerminated { pod } => self.pods.terminated(&pod),
+            Event::PodsDiscovered { pods } => self.pods.discovered(&pods),
+            Event::LostLeadership => self.reset(),
+        }
+        self.step(now);
+    }
+
+    /// A check the gate asked for has finished. Results of checks from an
+    /// earlier term (or otherwise stale) publish nothing.
+    pub fn handle_check_result(&mut self, now: Instant, id: CheckId, outcome: CheckOutcome, duration: Duration) {
+        let Some(request) = self.in_flight.take_if(|r| r.id == id) else {
+            return;
+        };
+        if outcome.is_judgement() {
+            self.memory.insert(self.key(&request.render), &outcome);
+            self.renders.judged(&request.render);
+        } else {
+            self.renders.failed(&request.render, now);
+        }
+        self.publish(&request.render, outcome, false, duration);
+        self.step(now);
+    }
+
+    /// Time has passed: back-offs and spacing may have run out.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.step(now);
+    }
+
+    /// End of input: judge what can still be judged, retry nothing.
+    pub fn drain(&mut self, now: Instant) {
+        self.draining = true;
+        self.step(now);
+    }
+
+    /// Draining and nothing is left to judge or to report.
+    pub fn is_drained(&self) -> bool {
+        self.draining && self.in_flight.is_none() && self.effects.is_empty() && self.timer.is_none()
+    }
+
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// When the driver should call [`Gate::handle_timeout`].
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timer
+    }
+
+    /// Settles what memory knows, trims, and starts the next check if the
+    /// worker is free and spacing allows.
+    fn step(&mut self, now: Instant) {
+        self.timer = None;
+        loop {
+            let pods = &self.pods;
+            self.renders.trim(|r| pods.hold(r.id(), r.plan()));
+            let next = self.renders.next(now, |r| pods.hold(r.id(), r.plan()), !self.draining);
+            let render = match next {
+                Next::Idle => return,
+                Next::Wait(at) => {
+                    self.timer = Some(at);
+                    return;
+                }
+                Next::Ready(render) => render,
+            };
+            if let Some(outcome) = self.memory.get(&self.key(&render)) {
+                self.renders.judged(&render);
+                self.publish(&render, outcome, true, Duration::ZERO);
+                continue;
+            }
+            if self.in_flight.is_some() {
+                return; // the result's arrival steps again
+            }
+            let free_at = self.last_start.map(|t| t + self.config.check_interval);
+            if let Some(at) = free_at.filter(|at| *at > now) {
+                self.timer = Some(at);
+                return;
+            }
+            if let Some(e) = self.renders.get_mut(&render) {
+                e.in_flight = true;
+            }
+            self.last_start = Some(now);
+            self.next_id += 1;
+            let request = CheckRequest { id: CheckId(self.next_id), render };
+            self.in_flight = Some(request.clone());
+            self.effects.push_back(Effect::StartCheck(request));
+        }
+    }
+
+    /// Publishes one verdict with everything that follows from it, in the
+    /// order of protocol.md: verdict, latch, release, then the policy.
+    fn publish(&mut self, render: &Arc<Render>, outcome: CheckOutcome, remembered: bool, duration: Duration) {
+        let newest = self.renders.is_newest(render);
+        let mut transition = None;
+        let pinned = if newest {
+            let judgement = match outcome {
+                CheckOutcome::Passed { .. } => Judgement::Pass,
+                CheckOutcome::Refused { .. } => Judgement::Fail(Reason::Refused),
+                CheckOutcome::Unavailable { .. } => Judgement::Fail(Reason::Unavailable),
+            };
+            let t = self.latch.judge(judgement);
+            transition = Some(t);
+            t.pinned
+        } else {
+            self.latch.pinned() // a stale verdict leaves the latch alone
+        };
+        match &outcome {
+            CheckOutcome::Passed { .. } => record(&mut self.passed_plans, &mut self.refused_plans, render.plan(), self.config.plan_history),
+            CheckOutcome::Refused { .. } => record(&mut self.refused_plans, &mut self.passed_plans, render.plan(), self.config.plan_history),
+            CheckOutcome::Unavailable { .. } => {}
+        }
+        let verdict = Verdict {
+            plan: render.plan().to_owned(),
+            render: render.id().to_owned(),
+            checksum: render.checksum().clone(),
+            correlation: render.correlation().map(str::to_owned),
+            outcome,
+            newest,
+            pinned,
+            remembered,
+            duration,
+        };
+        let trigger = Trigger::Verdict(policy_core::Verdict {
+            plan: verdict.plan.clone(),
+            render: verdict.render.clone(),
+            outcome: match verdict.outcome {
+                CheckOutcome::Passed { .. } => Outcome::Passed,
+                CheckOutcome::Refused { .. } => Outcome::Refused,
+                CheckOutcome::Unavailable { .. } => Outcome::Unavailable,
+            },
+            newest,
+            pinned: pinned.is_some(),
+            remembered,
+            message: verdict.outcome.message().to_owned(),
+        });
+        self.effects.push_back(Effect::Verdict(verdict));
+        if let Some(t) = transition {
+            if let Some(state) = t.changed {
+                self.effects.push_back(Effect::Latch(state));
+            }
+            if t.release {
+                let held = self.renders.newest().map(|e| &e.render).unwrap_or(render);
+                self.effects.push_back(Effect::Release {
+                    plan: held.plan().to_owned(),
+                    render: held.id().to_owned(),
+                });
+            }
+        }
+        self.decide(trigger);
+    }
+
+    fn decide(&mut self, trigger: Trigger) {
+        let fleet = Fleet {
+            pods: self.pods.states(),
+            passed_plans: self.passed_plans.iter().cloned().collect(),
+            refused_plans: self.refused_plans.iter().cloned().collect(),
+        };
+        self.effects.push_back(Effect::Decide { trigger, fleet });
+    }
+
+    fn key(&self, render: &Render) -> MemoryKey {
+        MemoryKey {
+            plan: render.plan().to_owned(),
+            checksum: render.checksum().clone(),
+            judge: self.judge.clone(),
+        }
+    }
+
+    /// A new leadership term starts from nothing. The check in flight is
+    /// forgotten, so its result publishes nothing.
+    fn reset(&mut self) {
+        if self.latch.is_pessimistic() {
+            self.effects.push_back(Effect::Latch(LatchState::Optimistic));
+        }
+        self.latch = Latch::default();
+        self.renders.clear();
+        self.pods.clear();
+        self.memory.clear();
+        self.passed_plans.clear();
+        self.refused_plans.clear();
+        self.in_flight = None;
+    }
+}
+
+/// Appends `plan` to `into` (oldest first, bounded, no repeats) and drops it
+/// from `from`: a plan's latest judgement is the one that counts.
+fn record(into: &mut VecDeque<String>, from: &mut VecDeque<String>, plan: &str, bound: usize) {
+    from.retain(|p| p != plan);
+    into.retain(|p| p != plan);
+    into.push_back(plan.to_owned());
+    while into.len() > bound {
+        into.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests;

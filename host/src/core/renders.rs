@@ -1,0 +1,175 @@
+//! The renders the gate still cares about: the newest one, and superseded
+//! ones that were never judged. Decides which render is judged next.
+
+use crate::render::Render;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The retry back-off after "could not run": 1, 2, 4, 8, 16, then 30 s.
+pub fn backoff(failures: u32) -> Duration {
+    match failures {
+        0 => Duration::ZERO,
+        1..=5 => Duration::from_secs(1 << (failures - 1)),
+        _ => Duration::from_secs(30),
+    }
+}
+
+/// One retained render and how far its judgement got.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub render: Arc<Render>,
+    /// HAProxy's answer (or memory's) is in: never checked again.
+    pub judged: bool,
+    /// A check of it is running now.
+    pub in_flight: bool,
+    /// "Could not run" attempts since the last judgement.
+    pub failures: u32,
+    /// Not to be retried before this.
+    pub retry_at: Option<Instant>,
+}
+
+impl Entry {
+    fn new(render: Arc<Render>) -> Self {
+        Entry { render, judged: false, in_flight: false, failures: 0, retry_at: None }
+    }
+}
+
+/// What to judge next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Judge this render now.
+    Ready(Arc<Render>),
+    /// Nothing is ready; something will be at this instant.
+    Wait(Instant),
+    Idle,
+}
+
+#[derive(Debug)]
+pub struct Renders {
+    limit: usize,
+    newest: Option<Entry>,
+    /// Unjudged superseded renders, oldest first.
+    superseded: VecDeque<Entry>,
+}
+
+impl Renders {
+    /// `limit`: how many superseded renders no pod holds may be kept.
+    pub fn new(limit: usize) -> Self {
+        Renders { limit, newest: None, superseded: VecDeque::new() }
+    }
+
+    pub fn newest(&self) -> Option<&Entry> {
+        self.newest.as_ref()
+    }
+
+    pub fn superseded(&self) -> impl Iterator<Item = &Entry> {
+        self.superseded.iter()
+    }
+
+    /// Renders held in all (newest included).
+    pub fn len(&self) -> usize {
+        self.superseded.len() + usize::from(self.newest.is_some())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn clear(&mut self) {
+        self.newest = None;
+        self.superseded.clear();
+    }
+
+    /// A new render becomes the newest. The previous newest is kept as
+    /// superseded only while unjudged (or being judged); an earlier
+    /// occurrence of the same render id is replaced.
+    pub fn push(&mut self, render: Arc<Render>) {
+        self.superseded.retain(|e| e.render.id() != render.id() || e.in_flight);
+        if let Some(previous) = self.newest.take() {
+            let same_id = previous.render.id() == render.id();
+            if previous.in_flight || (!previous.judged && !same_id) {
+                self.superseded.push_back(previous);
+            }
+        }
+        self.newest = Some(Entry::new(render));
+    }
+
+    /// Whether a verdict on `render` counts as newest: it is the newest
+    /// render, or has the same plan and content.
+    pub fn is_newest(&self, render: &Render) -> bool {
+        self.newest.as_ref().is_some_and(|n| {
+            n.render.id() == render.id()
+                || (n.render.plan() == render.plan() && n.render.checksum() == render.checksum())
+        })
+    }
+
+    /// The unjudged entry holding this very render (the same `Arc`: a
+    /// re-sent render id is another entry).
+    pub fn get_mut(&mut self, render: &Arc<Render>) -> Option<&mut Entry> {
+        self.newest
+            .iter_mut()
+            .chain(self.superseded.iter_mut())
+            .find(|e| Arc::ptr_eq(&e.render, render) && !e.judged)
+    }
+
+    /// Records a judgement of this exact render; a judged superseded render
+    /// is forgotten.
+    pub fn judged(&mut self, render: &Arc<Render>) {
+        if let Some(n) = self.newest.as_mut().filter(|n| Arc::ptr_eq(&n.render, render)) {
+            n.judged = true;
+            n.in_flight = false;
+        }
+        self.superseded.retain(|e| !Arc::ptr_eq(&e.render, render));
+    }
+
+    /// Records "could not run": the render stays unjudged, retried later.
+    pub fn failed(&mut self, render: &Arc<Render>, now: Instant) {
+        if let Some(e) = self.get_mut(render) {
+            e.in_flight = false;
+            e.failures += 1;
+            e.retry_at = Some(now + backoff(e.failures));
+        }
+    }
+
+    /// Drops the oldest superseded renders no pod holds, down to the limit.
+    /// A render some pod holds, or one being judged, is never dropped.
+    pub fn trim(&mut self, held: impl Fn(&Render) -> bool) {
+        while self.superseded.len() > self.limit {
+            let Some(at) = self.superseded.iter().position(|e| !e.in_flight && !held(&e.render)) else {
+                break;
+            };
+            self.superseded.remove(at);
+        }
+    }
+
+    /// The next render to judge: the newest first, then superseded renders
+    /// some pod holds, newest first. A render in back-off waits; one that
+    /// already failed is skipped when `retry` is false (draining).
+    pub fn next(&self, now: Instant, held: impl Fn(&Render) -> bool, retry: bool) -> Next {
+        let newest = self.newest.iter();
+        let stragglers = self.superseded.iter().rev().filter(|e| held(&e.render));
+        let mut wait: Option<Instant> = None;
+        for e in newest.chain(stragglers) {
+            if e.judged || e.in_flight || (!retry && e.failures > 0) {
+                continue;
+            }
+            match e.retry_at {
+                Some(at) if at > now => wait = Some(wait.map_or(at, |w| w.min(at))),
+                _ => return Next::Ready(e.render.clone()),
+            }
+        }
+        wait.map_or(Next::Idle, Next::Wait)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_sequence() {
+        let secs: Vec<u64> = (1..=8).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30, 30]);
+    }
+}

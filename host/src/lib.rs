@@ -1,0 +1,3 @@
+//! rendergate: a render gate for HAProxy fleets.
+pub mod core;
+pub mod render;
