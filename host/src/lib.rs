@@ -1,3 +1,51 @@
 //! rendergate: a render gate for HAProxy fleets.
+//!
+//! A controller renders HAProxy configurations and dispatches them at once;
+//! the gate runs `haproxy -c` over each render afterwards and decides what
+//! the fleet does next (behaviour.md). The layers, top to bottom:
+//!
+//! - [`protocol`]: the NDJSON lines of `rendergate serve`;
+//! - [`runtime`]: the tokio adapter ([`Gate`]): channels, the check worker;
+//! - [`core`]: the gate as a sans-IO state machine;
+//! - beside them, [`check`] (judging one render with haproxy) and
+//!   [`policy`] (promotions and reverts).
+//!
+//! Embedding it in a Rust controller:
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use rendergate::{Event, Gate, GateConfig, HaproxyChecker, HaproxyOptions, PolicySeat, Render};
+//! use std::sync::Arc;
+//!
+//! let checker = Arc::new(HaproxyChecker::new(HaproxyOptions::default()));
+//! let (gate, mut outputs) = Gate::start(GateConfig::default(), checker, PolicySeat::default());
+//! // Read outputs concurrently: the gate waits when its output channel is full.
+//! let reader = tokio::spawn(async move {
+//!     while let Some(output) = outputs.recv().await {
+//!         println!("{output:?}");
+//!     }
+//! });
+//! gate.send(Event::Rendered(Render::new("plan-1", "r-1", "global\n", vec![]))).await.unwrap();
+//! gate.finish().await; // judges what is queued, then closes the outputs
+//! reader.await.unwrap();
+//! # }
+//! ```
+//!
+//! `examples/embed.rs` is a complete controller loop.
+
+pub mod check;
 pub mod core;
+pub mod duration;
+pub mod metrics;
+pub mod policy;
+pub mod protocol;
 pub mod render;
+pub mod runtime;
+pub mod serve;
+
+pub use check::{Checker, HaproxyChecker, HaproxyOptions};
+pub use core::{CheckOutcome, Event, LatchState, PodReport, Reason, Verdict};
+pub use metrics::Metrics;
+pub use policy::{Policy, PolicySeat};
+pub use render::{FileKind, Render, RenderFile};
+pub use runtime::{Gate, GateConfig, Output};

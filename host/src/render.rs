@@ -114,7 +114,9 @@ impl Render {
 
 /// Length-prefixed fields, so that no two different renders can frame to the
 /// same byte stream (moving bytes between a path and a content, say).
-/// File order is part of the content: later files may shadow earlier ones.
+/// File order is part of the content (two paths that land on one file are
+/// refused by the checker, so order never changes what HAProxy reads, but
+/// hashing it keeps the checksum a plain function of the input).
 fn checksum(config: &str, files: &[RenderFile]) -> Checksum {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {

@@ -225,9 +225,8 @@ impl Gate {
     fn step(&mut self, now: Instant) {
         self.timer = None;
         loop {
-            let pods = &self.pods;
-            self.renders.trim(|r| pods.hold(r.id(), r.plan()));
-            let next = self.renders.next(now, |r| pods.hold(r.id(), r.plan()), !self.draining);
+            self.renders.trim(&self.pods);
+            let next = self.renders.next(now, &self.pods, !self.draining);
             let render = match next {
                 Next::Idle => return,
                 Next::Wait(at) => {

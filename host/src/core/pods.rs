@@ -19,15 +19,6 @@ pub struct PodReport {
 }
 
 impl PodReport {
-    /// Whether this pod holds the render `render_id` of plan `plan`. Without
-    /// a render id in the report, the plan decides.
-    pub fn holds(&self, render_id: &str, plan: &str) -> bool {
-        match &self.render {
-            Some(r) => r == render_id,
-            None => self.plan == plan,
-        }
-    }
-
     /// The pod as the policy sees it.
     pub fn state(&self) -> PodState {
         PodState {
@@ -59,9 +50,15 @@ impl Pods {
         self.by_name.retain(|name, _| alive.iter().any(|a| a == name));
     }
 
-    /// Whether some pod still holds this render.
-    pub fn hold(&self, render_id: &str, plan: &str) -> bool {
-        self.by_name.values().any(|p| p.holds(render_id, plan))
+    /// Whether some pod reports holding this render id.
+    pub fn hold_render(&self, render_id: &str) -> bool {
+        self.by_name.values().any(|p| p.render.as_deref() == Some(render_id))
+    }
+
+    /// Whether some pod reports holding this plan without naming a render:
+    /// it holds the latest render of the plan the gate knows.
+    pub fn hold_plan(&self, plan: &str) -> bool {
+        self.by_name.values().any(|p| p.render.is_none() && p.plan == plan)
     }
 
     pub fn states(&self) -> Vec<PodState> {

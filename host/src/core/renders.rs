@@ -1,6 +1,7 @@
 //! The renders the gate still cares about: the newest one, and superseded
 //! ones that were never judged. Decides which render is judged next.
 
+use super::Pods;
 use crate::render::Render;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -96,12 +97,27 @@ impl Renders {
     }
 
     /// Whether a verdict on `render` counts as newest: it is the newest
-    /// render, or has the same plan and content.
-    pub fn is_newest(&self, render: &Render) -> bool {
+    /// render (this very occurrence: a re-sent render id with other content
+    /// is not), or has the same plan and content.
+    pub fn is_newest(&self, render: &Arc<Render>) -> bool {
         self.newest.as_ref().is_some_and(|n| {
-            n.render.id() == render.id()
+            Arc::ptr_eq(&n.render, render)
                 || (n.render.plan() == render.plan() && n.render.checksum() == render.checksum())
         })
+    }
+
+    /// Whether some pod holds this render: by its id, or, for a pod that
+    /// names only a plan, as the latest render of that plan.
+    fn held(&self, render: &Arc<Render>, pods: &Pods) -> bool {
+        if pods.hold_render(render.id()) {
+            return true;
+        }
+        let latest_of_plan = self
+            .newest
+            .iter()
+            .chain(self.superseded.iter().rev())
+            .find(|e| e.render.plan() == render.plan());
+        latest_of_plan.is_some_and(|e| Arc::ptr_eq(&e.render, render)) && pods.hold_plan(render.plan())
     }
 
     /// The unjudged entry holding this very render (the same `Arc`: a
@@ -134,9 +150,9 @@ impl Renders {
 
     /// Drops the oldest superseded renders no pod holds, down to the limit.
     /// A render some pod holds, or one being judged, is never dropped.
-    pub fn trim(&mut self, held: impl Fn(&Render) -> bool) {
+    pub fn trim(&mut self, pods: &Pods) {
         while self.superseded.len() > self.limit {
-            let Some(at) = self.superseded.iter().position(|e| !e.in_flight && !held(&e.render)) else {
+            let Some(at) = self.superseded.iter().position(|e| !e.in_flight && !self.held(&e.render, pods)) else {
                 break;
             };
             self.superseded.remove(at);
@@ -146,9 +162,9 @@ impl Renders {
     /// The next render to judge: the newest first, then superseded renders
     /// some pod holds, newest first. A render in back-off waits; one that
     /// already failed is skipped when `retry` is false (draining).
-    pub fn next(&self, now: Instant, held: impl Fn(&Render) -> bool, retry: bool) -> Next {
+    pub fn next(&self, now: Instant, pods: &Pods, retry: bool) -> Next {
         let newest = self.newest.iter();
-        let stragglers = self.superseded.iter().rev().filter(|e| held(&e.render));
+        let stragglers = self.superseded.iter().rev().filter(|e| self.held(&e.render, pods));
         let mut wait: Option<Instant> = None;
         for e in newest.chain(stragglers) {
             if e.judged || e.in_flight || (!retry && e.failures > 0) {

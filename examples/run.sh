@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Sets rendergate up on a fresh Debian machine and runs it on the sample
+# render: installs haproxy if it is missing, builds, checks examples/render,
+# then feeds examples/events.ndjson to `rendergate serve`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/sbin:/sbin"
+
+if ! command -v haproxy >/dev/null 2>&1; then
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq haproxy
+fi
+cargo build --quiet --bin rendergate
+bin="${CARGO_TARGET_DIR:-target}/debug/rendergate"
+
+echo "== rendergate check examples/render"
+"$bin" check examples/render || true
+echo
+echo "== rendergate serve < examples/events.ndjson"
+"$bin" serve --check-interval 0s < examples/events.ndjson

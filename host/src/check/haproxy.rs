@@ -1,0 +1,626 @@
+//! Running `haproxy -c` over one render: a fresh check directory, one child
+//! process group, one deadline, and nothing left behind.
+//!
+//! Each check lays the render out in its own temporary directory, runs
+//! `haproxy -dr -c -f haproxy.cfg` there with stdout and stderr on one pipe
+//! (so HAProxy's lines keep their order), and kills the whole process group
+//! when the check ends for any reason: exit, deadline, or the future being
+//! dropped.
+
+use super::layout;
+use super::verdict::{self, Exit};
+use super::{CheckFuture, Checker};
+use crate::core::CheckOutcome;
+use crate::render::Render;
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use tokio::time::Instant;
+
+/// How to run HAProxy.
+#[derive(Clone, Debug)]
+pub struct HaproxyOptions {
+    /// The binary; a name without `/` is looked up on `PATH` once, at construction.
+    pub binary: PathBuf,
+    /// Pass `-dr`: an unresolvable server name is a warning, not an error,
+    /// so a DNS blip never reverts a fleet.
+    pub dns_skip: bool,
+    /// Where check directories are made; the system temp directory if unset.
+    pub work_dir: Option<PathBuf>,
+    /// How much of HAProxy's output is kept; the rest is read and dropped.
+    pub output_cap: usize,
+}
+
+impl Default for HaproxyOptions {
+    fn default() -> Self {
+        HaproxyOptions { binary: PathBuf::from("haproxy"), dns_skip: true, work_dir: None, output_cap: 64 * 1024 }
+    }
+}
+
+/// The real checker: `haproxy -c` in a fresh directory per check.
+#[derive(Debug)]
+pub struct HaproxyChecker {
+    opts: HaproxyOptions,
+    /// The binary to run, or why there is none (then every check is unavailable).
+    binary: Result<PathBuf, String>,
+    identity: String,
+}
+
+impl HaproxyChecker {
+    /// Resolves and hashes the binary now, once. A missing binary is not an
+    /// error here: the gate must still run and say "could not run" per check.
+    pub fn new(opts: HaproxyOptions) -> Self {
+        let (binary, identity) = match resolve_binary(&opts.binary).and_then(|path| {
+            let hash = hash_file(&path).map_err(|e| format!("haproxy binary not readable: {}: {e}", path.display()))?;
+            Ok((path, hash))
+        }) {
+            Ok((path, hash)) => {
+                let identity = format!("{} sha256:{hash}", path.display());
+                (Ok(path), identity)
+            }
+            Err(problem) => (Err(problem), format!("{} missing", opts.binary.display())),
+        };
+        HaproxyChecker { opts, binary, identity }
+    }
+
+    /// The binary that runs, when there is one.
+    pub fn binary(&self) -> Option<&Path> {
+        self.binary.as_deref().ok()
+    }
+
+    async fn run(&self, render: &Render, deadline: Instant) -> CheckOutcome {
+        let started = Instant::now();
+        let binary = match &self.binary {
+            Ok(binary) => binary,
+            Err(problem) => return unavailable(problem.clone()),
+        };
+        // Every path is judged before the directory even exists.
+        let layout = match layout::plan(render) {
+            Ok(layout) => layout,
+            Err(e) => return unavailable(e.to_string()),
+        };
+        let work_dir = self.opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        // Dropped last (declared first): removes the directory on every path out,
+        // including cancellation, after the process group is dead.
+        let tmp = match tempfile::Builder::new().prefix("rendergate-check-").tempdir_in(&work_dir) {
+            Ok(tmp) => tmp,
+            Err(e) => return unavailable(format!("cannot create a check directory in {}: {e}", work_dir.display())),
+        };
+        // HAProxy is told this exact path (default-path origin), so it is also
+        // the one to remove from its output.
+        let dir = match std::fs::canonicalize(tmp.path()) {
+            Ok(dir) => dir,
+            Err(e) => return unavailable(format!("cannot resolve the check directory: {e}")),
+        };
+        if let Err(e) = layout.write(&dir) {
+            return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), &dir, binary));
+        }
+
+        let (reader, writer) = match pipe() {
+            Ok(ends) => ends,
+            Err(e) => return unavailable(format!("cannot create a pipe for haproxy's output: {e}")),
+        };
+        let spawned = {
+            let stderr = match writer.try_clone() {
+                Ok(fd) => fd,
+                Err(e) => return unavailable(format!("cannot create a pipe for haproxy's output: {e}")),
+            };
+            let mut cmd = tokio::process::Command::new(binary);
+            if self.opts.dns_skip {
+                cmd.arg("-dr");
+            }
+            cmd.args(["-c", "-f", layout::CONFIG_NAME])
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(writer))
+                .stderr(Stdio::from(stderr))
+                .process_group(0)
+                .kill_on_drop(true);
+            cmd.spawn()
+            // `cmd` drops here with our copies of the write end, so the reader
+            // sees end-of-file once HAProxy's group is gone.
+        };
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => return unavailable(format!("cannot start {}: {e}", binary.display())),
+        };
+        let Some(pid) = child.id() else {
+            return unavailable("haproxy exited before it could be watched".into());
+        };
+        // Declared after `child`, so it drops first: the whole group is killed
+        // before anything else is cleaned up.
+        let mut group = GroupGuard { pgid: Some(pid as libc::pid_t) };
+        let cap = self.opts.output_cap;
+        let mut output = tokio::task::spawn_blocking(move || read_capped(reader, cap));
+
+        let status = match tokio::time::timeout_at(deadline, child.wait()).await {
+            Ok(Ok(status)) => status,
+            Ok(Err(e)) => return unavailable(format!("waiting for haproxy failed: {e}")),
+            Err(_) => {
+                group.kill();
+                let _ = child.wait().await;
+                return unavailable(format!(
+                    "haproxy -c timed out after {:.1?}",
+                    deadline.saturating_duration_since(started)
+                ));
+            }
+        };
+        // Anything HAProxy left running in the background dies with the check.
+        group.kill();
+        let (bytes, cut) = match tokio::time::timeout_at(deadline, &mut output).await {
+            Ok(Ok(Ok(read))) => read,
+            Ok(Ok(Err(e))) => return unavailable(format!("reading haproxy's output failed: {e}")),
+            Ok(Err(e)) => return unavailable(format!("reading haproxy's output failed: {e}")),
+            // a process outside the group still holds the pipe open
+            Err(_) => return unavailable("haproxy exited but its output never ended".into()),
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let outcome = verdict::classify(Exit::from(status), &text, render.config(), &dir, binary);
+        if cut { note_truncation(outcome, cap) } else { outcome }
+    }
+}
+
+impl Checker for HaproxyChecker {
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn check<'a>(&'a self, render: &'a Render, deadline: Instant) -> CheckFuture<'a> {
+        Box::pin(self.run(render, deadline))
+    }
+}
+
+fn unavailable(reason: String) -> CheckOutcome {
+    CheckOutcome::Unavailable { reason }
+}
+
+fn note_truncation(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
+    let note = format!("(HAProxy's output was cut at {cap} bytes)");
+    let add = |text: String| if text.is_empty() { note.clone() } else { format!("{text}\n{note}") };
+    match outcome {
+        CheckOutcome::Passed { message } => CheckOutcome::Passed { message: add(message) },
+        CheckOutcome::Refused { message } => CheckOutcome::Refused { message: add(message) },
+        CheckOutcome::Unavailable { reason } => CheckOutcome::Unavailable { reason: add(reason) },
+    }
+}
+
+/// Kills a process group when dropped, so a cancelled check leaves nothing running.
+struct GroupGuard {
+    pgid: Option<libc::pid_t>,
+}
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // ESRCH (the group is already gone) is the usual, fine answer.
+            // SAFETY: killpg has no memory effects; pgid is our child's own group.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One pipe, both ends close-on-exec (the child gets its copies through
+/// stdout/stderr only). `std::io::pipe` needs Rust 1.87; the workspace
+/// promises 1.85.
+fn pipe() -> io::Result<(File, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((File::from(reader), writer))
+}
+
+/// Reads until end-of-file, keeping at most `cap` bytes; the rest is drained
+/// so HAProxy never blocks on a full pipe. Returns whether anything was dropped.
+fn read_capped(mut reader: File, cap: usize) -> io::Result<(Vec<u8>, bool)> {
+    let mut kept = Vec::new();
+    let mut cut = false;
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok((kept, cut)),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let room = cap.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+        cut |= n > room;
+    }
+}
+
+/// The binary's path: as given when it has a `/` (made absolute, since
+/// HAProxy runs in the check directory), else the first executable match on
+/// `PATH`.
+fn resolve_binary(binary: &Path) -> Result<PathBuf, String> {
+    let text = binary.as_os_str().as_encoded_bytes();
+    if text.is_empty() {
+        return Err("haproxy binary not found: no binary configured".into());
+    }
+    if text.contains(&b'/') {
+        let path =
+            std::path::absolute(binary).map_err(|e| format!("haproxy binary not found: {}: {e}", binary.display()))?;
+        return match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => Ok(path),
+            Ok(_) => Err(format!("haproxy binary not found: {} is not a file", path.display())),
+            Err(e) => Err(format!("haproxy binary not found: {}: {e}", path.display())),
+        };
+    }
+    let search = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&search)
+        // an empty entry means "the current directory": never trusted
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(binary))
+        .find(|candidate| is_executable_file(candidate))
+        .ok_or_else(|| format!("haproxy binary not found: no {} on PATH", binary.display()))
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn hash_file(path: &Path) -> io::Result<String> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::{FileKind, RenderFile};
+    use std::time::Duration;
+
+    const VALID: &str = "\
+global
+defaults
+  mode http
+  timeout client 1s
+  timeout server 1s
+  timeout connect 1s
+frontend f
+  bind 127.0.0.1:18080
+";
+
+    struct Fixture {
+        work: tempfile::TempDir,
+        checker: HaproxyChecker,
+    }
+
+    fn fixture(binary: &str) -> Fixture {
+        let work = tempfile::tempdir().unwrap();
+        let checker = HaproxyChecker::new(HaproxyOptions {
+            binary: binary.into(),
+            work_dir: Some(work.path().to_path_buf()),
+            ..HaproxyOptions::default()
+        });
+        Fixture { work, checker }
+    }
+
+    impl Fixture {
+        async fn check(&self, render: &Render) -> CheckOutcome {
+            self.checker.check(render, Instant::now() + Duration::from_secs(20)).await
+        }
+
+        fn leftovers(&self) -> Vec<PathBuf> {
+            std::fs::read_dir(self.work.path()).unwrap().map(|e| e.unwrap().path()).collect()
+        }
+    }
+
+    fn render(config: &str, files: Vec<RenderFile>) -> Render {
+        Render::new("plan", "r1", config, files)
+    }
+
+    /// A stand-in binary: a shell script written into its own directory.
+    /// A child shell writes it: a write descriptor open in this (threaded)
+    /// test process could leak into another test's fork and make exec fail
+    /// with "Text file busy".
+    fn script(dir: &Path, body: &str) -> PathBuf {
+        let path = dir.join("fake-haproxy");
+        let status = std::process::Command::new("/bin/sh")
+            .args(["-c", r#"printf '#!/bin/sh\n%s\n' "$2" > "$1" && chmod 755 "$1""#, "sh"])
+            .arg(&path)
+            .arg(body)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        path
+    }
+
+    /// Whether `pid` is still a live (not zombie) process.
+    fn alive(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => {
+                let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next()).unwrap_or_default();
+                !matches!(state, Some('Z') | Some('X'))
+            }
+            Err(_) => false,
+        }
+    }
+
+    async fn wait_dead(pid: i32) -> bool {
+        for _ in 0..100 {
+            if !alive(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn identity_names_the_resolved_binary_and_its_hash() {
+        let f = fixture("haproxy");
+        let binary = f.checker.binary().expect("haproxy on PATH").to_path_buf();
+        assert!(binary.is_absolute(), "{}", binary.display());
+        let expected = format!("{} sha256:{}", binary.display(), hash_file(&binary).unwrap());
+        assert_eq!(f.checker.identity(), expected);
+        assert_eq!(f.checker.identity().len(), binary.as_os_str().len() + 8 + 64);
+    }
+
+    #[tokio::test]
+    async fn a_changed_binary_has_another_identity() {
+        let tools = tempfile::tempdir().unwrap();
+        let path = script(tools.path(), "exit 0");
+        let first = fixture(path.to_str().unwrap()).checker.identity().to_owned();
+        script(tools.path(), "exit 1");
+        let second = fixture(path.to_str().unwrap()).checker.identity().to_owned();
+        assert_ne!(first, second);
+        assert!(first.starts_with(&format!("{} sha256:", path.display())), "{first}");
+    }
+
+    #[tokio::test]
+    async fn a_valid_config_passes_and_leaves_nothing() {
+        let f = fixture("haproxy");
+        let out = f.check(&render(VALID, vec![])).await;
+        assert_eq!(out, CheckOutcome::Passed { message: String::new() });
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+    }
+
+    #[tokio::test]
+    async fn an_invalid_config_is_refused_readably() {
+        let f = fixture("haproxy");
+        let config = format!("{VALID}  bogus-keyword here\n");
+        let out = f.check(&render(&config, vec![])).await;
+        let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
+        assert!(message.contains("→ [ALERT]"), "{message}");
+        assert!(message.contains("[haproxy.cfg:9]"), "{message}");
+        assert!(message.contains("  Config context:"), "{message}");
+        assert!(message.contains("  →    9    bogus-keyword here"), "{message}");
+        assert!(message.contains("path to executable is haproxy"), "{message}");
+        assert!(!message.contains(&f.work.path().display().to_string()), "{message}");
+        assert!(!message.contains("rendergate-check-"), "{message}");
+        assert!(!message.contains("/usr/sbin"), "{message}");
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+    }
+
+    #[tokio::test]
+    async fn no_listener_passes_with_a_remark() {
+        let f = fixture("haproxy");
+        let out = f.check(&render("global\ndefaults\n  mode http\n", vec![])).await;
+        assert_eq!(
+            out,
+            CheckOutcome::Passed { message: "valid, but HAProxy would not start it: no listener (exit 2)".into() }
+        );
+    }
+
+    #[tokio::test]
+    async fn map_files_are_found_through_the_rewritten_default_path() {
+        let f = fixture("haproxy");
+        let config = VALID.replace("global\n", "global\n  default-path origin /etc/haproxy\n")
+            + "  http-request set-header X-Backend %[req.hdr(host),lower,map(maps/hosts.map,none)]\n";
+        let map = RenderFile { kind: FileKind::Map, path: "maps/hosts.map".into(), content: "example.com b1\n".into() };
+        let out = f.check(&render(&config, vec![map])).await;
+        assert_eq!(out, CheckOutcome::Passed { message: String::new() });
+        // the same config without the file: HAProxy cannot open the map
+        let out = f.check(&render(&config, vec![])).await;
+        let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
+        assert!(message.contains("maps/hosts.map"), "{message}");
+        assert!(!message.contains("rendergate-check-"), "{message}");
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+    }
+
+    #[tokio::test]
+    async fn a_missing_binary_is_unavailable_for_every_check() {
+        let f = fixture("/nonexistent/haproxy");
+        assert_eq!(f.checker.identity(), "/nonexistent/haproxy missing");
+        let out = f.check(&render(VALID, vec![])).await;
+        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        assert!(reason.starts_with("haproxy binary not found: /nonexistent/haproxy"), "{reason}");
+
+        let f = fixture("no-such-haproxy-binary");
+        assert_eq!(f.checker.identity(), "no-such-haproxy-binary missing");
+        let out = f.check(&render(VALID, vec![])).await;
+        assert_eq!(
+            out,
+            CheckOutcome::Unavailable { reason: "haproxy binary not found: no no-such-haproxy-binary on PATH".into() }
+        );
+        assert!(f.leftovers().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_traversal_path_is_unavailable_and_writes_nothing() {
+        let f = fixture("haproxy");
+        // the check directory would be work/rendergate-check-X, so ../../x is beside `work`
+        let escape_target = f.work.path().parent().unwrap().join("x");
+        let files = vec![
+            RenderFile { kind: FileKind::Map, path: "maps/ok.map".into(), content: "a b\n".into() },
+            RenderFile { kind: FileKind::General, path: "../../x".into(), content: "pwned".into() },
+        ];
+        let out = f.check(&render(VALID, files)).await;
+        assert_eq!(
+            out,
+            CheckOutcome::Unavailable { reason: r#"render file path "../../x" escapes the check directory"#.into() }
+        );
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(!escape_target.exists());
+    }
+
+    #[tokio::test]
+    async fn a_deadline_that_has_nearly_passed_times_out() {
+        let f = fixture("haproxy");
+        let out = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(1)).await;
+        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        assert!(reason.starts_with("haproxy -c timed out after"), "{reason}");
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_whole_group() {
+        let tools = tempfile::tempdir().unwrap();
+        let pidfile = tools.path().join("bg.pid");
+        let binary = script(tools.path(), &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()));
+        let f = fixture(binary.to_str().unwrap());
+        let started = std::time::Instant::now();
+        let out = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(500)).await;
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        assert!(
+            reason.starts_with("haproxy -c timed out after 4") || reason.starts_with("haproxy -c timed out after 500"),
+            "{reason}"
+        );
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        assert!(wait_dead(pid).await, "background sleep {pid} survived the timeout");
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+    }
+
+    #[tokio::test]
+    async fn background_processes_do_not_outlive_a_finished_check() {
+        let tools = tempfile::tempdir().unwrap();
+        let pidfile = tools.path().join("bg.pid");
+        // exits at once, leaving a child holding the output pipe
+        let binary = script(tools.path(), &format!("sleep 300 &\necho $! > {}\nexit 0", pidfile.display()));
+        let f = fixture(binary.to_str().unwrap());
+        let started = std::time::Instant::now();
+        let out = f.check(&render(VALID, vec![])).await;
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        assert_eq!(out, CheckOutcome::Passed { message: String::new() });
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        assert!(wait_dead(pid).await, "background sleep {pid} outlived the check");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_check_kills_the_group_and_removes_the_directory() {
+        let tools = tempfile::tempdir().unwrap();
+        let pidfile = tools.path().join("bg.pid");
+        let binary = script(tools.path(), &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()));
+        let f = fixture(binary.to_str().unwrap());
+        let r = render(VALID, vec![]);
+        let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(60));
+        // let it start, then drop it mid-check
+        assert!(tokio::time::timeout(Duration::from_millis(500), fut).await.is_err());
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        assert!(wait_dead(pid).await, "background sleep {pid} survived cancellation");
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+    }
+
+    #[tokio::test]
+    async fn the_check_runs_in_the_check_directory_with_the_expected_arguments() {
+        let tools = tempfile::tempdir().unwrap();
+        let record = tools.path().join("record");
+        let binary = script(
+            tools.path(),
+            &format!("{{ echo \"$@\"; pwd; ls -R; cat haproxy.cfg; }} > {}\nexit 0", record.display()),
+        );
+        let f = fixture(binary.to_str().unwrap());
+        let files =
+            vec![RenderFile { kind: FileKind::Map, path: "/etc/haproxy/maps/a.map".into(), content: "k v\n".into() }];
+        let out = f.check(&render("global\n  default-path origin /etc/haproxy\n", files)).await;
+        assert_eq!(out, CheckOutcome::Passed { message: String::new() });
+        let seen = std::fs::read_to_string(&record).unwrap();
+        let mut lines = seen.lines();
+        assert_eq!(lines.next(), Some("-dr -c -f haproxy.cfg"));
+        let cwd = lines.next().unwrap();
+        let work = std::fs::canonicalize(f.work.path()).unwrap();
+        assert!(cwd.starts_with(&format!("{}/rendergate-check-", work.display())), "{seen}");
+        assert!(seen.contains("maps:\na.map"), "{seen}");
+        assert!(seen.contains(&format!("  default-path origin {cwd}\n")), "{seen}");
+
+        let checker = HaproxyChecker::new(HaproxyOptions {
+            binary: binary.clone(),
+            dns_skip: false,
+            work_dir: Some(f.work.path().to_path_buf()),
+            ..HaproxyOptions::default()
+        });
+        checker.check(&render("global\n", vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let seen = std::fs::read_to_string(&record).unwrap();
+        assert_eq!(seen.lines().next(), Some("-c -f haproxy.cfg"));
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+    }
+
+    #[tokio::test]
+    async fn stdout_and_stderr_keep_their_order_and_output_is_capped() {
+        let tools = tempfile::tempdir().unwrap();
+        let binary = script(tools.path(), "echo '[NOTICE] one'\necho '[ALERT] two' >&2\necho '[NOTICE] three'\nexit 1");
+        let f = fixture(binary.to_str().unwrap());
+        let out = f.check(&render(VALID, vec![])).await;
+        assert_eq!(out, CheckOutcome::Refused { message: "  [NOTICE] one\n→ [ALERT] two\n  [NOTICE] three".into() });
+
+        // 200 KiB of output: nothing blocks, 64 KiB is kept, and the cut is said
+        let binary = script(tools.path(), "head -c 204800 /dev/zero | tr '\\0' 'x'\nexit 1");
+        let f = fixture(binary.to_str().unwrap());
+        let out = f.check(&render(VALID, vec![])).await;
+        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        assert!(reason.ends_with("\n(HAProxy's output was cut at 65536 bytes)"), "{}", &reason[reason.len() - 80..]);
+    }
+
+    #[tokio::test]
+    async fn a_signal_is_unavailable() {
+        let tools = tempfile::tempdir().unwrap();
+        let binary = script(tools.path(), "kill -SEGV $$");
+        let f = fixture(binary.to_str().unwrap());
+        let out = f.check(&render(VALID, vec![])).await;
+        assert_eq!(out, CheckOutcome::Unavailable { reason: "haproxy was killed by signal 11".into() });
+    }
+
+    #[tokio::test]
+    async fn an_unwritable_work_dir_is_unavailable() {
+        let f = fixture("haproxy");
+        let checker = HaproxyChecker::new(HaproxyOptions {
+            work_dir: Some(f.work.path().join("does-not-exist")),
+            ..HaproxyOptions::default()
+        });
+        let out = checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        assert!(reason.starts_with("cannot create a check directory in "), "{reason}");
+    }
+
+    #[test]
+    fn read_capped_keeps_the_head_and_drains_the_rest() {
+        let (reader, writer) = pipe().unwrap();
+        let handle = std::thread::spawn(move || read_capped(reader, 10));
+        let mut w = File::from(writer);
+        std::io::Write::write_all(&mut w, &[b'a'; 100_000]).unwrap();
+        drop(w);
+        let (kept, cut) = handle.join().unwrap().unwrap();
+        assert_eq!(kept, vec![b'a'; 10]);
+        assert!(cut);
+        let (reader, writer) = pipe().unwrap();
+        drop(writer);
+        assert_eq!(read_capped(reader, 10).unwrap(), (vec![], false));
+    }
+}

@@ -1,0 +1,447 @@
+//! Where a render's files land in a check directory, and the guarantee that
+//! they land nowhere else.
+//!
+//! [`plan`] resolves and validates every path of a render before a single
+//! byte is written: a render with one bad path writes nothing at all.
+//! [`Layout::write`] then creates the files without ever following a symlink,
+//! and rewrites `default-path origin` so HAProxy looks in the check directory
+//! rather than in `/etc/haproxy`.
+
+use crate::render::{FileKind, Render};
+use std::collections::{HashMap, HashSet};
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The config's own name in the check directory; no render file may take it.
+pub const CONFIG_NAME: &str = "haproxy.cfg";
+
+/// A render path that cannot be laid out. Each variant names the path exactly
+/// as the controller sent it (Debug-quoted, so a NUL or newline stays visible).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("render file path {path:?} escapes the check directory")]
+    Escapes { path: String },
+    #[error("render file path {path:?} contains a NUL byte")]
+    NulByte { path: String },
+    #[error("render file path {path:?} names no file")]
+    Empty { path: String },
+    #[error("render file path {path:?} would overwrite the config ({CONFIG_NAME} is reserved)")]
+    Reserved { path: String },
+    #[error("render file paths {path:?} and {other:?} land on the same file ({resolved})")]
+    Duplicate { path: String, other: String, resolved: String },
+    #[error("render file path {path:?} is a file, but {other:?} needs it to be a directory")]
+    Nested { path: String, other: String },
+}
+
+/// One auxiliary file, placed: where it goes (relative to the check
+/// directory, only normal components) and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedFile<'a> {
+    pub relative: PathBuf,
+    pub content: &'a str,
+}
+
+/// A render, validated and ready to be written into a check directory.
+/// Borrows the render: maps can be large and need not be copied.
+#[derive(Debug, Clone)]
+pub struct Layout<'a> {
+    config: &'a str,
+    files: Vec<PlacedFile<'a>>,
+}
+
+/// Resolves every file of `render` inside the check directory, refusing the
+/// whole render at the first path that could escape or collide.
+pub fn plan(render: &Render) -> Result<Layout<'_>, LayoutError> {
+    let mut files = Vec::with_capacity(render.files().len());
+    // resolved components → the path as sent, to name both sides of a clash
+    let mut taken: HashMap<Vec<&str>, &str> = HashMap::new();
+    let mut resolved_all: Vec<(Vec<&str>, &str)> = Vec::new();
+    for file in render.files() {
+        let components = resolve(file.kind, &file.path)?;
+        if components.first() == Some(&CONFIG_NAME) {
+            // `haproxy.cfg` itself, or anything that needs it to be a directory
+            return Err(LayoutError::Reserved { path: file.path.clone() });
+        }
+        if let Some(other) = taken.insert(components.clone(), &file.path) {
+            return Err(LayoutError::Duplicate {
+                path: other.to_owned(),
+                other: file.path.clone(),
+                resolved: components.join("/"),
+            });
+        }
+        resolved_all.push((components, &file.path));
+    }
+    // A file at `a/b` and another at `a/b/c` cannot both exist.
+    let mut directories: HashMap<&[&str], &str> = HashMap::new();
+    for (components, path) in &resolved_all {
+        for end in 1..components.len() {
+            directories.entry(&components[..end]).or_insert(path);
+        }
+    }
+    for (components, path) in &resolved_all {
+        if let Some(other) = directories.get(components.as_slice()) {
+            return Err(LayoutError::Nested { path: (*path).to_owned(), other: (*other).to_owned() });
+        }
+    }
+    for ((components, _), file) in resolved_all.iter().zip(render.files()) {
+        files.push(PlacedFile { relative: components.iter().collect(), content: &file.content });
+    }
+    Ok(Layout { config: render.config(), files })
+}
+
+/// The path's place in the check directory, as normal components
+/// (behaviour.md, "Files of a render").
+fn resolve(kind: FileKind, path: &str) -> Result<Vec<&str>, LayoutError> {
+    let err_path = || path.to_owned();
+    if path.contains('\0') {
+        return Err(LayoutError::NulByte { path: err_path() });
+    }
+    if path.is_empty() {
+        return Err(LayoutError::Empty { path: err_path() });
+    }
+    // `..` is refused everywhere, even where only the last component is used:
+    // a path that tries to climb is a bug or an attack, never a file name.
+    if path.split('/').any(|c| c == "..") {
+        return Err(LayoutError::Escapes { path: err_path() });
+    }
+    // A trailing `/` names a directory, not a file.
+    let name = path.rsplit('/').next().unwrap_or_default();
+    if name.is_empty() || name == "." {
+        return Err(LayoutError::Empty { path: err_path() });
+    }
+    if path.starts_with('/') || !path.contains('/') {
+        // absolute or bare: the kind's directory + the file name
+        return Ok(vec![kind.directory(), name]);
+    }
+    // relative with a `/`: the path itself, without `.` or empty components
+    Ok(path.split('/').filter(|c| !c.is_empty() && *c != ".").collect())
+}
+
+impl<'a> Layout<'a> {
+    /// The auxiliary files in render order.
+    pub fn files(&self) -> &[PlacedFile<'a>] {
+        &self.files
+    }
+
+    /// Writes the config (as `haproxy.cfg`, `default-path origin` pointed at
+    /// `dir`) and every file into `dir`, which must be a fresh, private,
+    /// absolute directory. Files are created exclusively and never through a
+    /// symlink, so nothing outside `dir` can be touched.
+    pub fn write(&self, dir: &Path) -> io::Result<()> {
+        let config = rewrite_default_path(self.config, dir)?;
+        create_file(&dir.join(CONFIG_NAME), config.as_bytes()).map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
+        let mut made: HashSet<PathBuf> = HashSet::new();
+        for file in &self.files {
+            let written = file.relative.parent().map_or(Ok(()), |parent| create_dirs(dir, parent, &mut made));
+            written
+                .and_then(|()| create_file(&dir.join(&file.relative), file.content.as_bytes()))
+                .map_err(|e| naming(&file.relative, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Says which file failed, relative to the check directory (never a host path).
+fn naming(relative: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", relative.display()))
+}
+
+/// Creates each directory of `relative` under `base` (mode 0700), one level
+/// at a time, refusing anything already there that is not a real directory.
+fn create_dirs(base: &Path, relative: &Path, made: &mut HashSet<PathBuf>) -> io::Result<()> {
+    let mut current = base.to_path_buf();
+    let mut so_far = PathBuf::new();
+    for component in relative.components() {
+        current.push(component);
+        so_far.push(component);
+        if made.contains(&so_far) {
+            continue;
+        }
+        match DirBuilder::new().mode(0o700).create(&current) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // only in a directory someone else wrote into; never follow it
+                if !std::fs::symlink_metadata(&current)?.file_type().is_dir() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        format!("{} exists and is not a directory", so_far.display()),
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        made.insert(so_far.clone());
+    }
+    Ok(())
+}
+
+/// `O_EXCL` (never reuse or truncate what is there) + `O_NOFOLLOW` (never
+/// write through a symlink), owner-only.
+fn create_file(path: &Path, content: &[u8]) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    file.write_all(content)?;
+    Ok(())
+}
+
+/// Points every `default-path origin …` line at `dir`, keeping the line
+/// count (HAProxy's line numbers are mapped back onto the original config),
+/// the line's indentation and its line ending.
+pub fn rewrite_default_path(config: &str, dir: &Path) -> io::Result<String> {
+    let dir_word = config_word(dir)?;
+    let mut out = String::with_capacity(config.len() + 64);
+    for line in config.split_inclusive('\n') {
+        let (body, ending) = split_ending(line);
+        let mut words = body.split_whitespace();
+        // Without a path the line is HAProxy's to refuse; leave it as it is.
+        let origin = words.next() == Some("default-path") && words.next() == Some("origin") && words.next().is_some();
+        if origin {
+            let indent = &body[..body.len() - body.trim_start().len()];
+            out.push_str(indent);
+            out.push_str("default-path origin ");
+            out.push_str(&dir_word);
+            out.push_str(ending);
+        } else {
+            out.push_str(line);
+        }
+    }
+    Ok(out)
+}
+
+fn split_ending(line: &str) -> (&str, &str) {
+    if let Some(body) = line.strip_suffix("\r\n") {
+        (body, "\r\n")
+    } else if let Some(body) = line.strip_suffix('\n') {
+        (body, "\n")
+    } else {
+        (line, "")
+    }
+}
+
+/// `dir` as one HAProxy config word: bare when it is plain, single-quoted
+/// (no expansion, no escapes) otherwise.
+fn config_word(dir: &Path) -> io::Result<String> {
+    let text = dir.to_str().ok_or_else(|| invalid("the check directory's path is not UTF-8"))?;
+    if !dir.is_absolute() {
+        return Err(invalid("the check directory's path is not absolute"));
+    }
+    if text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+".contains(&b)) {
+        return Ok(text.to_owned());
+    }
+    if text.contains(['\'', '\n', '\r', '\0']) {
+        return Err(invalid("the check directory's path cannot be written in an HAProxy config"));
+    }
+    Ok(format!("'{text}'"))
+}
+
+fn invalid(msg: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::RenderFile;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    fn render(files: &[(FileKind, &str)]) -> Render {
+        let files = files
+            .iter()
+            .map(|(kind, path)| RenderFile { kind: *kind, path: (*path).into(), content: format!("content of {path}") })
+            .collect();
+        Render::new("plan", "r1", "global\n", files)
+    }
+
+    fn placed(files: &[(FileKind, &str)]) -> Vec<String> {
+        let r = render(files);
+        plan(&r).unwrap().files().iter().map(|f| f.relative.to_str().unwrap().to_owned()).collect()
+    }
+
+    fn refused(files: &[(FileKind, &str)]) -> LayoutError {
+        plan(&render(files)).unwrap_err()
+    }
+
+    #[test]
+    fn absolute_paths_land_in_the_kind_directory() {
+        assert_eq!(
+            placed(&[
+                (FileKind::Map, "/etc/haproxy/maps/a.map"),
+                (FileKind::Cert, "/etc/ssl/x.pem"),
+                (FileKind::Ca, "/ca.pem"),
+                (FileKind::CrtList, "/etc/haproxy/list.txt"),
+                (FileKind::General, "/etc/haproxy/errors/503.http"),
+            ]),
+            ["maps/a.map", "ssl/x.pem", "ssl/ca.pem", "general/list.txt", "general/503.http"]
+        );
+    }
+
+    #[test]
+    fn bare_names_land_in_the_kind_directory() {
+        assert_eq!(
+            placed(&[(FileKind::Map, "a.map"), (FileKind::Cert, "c.pem"), (FileKind::General, "haproxy.cfg")]),
+            ["maps/a.map", "ssl/c.pem", "general/haproxy.cfg"]
+        );
+    }
+
+    #[test]
+    fn relative_paths_with_a_slash_land_at_that_path() {
+        assert_eq!(
+            placed(&[
+                (FileKind::Map, "maps/a.map"),
+                (FileKind::General, "./x.lua"),
+                (FileKind::Cert, "certs//./deep/c.pem"),
+                (FileKind::Map, "other/a.map"),
+            ]),
+            ["maps/a.map", "x.lua", "certs/deep/c.pem", "other/a.map"]
+        );
+    }
+
+    #[test]
+    fn climbing_is_refused_in_every_form() {
+        for path in ["../x", "../../x", "maps/../../x", "/etc/../x.map", "..", "a/..", "./.."] {
+            assert_eq!(refused(&[(FileKind::Map, path)]), LayoutError::Escapes { path: path.into() }, "{path}");
+        }
+    }
+
+    #[test]
+    fn the_error_names_the_path_as_sent() {
+        assert_eq!(
+            refused(&[(FileKind::Map, "../x")]).to_string(),
+            r#"render file path "../x" escapes the check directory"#
+        );
+        let nul = refused(&[(FileKind::Map, "a\0b")]).to_string();
+        assert!(nul.contains(r#""a\0b""#), "{nul}");
+    }
+
+    #[test]
+    fn nul_bytes_and_empty_names_are_refused() {
+        assert!(matches!(refused(&[(FileKind::Map, "a\0.map")]), LayoutError::NulByte { .. }));
+        assert!(matches!(refused(&[(FileKind::Map, "/\0/../a")]), LayoutError::NulByte { .. }));
+        for path in ["", "/", ".", "./", "maps/", "/etc/haproxy/", "a/.", "/etc/."] {
+            assert_eq!(refused(&[(FileKind::Map, path)]), LayoutError::Empty { path: path.into() }, "{path:?}");
+        }
+    }
+
+    #[test]
+    fn the_config_name_is_reserved() {
+        for path in ["./haproxy.cfg", "./haproxy.cfg/x", "haproxy.cfg/x", "././haproxy.cfg"] {
+            assert_eq!(refused(&[(FileKind::General, path)]), LayoutError::Reserved { path: path.into() }, "{path}");
+        }
+    }
+
+    #[test]
+    fn two_files_on_one_place_are_refused() {
+        let err = refused(&[(FileKind::Map, "/a/x.map"), (FileKind::Map, "/b/x.map")]);
+        assert_eq!(
+            err,
+            LayoutError::Duplicate { path: "/a/x.map".into(), other: "/b/x.map".into(), resolved: "maps/x.map".into() }
+        );
+        // different spellings of one place
+        assert!(matches!(
+            refused(&[(FileKind::Map, "x.map"), (FileKind::General, "./maps/x.map")]),
+            LayoutError::Duplicate { .. }
+        ));
+        // same name, different kind directories: fine
+        assert_eq!(
+            placed(&[(FileKind::Map, "x"), (FileKind::Cert, "x"), (FileKind::General, "x")]),
+            ["maps/x", "ssl/x", "general/x"]
+        );
+    }
+
+    #[test]
+    fn a_file_cannot_be_another_files_directory() {
+        for files in [
+            [(FileKind::General, "a/b"), (FileKind::General, "a/b/c")],
+            [(FileKind::General, "a/b/c"), (FileKind::General, "a/b")],
+            [(FileKind::General, "./maps"), (FileKind::Map, "x.map")],
+        ] {
+            assert!(matches!(plan(&render(&files)).unwrap_err(), LayoutError::Nested { .. }), "{files:?}");
+        }
+        let err = refused(&[(FileKind::General, "a/b"), (FileKind::General, "a/b/c")]);
+        assert_eq!(err, LayoutError::Nested { path: "a/b".into(), other: "a/b/c".into() });
+        // siblings sharing a directory are fine
+        assert_eq!(placed(&[(FileKind::General, "a/b"), (FileKind::General, "a/c")]), ["a/b", "a/c"]);
+    }
+
+    #[test]
+    fn writes_config_and_files_owner_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("check");
+        std::fs::create_dir(&dir).unwrap();
+        let r = Render::new(
+            "p",
+            "r",
+            "global\n  default-path origin /etc/haproxy\n",
+            vec![
+                RenderFile { kind: FileKind::Map, path: "/etc/haproxy/maps/a.map".into(), content: "k v\n".into() },
+                RenderFile { kind: FileKind::General, path: "deep/er/x.lua".into(), content: "-- lua".into() },
+            ],
+        );
+        plan(&r).unwrap().write(&dir).unwrap();
+        let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
+        assert_eq!(config, format!("global\n  default-path origin {}\n", dir.display()));
+        assert_eq!(std::fs::read_to_string(dir.join("maps/a.map")).unwrap(), "k v\n");
+        assert_eq!(std::fs::read_to_string(dir.join("deep/er/x.lua")).unwrap(), "-- lua");
+        for file in ["haproxy.cfg", "maps/a.map", "deep/er/x.lua"] {
+            assert_eq!(std::fs::metadata(dir.join(file)).unwrap().permissions().mode() & 0o777, 0o600, "{file}");
+        }
+        for d in ["maps", "deep", "deep/er"] {
+            assert_eq!(std::fs::metadata(dir.join(d)).unwrap().mode() & 0o777, 0o700, "{d}");
+        }
+    }
+
+    #[test]
+    fn never_writes_through_a_symlink_or_over_a_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("check");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        // a planted symlink, as a directory and as a file
+        std::os::unix::fs::symlink(&outside, dir.join("maps")).unwrap();
+        let r = Render::new(
+            "p",
+            "r",
+            "global\n",
+            vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "x".into() }],
+        );
+        assert!(plan(&r).unwrap().write(&dir).is_err());
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+
+        let dir2 = tmp.path().join("check2");
+        std::fs::create_dir(&dir2).unwrap();
+        std::fs::create_dir(dir2.join("maps")).unwrap();
+        std::os::unix::fs::symlink(outside.join("victim"), dir2.join("maps/a.map")).unwrap();
+        let err = plan(&r).unwrap().write(&dir2).unwrap_err();
+        assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
+        assert!(!outside.join("victim").exists());
+    }
+
+    #[test]
+    fn default_path_origin_is_rewritten_and_lines_are_kept() {
+        let dir = Path::new("/tmp/rendergate-check-abc");
+        let config = "global\n\tdefault-path   origin /etc/haproxy # comment\r\n  default-path config\n# default-path origin /x\n  default-path origin\ndefault-path origin /y";
+        let out = rewrite_default_path(config, dir).unwrap();
+        assert_eq!(
+            out,
+            "global\n\tdefault-path origin /tmp/rendergate-check-abc\r\n  default-path config\n# default-path origin /x\n  default-path origin\ndefault-path origin /tmp/rendergate-check-abc"
+        );
+        assert_eq!(out.lines().count(), config.lines().count());
+    }
+
+    #[test]
+    fn odd_check_directories_are_quoted_or_refused() {
+        assert_eq!(
+            rewrite_default_path("default-path origin /x\n", Path::new("/tmp/my dir")).unwrap(),
+            "default-path origin '/tmp/my dir'\n"
+        );
+        assert!(rewrite_default_path("x\n", Path::new("/tmp/it's")).is_err());
+        assert!(rewrite_default_path("x\n", Path::new("relative")).is_err());
+    }
+}

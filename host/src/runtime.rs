@@ -1,0 +1,250 @@
+//! The tokio adapter around the sans-IO core: events in through a channel,
+//! [`Output`]s out through another, one worker running checks one at a time.
+//!
+//! The driver task owns the core. It feeds it events, results and timer
+//! expiries, carries out its effects (start a check, ask the policy, publish)
+//! and sleeps until the core's next timer. Nothing here decides anything.
+
+use crate::check::Checker;
+use crate::core::{self, CheckId, CheckOutcome, CheckRequest, Effect, Event, LatchState, Verdict};
+use crate::metrics::Metrics;
+use crate::policy::{PolicySeat, Promote, Revert};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// How the gate runs.
+#[derive(Clone, Debug)]
+pub struct GateConfig {
+    /// Least time between the starts of two checks (default 1 s; 0 allowed).
+    pub check_interval: Duration,
+    /// Bound on one check, waiting for the check slot included (default 30 s).
+    pub check_timeout: Duration,
+    /// The slot a check must hold while `haproxy -c` runs. Gates that share
+    /// one never run two checks at once.
+    pub check_slot: Arc<Semaphore>,
+    /// Room in the event and output channels.
+    pub channel_capacity: usize,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig {
+            check_interval: Duration::from_secs(1),
+            check_timeout: Duration::from_secs(30),
+            check_slot: Arc::new(Semaphore::new(1)),
+            channel_capacity: 256,
+        }
+    }
+}
+
+/// What the gate tells its controller, in protocol order per verdict:
+/// `Verdict`, `Latch`, `Release`, then `Promote`/`Revert`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    Verdict(Verdict),
+    Latch(LatchState),
+    /// The scheduler may dispatch this held render.
+    Release { plan: String, render: String },
+    Promote(Promote),
+    Revert(Revert),
+}
+
+/// The running gate: send it events; read its outputs from the receiver
+/// returned by [`Gate::start`].
+pub struct Gate {
+    events: mpsc::Sender<Event>,
+    driver: JoinHandle<()>,
+    metrics: Arc<Metrics>,
+}
+
+/// The gate task has stopped (its output receiver was dropped).
+#[derive(Debug, thiserror::Error)]
+#[error("the gate has stopped")]
+pub struct GateStopped;
+
+impl Gate {
+    /// Starts the gate on the current tokio runtime.
+    pub fn start(config: GateConfig, checker: Arc<dyn Checker>, policy: PolicySeat) -> (Gate, mpsc::Receiver<Output>) {
+        let (events_tx, events_rx) = mpsc::channel(config.channel_capacity);
+        let (outputs_tx, outputs_rx) = mpsc::channel(config.channel_capacity);
+        let metrics = Arc::new(Metrics::default());
+        let core_config = core::CoreConfig { check_interval: config.check_interval, ..core::CoreConfig::default() };
+        let driver = Driver {
+            core: core::Gate::new(core_config, checker.identity()),
+            checker,
+            policy,
+            metrics: metrics.clone(),
+            outputs: outputs_tx,
+            config,
+            check: None,
+        };
+        let driver = tokio::spawn(driver.run(events_rx));
+        (Gate { events: events_tx, driver, metrics }, outputs_rx)
+    }
+
+    pub async fn send(&self, event: Event) -> Result<(), GateStopped> {
+        self.events.send(event).await.map_err(|_| GateStopped)
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Ends the input: the gate finishes the check in flight and every queued
+    /// check that can reach a verdict (without retrying checks that could not
+    /// run), delivers their outputs, then closes the output channel.
+    pub async fn finish(self) {
+        drop(self.events);
+        let _ = self.driver.await;
+    }
+}
+
+/// A check running on the worker.
+struct RunningCheck {
+    id: CheckId,
+    task: JoinHandle<(CheckOutcome, Duration)>,
+}
+
+struct Driver {
+    core: core::Gate,
+    checker: Arc<dyn Checker>,
+    policy: PolicySeat,
+    metrics: Arc<Metrics>,
+    outputs: mpsc::Sender<Output>,
+    config: GateConfig,
+    check: Option<RunningCheck>,
+}
+
+impl Driver {
+    async fn run(mut self, mut events: mpsc::Receiver<Event>) {
+        let mut input_open = true;
+        loop {
+            if self.carry_out_effects().await.is_err() {
+                break; // nobody listens any more
+            }
+            if !input_open && self.core.is_drained() {
+                break;
+            }
+            let timer = self.core.poll_timeout();
+            tokio::select! {
+                event = events.recv(), if input_open => match event {
+                    Some(event) => self.core.handle_event(now(), event),
+                    None => {
+                        input_open = false;
+                        self.core.drain(now());
+                    }
+                },
+                result = async { (&mut self.check.as_mut().expect("guarded").task).await }, if self.check.is_some() => {
+                    let id = self.check.take().expect("guarded").id;
+                    let (outcome, took) = result.unwrap_or_else(|e| {
+                        (CheckOutcome::Unavailable { reason: format!("the check task failed: {e}") }, Duration::ZERO)
+                    });
+                    self.metrics.check_finished(outcome.label(), took);
+                    self.core.handle_check_result(now(), id, outcome, took);
+                },
+                () = sleep_until(timer), if timer.is_some() => self.core.handle_timeout(now()),
+            }
+            self.cancel_abandoned_check();
+        }
+        if let Some(check) = self.check.take() {
+            check.task.abort();
+        }
+    }
+
+    /// A check the core no longer waits for (the term ended) is stopped:
+    /// dropping it kills haproxy's process group and removes its directory.
+    fn cancel_abandoned_check(&mut self) {
+        let wanted = self.core.in_flight().map(|r| r.id);
+        if self.check.as_ref().is_some_and(|c| Some(c.id) != wanted) {
+            if let Some(check) = self.check.take() {
+                check.task.abort();
+            }
+        }
+    }
+
+    async fn carry_out_effects(&mut self) -> Result<(), mpsc::error::SendError<Output>> {
+        while let Some(effect) = self.core.poll_effect() {
+            match effect {
+                Effect::StartCheck(request) => self.start_check(request),
+                Effect::Verdict(v) => {
+                    log_verdict(&v);
+                    self.outputs.send(Output::Verdict(v)).await?;
+                }
+                Effect::Latch(state) => {
+                    tracing::info!(?state, "latch changed");
+                    self.outputs.send(Output::Latch(state)).await?;
+                }
+                Effect::Release { plan, render } => self.outputs.send(Output::Release { plan, render }).await?,
+                Effect::Decide { trigger, fleet } => {
+                    let settled = self.policy.decide(&trigger, &fleet);
+                    if let Some(why) = &settled.fell_back {
+                        self.metrics.policy_fell_back();
+                        tracing::warn!(policy = self.policy.name(), "{why}; the default policy decided instead");
+                    }
+                    if !settled.dropped.is_empty() {
+                        self.metrics.policy_dropped(settled.dropped.len());
+                        for item in &settled.dropped {
+                            tracing::warn!(policy = self.policy.name(), "dropped {item}");
+                        }
+                    }
+                    for p in settled.promote {
+                        self.outputs.send(Output::Promote(p)).await?;
+                    }
+                    for r in settled.revert {
+                        self.outputs.send(Output::Revert(r)).await?;
+                    }
+                }
+            }
+        }
+        self.metrics.set_pinned(self.core.latch().pinned());
+        Ok(())
+    }
+
+    fn start_check(&mut self, request: CheckRequest) {
+        let deadline = Instant::now() + self.config.check_timeout;
+        let timeout = self.config.check_timeout;
+        let checker = self.checker.clone();
+        let slot = self.config.check_slot.clone();
+        let render = request.render;
+        tracing::debug!(plan = render.plan(), render = render.id(), "check started");
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let judged = tokio::time::timeout_at(deadline, async {
+                let _slot = slot.acquire_owned().await;
+                checker.check(&render, deadline).await
+            });
+            let outcome = judged.await.unwrap_or_else(|_| CheckOutcome::Unavailable {
+                reason: format!("the check timed out after {}", crate::duration::format(timeout)),
+            });
+            (outcome, started.elapsed())
+        });
+        self.check = Some(RunningCheck { id: request.id, task });
+    }
+}
+
+fn log_verdict(v: &Verdict) {
+    let outcome = v.outcome.label();
+    match &v.outcome {
+        CheckOutcome::Unavailable { reason } => {
+            tracing::warn!(plan = v.plan, render = v.render, newest = v.newest, "check could not run: {reason}")
+        }
+        _ if v.newest => tracing::info!(plan = v.plan, render = v.render, outcome, remembered = v.remembered, "verdict"),
+        // Stale verdicts are routine: quiet.
+        _ => tracing::debug!(plan = v.plan, render = v.render, outcome, remembered = v.remembered, "stale verdict"),
+    }
+}
+
+/// The core's clock: the only place the gate reads time.
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+async fn sleep_until(at: Option<std::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(Instant::from_std(at)).await,
+        None => std::future::pending().await,
+    }
+}

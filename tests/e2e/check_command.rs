@@ -1,0 +1,95 @@
+//! `rendergate check DIR` against real haproxy: verdicts, exit codes, flags.
+
+use crate::support::*;
+use std::path::Path;
+
+fn check(args: &[&str], dir: &Path) -> std::process::Output {
+    let haproxy = haproxy();
+    let mut all = vec!["check", "--haproxy", haproxy.as_str()];
+    all.extend_from_slice(args);
+    all.push(dir.to_str().unwrap());
+    run(&all, "", &[])
+}
+
+/// A copy of the sample render in a fresh directory, with `config` as its haproxy.cfg.
+fn render_dir(config: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("maps")).unwrap();
+    std::fs::copy(sample_dir().join("maps/hosts.map"), dir.path().join("maps/hosts.map")).unwrap();
+    std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
+    dir
+}
+
+#[test]
+fn a_valid_render_passes_with_exit_0() {
+    let out = check(&["--json"], &sample_dir());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = &lines(&out)[0];
+    assert_eq!((v["type"].as_str(), v["ok"].as_bool(), v["refused"].as_bool()), (Some("verdict"), Some(true), Some(false)));
+    assert!(v["checksum"].as_str().unwrap().starts_with("sha256:"));
+}
+
+#[test]
+fn an_invalid_render_is_refused_with_exit_1_and_context() {
+    let dir = render_dir(&broken_config());
+    let out = check(&[], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("refused:"), "{text}");
+    assert!(text.contains("→ [ALERT]") && text.contains("bogus-action"), "{text}");
+    assert!(text.contains("Config context:"), "{text}");
+    let message = text.split_once('\n').unwrap().1;
+    assert!(!message.contains("/tmp") && !message.contains("rendergate-check-"), "no host paths: {message}");
+}
+
+#[test]
+fn a_missing_binary_could_not_run_with_exit_2() {
+    let out = run(&["check", "--haproxy", "/nonexistent/haproxy", "--json", sample_dir().to_str().unwrap()], "", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let v = &lines(&out)[0];
+    assert_eq!((v["ok"].as_bool(), v["refused"].as_bool()), (Some(false), Some(false)));
+    assert!(v["message"].as_str().unwrap().contains("/nonexistent/haproxy"), "{v}");
+}
+
+#[test]
+fn symlinks_in_the_directory_are_refused() {
+    let dir = render_dir(&sample_config());
+    std::os::unix::fs::symlink("/etc/passwd", dir.path().join("maps/evil.map")).unwrap();
+    let out = check(&[], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("evil.map") && err.contains("symlink"), "{err}");
+}
+
+#[test]
+fn files_land_where_the_directory_has_them() {
+    // The config names the map relative to the check directory, and a Lua-free
+    // general file at the top level: both must be found where DIR has them.
+    let config = sample_config().replace(
+        "frontend www\n",
+        "frontend www\n    http-request return status 200 content-type text/plain file top.txt if { path /top }\n",
+    );
+    let dir = render_dir(&config);
+    std::fs::write(dir.path().join("top.txt"), "hello\n").unwrap();
+    let out = check(&[], dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    std::fs::remove_file(dir.path().join("top.txt")).unwrap();
+    let out = check(&[], dir.path());
+    assert_eq!(out.status.code(), Some(1), "without the file HAProxy refuses: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn bad_flags_get_one_line_naming_the_flag_and_exit_2() {
+    for args in [
+        vec!["check", "--timeout", "5", "x"],
+        vec!["serve", "--check-interval", "soon"],
+        vec!["serve", "--bogus"],
+    ] {
+        let out = run(&args, "", &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        let flag = args.iter().find(|a| a.starts_with("--")).unwrap();
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,143 @@
+//! Starting the binary and talking NDJSON to it.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_rendergate");
+
+/// The haproxy the tests run.
+pub fn haproxy() -> String {
+    std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into())
+}
+
+/// The sample render in `examples/render`.
+pub fn sample_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render")
+}
+
+pub fn sample_config() -> String {
+    std::fs::read_to_string(sample_dir().join("haproxy.cfg")).unwrap()
+}
+
+pub fn sample_files() -> Value {
+    let map = std::fs::read_to_string(sample_dir().join("maps/hosts.map")).unwrap();
+    json!([{"kind": "map", "path": "maps/hosts.map", "content": map}])
+}
+
+/// The sample config with one line HAProxy refuses, after `bind :8080`.
+pub fn broken_config() -> String {
+    sample_config().replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n")
+}
+
+pub fn rendered(plan: &str, render: &str, config: &str) -> Value {
+    json!({"type": "rendered", "plan": plan, "render": render, "config": config, "files": sample_files()})
+}
+
+pub fn applied(pod: &str, render: &str, plan: &str, running: &str, baseline: &str) -> Value {
+    json!({"type": "applied", "pod": pod, "render": render, "plan": plan,
+           "running_plan": running, "baseline_plan": baseline})
+}
+
+/// Runs `rendergate ARGS` to completion with `stdin` as input.
+pub fn run(args: &[&str], stdin: &str, envs: &[(&str, &Path)]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, *v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start rendergate");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+pub fn lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+/// A running `rendergate serve`, fed line by line.
+pub struct Serve {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Serve {
+    pub fn start(extra: &[&str]) -> Serve {
+        let haproxy = haproxy();
+        let mut args = vec!["serve", "--check-interval", "0s"];
+        if !extra.contains(&"--haproxy") {
+            args.extend(["--haproxy", haproxy.as_str()]);
+        }
+        args.extend_from_slice(extra);
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start rendergate serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Serve { stdin: child.stdin.take(), child, lines }
+    }
+
+    pub fn send(&mut self, line: &Value) {
+        self.send_raw(&line.to_string());
+    }
+
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("input still open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next output line; fails the test after 20 s.
+    pub fn next(&mut self) -> Value {
+        let line = self.lines.recv_timeout(Duration::from_secs(20)).expect("an output line within 20 s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
+    }
+
+    /// Output lines up to and including the next line of `kind`.
+    pub fn until(&mut self, kind: &str) -> Vec<Value> {
+        let mut seen = vec![];
+        loop {
+            let line = self.next();
+            let done = line["type"] == kind;
+            seen.push(line);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    /// Closes the input; returns the remaining output lines and the exit status.
+    pub fn finish(mut self) -> (Vec<Value>, std::process::ExitStatus) {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        let rest = self.lines.iter().map(|l| serde_json::from_str(&l).unwrap()).collect();
+        (rest, status)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
