@@ -158,10 +158,8 @@ impl Driver {
     /// dropping it kills haproxy's process group and removes its directory.
     fn cancel_abandoned_check(&mut self) {
         let wanted = self.core.in_flight().map(|r| r.id);
-        if self.check.as_ref().is_some_and(|c| Some(c.id) != wanted) {
-            if let Some(check) = self.check.take() {
-                check.task.abort();
-            }
+        if let Some(check) = self.check.take_if(|c| Some(c.id) != wanted) {
+            check.task.abort();
         }
     }
 

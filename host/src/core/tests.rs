@@ -64,7 +64,7 @@ impl Harness {
         self.pump();
     }
     /// Lets time run to the gate's next timer.
-    fn to_timer(&mut self) {
+    fn run_to_timer(&mut self) {
         let at = self.gate.poll_timeout().expect("a timer is set");
         self.now = self.now.max(at);
         self.gate.handle_timeout(self.now);
@@ -175,7 +175,7 @@ fn burst_during_a_check_costs_exactly_one_more_check_for_the_newest() {
     let v = h.last_verdict();
     assert_eq!(v.render, "r-1");
     assert!(!v.newest, "plan-1 is superseded by plan-4");
-    h.to_timer(); // check spacing
+    h.run_to_timer(); // check spacing
     assert_eq!(h.checked, ["r-1", "r-4"]);
     h.finish(pass());
     assert!(h.last_verdict().newest);
@@ -191,13 +191,13 @@ fn superseded_refused_plan_a_pod_reports_is_checked_and_drives_a_revert() {
     h.event(render("plan-2", "r-2", "2-bad"));
     h.event(render("plan-3", "r-3", "3"));
     h.finish(pass()); // r-1
-    h.to_timer();
+    h.run_to_timer();
     h.finish(pass()); // r-3, newest
     assert_eq!(h.checked, ["r-1", "r-3"]);
     // A pod still runs plan-2's render (took it, did not load it).
     h.event(applied("ns/a", "r-2", "plan-2", "plan-1", "plan-1"));
     h.take();
-    h.to_timer();
+    h.run_to_timer();
     assert_eq!(h.checked, ["r-1", "r-3", "r-2"]);
     h.finish(refused());
     let effects = h.take();
@@ -290,7 +290,7 @@ fn could_not_run_is_retried_with_the_backoff_sequence_and_a_verdict_resets_it() 
         let v = h.last_verdict();
         assert_eq!(v.outcome.label(), "unavailable");
         assert!(v.newest);
-        h.to_timer();
+        h.run_to_timer();
     }
     assert_eq!(starts, [0, 1, 3, 7, 15, 31, 61]);
     assert_eq!(h.gate.latch().state(), LatchState::Pessimistic(Reason::Unavailable));
@@ -361,9 +361,9 @@ fn terminated_and_undiscovered_pods_no_longer_keep_a_render_alive() {
     assert_eq!(ids(&h), ["r-0", "r-3", "r-4", "r-6"], "r-2 lost its pod and was the oldest unheld");
     // Only a held straggler is judged: r-3 (ns/c), never r-4 or r-6.
     h.finish(pass());
-    h.to_timer();
+    h.run_to_timer();
     h.finish(pass()); // r-7
-    h.to_timer();
+    h.run_to_timer();
     h.finish(pass()); // r-3
     assert_eq!(h.checked, ["r-0", "r-7", "r-3"]);
     assert_eq!(h.gate.poll_timeout(), None);
@@ -432,7 +432,7 @@ fn draining_judges_what_it_can_and_retries_nothing() {
     h.gate.drain(h.now);
     assert!(!h.gate.is_drained());
     h.finish(pass());
-    h.to_timer();
+    h.run_to_timer();
     assert_eq!(h.checked, ["r-1", "r-2"]);
     h.finish(unavailable());
     assert!(h.gate.is_drained(), "the failed render is not retried while draining");
