@@ -10,6 +10,7 @@ if ! command -v haproxy >/dev/null 2>&1; then
     sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq && $sudo apt-get install -y -qq haproxy
 fi
+rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
 cargo build --quiet --bin rendergate
 bin="${CARGO_TARGET_DIR:-target}/debug/rendergate"
 

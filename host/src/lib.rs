@@ -42,6 +42,7 @@ pub mod protocol;
 pub mod render;
 pub mod runtime;
 pub mod serve;
+pub mod size;
 
 pub use check::{Checker, HaproxyChecker, HaproxyOptions};
 pub use core::{CheckOutcome, Event, LatchState, PodReport, Reason, Verdict};

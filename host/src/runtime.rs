@@ -27,6 +27,9 @@ pub struct GateConfig {
     pub check_slot: Arc<Semaphore>,
     /// Room in the event and output channels.
     pub channel_capacity: usize,
+    /// Where the gate counts; share it with whatever else reports (the
+    /// policy reloader, a metrics endpoint).
+    pub metrics: Arc<Metrics>,
 }
 
 impl Default for GateConfig {
@@ -36,6 +39,7 @@ impl Default for GateConfig {
             check_timeout: Duration::from_secs(30),
             check_slot: Arc::new(Semaphore::new(1)),
             channel_capacity: 256,
+            metrics: Arc::new(Metrics::default()),
         }
     }
 }
@@ -70,7 +74,7 @@ impl Gate {
     pub fn start(config: GateConfig, checker: Arc<dyn Checker>, policy: PolicySeat) -> (Gate, mpsc::Receiver<Output>) {
         let (events_tx, events_rx) = mpsc::channel(config.channel_capacity);
         let (outputs_tx, outputs_rx) = mpsc::channel(config.channel_capacity);
-        let metrics = Arc::new(Metrics::default());
+        let metrics = config.metrics.clone();
         let core_config = core::CoreConfig { check_interval: config.check_interval, ..core::CoreConfig::default() };
         let driver = Driver {
             core: core::Gate::new(core_config, checker.identity()),
@@ -177,16 +181,11 @@ impl Driver {
                 }
                 Effect::Release { plan, render } => self.outputs.send(Output::Release { plan, render }).await?,
                 Effect::Decide { trigger, fleet } => {
-                    let settled = self.policy.decide(&trigger, &fleet);
-                    if let Some(why) = &settled.fell_back {
-                        self.metrics.policy_fell_back();
-                        tracing::warn!(policy = self.policy.name(), "{why}; the default policy decided instead");
-                    }
-                    if !settled.dropped.is_empty() {
-                        self.metrics.policy_dropped(settled.dropped.len());
-                        for item in &settled.dropped {
-                            tracing::warn!(policy = self.policy.name(), "dropped {item}");
-                        }
+                    // Bounded by the policy's deadline (50 ms by default), so
+                    // deciding inline never stalls the gate for long.
+                    let settled = self.policy.decide(&trigger, &fleet, &self.metrics);
+                    for note in &settled.notes {
+                        tracing::debug!(policy = self.policy.name(), "note: {note}");
                     }
                     for p in settled.promote {
                         self.outputs.send(Output::Promote(p)).await?;

@@ -8,10 +8,12 @@
 //! dropped.
 
 use super::layout;
+use super::sandbox::{self, Sandbox, SandboxOptions};
 use super::verdict::{self, Exit};
 use super::{CheckFuture, Checker};
 use crate::core::CheckOutcome;
 use crate::render::Render;
+use sandbox::Probe;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, Read};
@@ -32,11 +34,13 @@ pub struct HaproxyOptions {
     pub work_dir: Option<PathBuf>,
     /// How much of HAProxy's output is kept; the rest is read and dropped.
     pub output_cap: usize,
+    /// The sandbox around each check (strict by default).
+    pub sandbox: SandboxOptions,
 }
 
 impl Default for HaproxyOptions {
     fn default() -> Self {
-        HaproxyOptions { binary: PathBuf::from("haproxy"), dns_skip: true, work_dir: None, output_cap: 64 * 1024 }
+        HaproxyOptions { binary: PathBuf::from("haproxy"), dns_skip: true, work_dir: None, output_cap: 64 * 1024, sandbox: SandboxOptions::default() }
     }
 }
 
@@ -47,12 +51,19 @@ pub struct HaproxyChecker {
     /// The binary to run, or why there is none (then every check is unavailable).
     binary: Result<PathBuf, String>,
     identity: String,
+    /// Made once with the binary (its loader is read now); `None` without one.
+    sandbox: Option<Sandbox>,
 }
 
 impl HaproxyChecker {
     /// Resolves and hashes the binary now, once. A missing binary is not an
     /// error here: the gate must still run and say "could not run" per check.
     pub fn new(opts: HaproxyOptions) -> Self {
+        Self::with_probe(opts, Probe::current().clone())
+    }
+
+    /// As [`HaproxyChecker::new`] with a given sandbox probe (tests force layers absent).
+    pub fn with_probe(opts: HaproxyOptions, probe: Probe) -> Self {
         let (binary, identity) = match resolve_binary(&opts.binary).and_then(|path| {
             let hash = hash_file(&path).map_err(|e| format!("haproxy binary not readable: {}: {e}", path.display()))?;
             Ok((path, hash))
@@ -63,7 +74,29 @@ impl HaproxyChecker {
             }
             Err(problem) => (Err(problem), format!("{} missing", opts.binary.display())),
         };
-        HaproxyChecker { opts, binary, identity }
+        let sandbox = binary.as_ref().ok().map(|path| Sandbox::with_probe(opts.sandbox.clone(), path, probe));
+        HaproxyChecker { opts, binary, identity, sandbox }
+    }
+
+    /// The sandbox checks run in (`None` when there is no binary to run).
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        self.sandbox.as_ref()
+    }
+
+    /// The start-up line saying which sandbox layers checks get.
+    pub fn sandbox_report(&self) -> String {
+        match &self.sandbox {
+            Some(sandbox) => sandbox.report(),
+            None => Probe::current().report(self.opts.sandbox.mode),
+        }
+    }
+
+    /// Each layer and whether checks get it (the `rendergate_sandbox_layer` gauge).
+    pub fn sandbox_layers(&self) -> Vec<(&'static str, bool)> {
+        match &self.sandbox {
+            Some(sandbox) => sandbox.probe().layers(sandbox.mode()),
+            None => Probe::current().layers(self.opts.sandbox.mode),
+        }
     }
 
     /// The binary that runs, when there is one.
@@ -85,7 +118,11 @@ impl HaproxyChecker {
         let work_dir = self.opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
         // Dropped last (declared first): removes the directory on every path out,
         // including cancellation, after the process group is dead.
-        let tmp = match tempfile::Builder::new().prefix("rendergate-check-").tempdir_in(&work_dir) {
+        let tmp = match tempfile::Builder::new()
+            .prefix("rendergate-check-")
+            // owner-only: the render may hold secrets (keys, tokens in maps)
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(&work_dir) {
             Ok(tmp) => tmp,
             Err(e) => return unavailable(format!("cannot create a check directory in {}: {e}", work_dir.display())),
         };
@@ -95,9 +132,17 @@ impl HaproxyChecker {
             Ok(dir) => dir,
             Err(e) => return unavailable(format!("cannot resolve the check directory: {e}")),
         };
-        if let Err(e) = layout.write(&dir) {
+        let ids = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
+        let written = if ids { layout.write_with(&dir, sandbox::ids::resolve_global_ids) } else { layout.write(&dir) };
+        if let Err(e) = written {
             return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), &dir, binary));
         }
+        let time_left = deadline.saturating_duration_since(Instant::now());
+        let prepared = match self.sandbox.as_ref().map(|s| s.prepare(&dir, sandbox::wants_system_ca(render), time_left)) {
+            Some(Ok(prepared)) => prepared,
+            Some(Err(reason)) => return unavailable(verdict::sanitise(&reason, &dir, binary)),
+            None => return unavailable("no sandbox for a missing binary".into()),
+        };
 
         let (reader, writer) = match pipe() {
             Ok(ends) => ends,
@@ -119,13 +164,18 @@ impl HaproxyChecker {
                 .stderr(Stdio::from(stderr))
                 .process_group(0)
                 .kill_on_drop(true);
+            prepared.apply(&mut cmd);
             cmd.spawn()
             // `cmd` drops here with our copies of the write end, so the reader
             // sees end-of-file once HAProxy's group is gone.
         };
         let mut child = match spawned {
             Ok(child) => child,
-            Err(e) => return unavailable(format!("cannot start {}: {e}", binary.display())),
+            Err(e) => {
+                return unavailable(
+                    sandbox::spawn_failure(&e).unwrap_or_else(|| format!("cannot start {}: {e}", binary.display())),
+                );
+            }
         };
         let Some(pid) = child.id() else {
             return unavailable("haproxy exited before it could be watched".into());
@@ -159,7 +209,31 @@ impl HaproxyChecker {
         };
         let text = String::from_utf8_lossy(&bytes);
         let outcome = verdict::classify(Exit::from(status), &text, render.config(), &dir, binary);
+        let outcome = cap_message(self.out_of_memory(outcome), cap);
         if cut { note_truncation(outcome, cap) } else { outcome }
+    }
+}
+
+impl HaproxyChecker {
+    /// HAProxy reports hitting the address-space limit as an `[ALERT] …
+    /// out of memory`: that is the sandbox's limit speaking, not a judgement
+    /// of the config, so it is could-not-run (never a revert).
+    fn out_of_memory(&self, outcome: CheckOutcome) -> CheckOutcome {
+        let sandboxed = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
+        match outcome {
+            CheckOutcome::Refused { message }
+                if sandboxed
+                    && message.lines().any(|l| l.contains("[ALERT]") && l.to_ascii_lowercase().contains("out of memory")) =>
+            {
+                CheckOutcome::Unavailable {
+                    reason: format!(
+                        "haproxy -c ran out of memory under the check's limit of {} MiB (--check-memory)\n{message}",
+                        self.opts.sandbox.memory >> 20
+                    ),
+                }
+            }
+            other => other,
+        }
     }
 }
 
@@ -175,6 +249,27 @@ impl Checker for HaproxyChecker {
 
 fn unavailable(reason: String) -> CheckOutcome {
     CheckOutcome::Unavailable { reason }
+}
+
+/// The message built around alerts (context lines, config excerpts) can
+/// outgrow the output it came from: it is held to the same cap.
+fn cap_message(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
+    let cut = |mut text: String| {
+        if text.len() > cap {
+            let mut end = cap;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text.push_str(&format!("\n(the message was cut at {cap} bytes)"));
+        }
+        text
+    };
+    match outcome {
+        CheckOutcome::Passed { message } => CheckOutcome::Passed { message: cut(message) },
+        CheckOutcome::Refused { message } => CheckOutcome::Refused { message: cut(message) },
+        CheckOutcome::Unavailable { reason } => CheckOutcome::Unavailable { reason: cut(reason) },
+    }
 }
 
 fn note_truncation(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
@@ -313,9 +408,11 @@ frontend f
 
     fn fixture(binary: &str) -> Fixture {
         let work = tempfile::tempdir().unwrap();
+        // stand-in scripts need /bin/sh: they run unsandboxed (sandbox/tests.rs runs the real one)
         let checker = HaproxyChecker::new(HaproxyOptions {
             binary: binary.into(),
             work_dir: Some(work.path().to_path_buf()),
+            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
             ..HaproxyOptions::default()
         });
         Fixture { work, checker }
@@ -564,6 +661,7 @@ frontend f
             binary: binary.clone(),
             dns_skip: false,
             work_dir: Some(f.work.path().to_path_buf()),
+            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
             ..HaproxyOptions::default()
         });
         checker.check(&render("global\n", vec![]), Instant::now() + Duration::from_secs(20)).await;

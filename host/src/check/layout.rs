@@ -130,7 +130,13 @@ impl<'a> Layout<'a> {
     /// absolute directory. Files are created exclusively and never through a
     /// symlink, so nothing outside `dir` can be touched.
     pub fn write(&self, dir: &Path) -> io::Result<()> {
-        let config = rewrite_default_path(self.config, dir)?;
+        self.write_with(dir, |config| config.to_owned())
+    }
+
+    /// As [`Layout::write`], with one more rewrite of the config (same line
+    /// count) before `default-path` is pointed at `dir`.
+    pub fn write_with(&self, dir: &Path, rewrite: impl Fn(&str) -> String) -> io::Result<()> {
+        let config = rewrite_default_path(&rewrite(self.config), dir)?;
         create_file(&dir.join(CONFIG_NAME), config.as_bytes()).map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
         let mut made: HashSet<PathBuf> = HashSet::new();
         for file in &self.files {

@@ -4,11 +4,13 @@
 //! The gate only knows the trait. The checker here lays the render out in a
 //! fresh check directory ([`layout`]), runs `haproxy -c` in it ([`haproxy`])
 //! and reads HAProxy's words into a verdict ([`verdict`]). A sandbox wraps a
-//! checker without the gate noticing.
+//! checker without the gate noticing: [`sandbox`] restricts what each
+//! `haproxy -c` may do (Landlock, seccomp, namespaces, limits).
 
 pub mod dir;
 pub mod haproxy;
 pub mod layout;
+pub mod sandbox;
 pub mod verdict;
 
 use crate::core::CheckOutcome;

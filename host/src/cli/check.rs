@@ -4,7 +4,8 @@
 use super::HaproxyArgs;
 use rendergate::check::{Checker, dir};
 use rendergate::core::Verdict;
-use rendergate::{CheckOutcome, HaproxyChecker, HaproxyOptions, Output};
+use rendergate::check::sandbox::Mode;
+use rendergate::{CheckOutcome, HaproxyChecker, Output};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -19,21 +20,45 @@ pub struct Args {
     /// Print one `verdict` object (protocol.md §2) instead of text.
     #[arg(long)]
     json: bool,
+    /// Print which sandbox layers checks get on this host, and exit 0.
+    #[arg(long)]
+    explain: bool,
     /// The render: DIR/haproxy.cfg and every other file under DIR.
-    #[arg(value_name = "DIR")]
-    dir: PathBuf,
+    #[arg(value_name = "DIR", required_unless_present = "explain")]
+    dir: Option<PathBuf>,
+}
+
+/// `--explain`: the start-up line, then what each layer means here.
+fn explain(checker: &HaproxyChecker) -> ExitCode {
+    use rendergate::check::sandbox::{landlock, rlimits, seccomp};
+    println!("{}", checker.sandbox_report());
+    if let Some(s) = checker.sandbox() {
+        if s.mode() != Mode::Off {
+            println!("  landlock: read-only on the check directory, the haproxy binary and its loader (execute),");
+            println!("            {}, {}; the CA store only for @system-ca", landlock::LIBRARY_DIRS.join(" "), landlock::LOADER_CACHE);
+            println!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
+            println!("  rlimits:  address space, CPU seconds (the timeout), file size 0, {} open files, core 0", rlimits::OPEN_FILES);
+            println!("  env:      haproxy starts with an empty environment; stdin /dev/null");
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 pub async fn run(args: Args) -> ExitCode {
-    let name = args.dir.file_name().map_or_else(|| "check".to_owned(), |n| n.to_string_lossy().into_owned());
-    let render = match dir::load(&args.dir, &name, &name) {
+    let checker = HaproxyChecker::new(args.haproxy.options());
+    if args.explain {
+        return explain(&checker);
+    }
+    super::log_sandbox(&checker);
+    let Some(render_dir) = args.dir else { return ExitCode::from(2) };
+    let name = render_dir.file_name().map_or_else(|| "check".to_owned(), |n| n.to_string_lossy().into_owned());
+    let render = match dir::load(&render_dir, &name, &name) {
         Ok(render) => render,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let checker = HaproxyChecker::new(HaproxyOptions { binary: args.haproxy.haproxy, ..HaproxyOptions::default() });
     let started = tokio::time::Instant::now();
     let deadline = started + args.timeout;
     let outcome = tokio::time::timeout_at(deadline, checker.check(&render, deadline))
@@ -65,7 +90,7 @@ pub async fn run(args: Args) -> ExitCode {
             1 => "refused",
             _ => "could not run",
         };
-        println!("{head}: {} ({} ms)", args.dir.display(), verdict.duration.as_millis());
+        println!("{head}: {} ({} ms)", render_dir.display(), verdict.duration.as_millis());
         let message = verdict.outcome.message();
         if !message.is_empty() {
             println!("{message}");

@@ -2,9 +2,12 @@
 //! subcommands. Bad flags and values get a one-line error and exit 2.
 
 mod check;
+mod policy;
 mod serve;
 
 use clap::{Parser, Subcommand};
+use rendergate::check::sandbox::{Mode, SandboxOptions};
+use rendergate::{HaproxyChecker, HaproxyOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -22,6 +25,9 @@ enum Command {
     Check(check::Args),
     /// The gate as a process: NDJSON events on stdin, NDJSON outputs on stdout, logs on stderr.
     Serve(serve::Args),
+    /// Policy components: check one, or test one against fixtures.
+    #[command(subcommand)]
+    Policy(policy::Command),
 }
 
 /// Flags every command that runs haproxy shares.
@@ -30,9 +36,50 @@ struct HaproxyArgs {
     /// The haproxy binary (a name is looked up on PATH).
     #[arg(long, value_name = "PATH", default_value = "haproxy")]
     haproxy: PathBuf,
-    /// Run haproxy without the sandbox (the sandbox is not built yet: every check is unsandboxed).
+    /// How much sandbox each check must have: strict (Landlock and seccomp
+    /// required, else every check could not run), best-effort, off.
+    #[arg(long, value_name = "MODE", default_value = "strict", value_parser = sandbox_mode)]
+    sandbox: Mode,
+    /// Run haproxy without the sandbox (same as --sandbox off).
     #[arg(long)]
     no_sandbox: bool,
+    /// Address space of one check (e.g. 1GiB).
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = rendergate::size::parse)]
+    check_memory: usize,
+    /// How much of haproxy's output a check keeps (the message notes the cut).
+    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = rendergate::size::parse)]
+    check_output_cap: usize,
+}
+
+impl HaproxyArgs {
+    fn options(&self) -> HaproxyOptions {
+        let mode = if self.no_sandbox { Mode::Off } else { self.sandbox };
+        HaproxyOptions {
+            binary: self.haproxy.clone(),
+            output_cap: self.check_output_cap,
+            sandbox: SandboxOptions { mode, memory: self.check_memory as u64 },
+            ..HaproxyOptions::default()
+        }
+    }
+}
+
+/// Logs which sandbox layers checks get, once, at start-up; warns when
+/// best-effort runs without some, or strict cannot run at all.
+fn log_sandbox(checker: &HaproxyChecker) {
+    let line = checker.sandbox_report();
+    match checker.sandbox() {
+        Some(s) if s.mode() == Mode::Strict && s.probe().strict_gap().is_some() => tracing::error!("{line}"),
+        Some(s) if s.mode() == Mode::BestEffort && !s.missing().is_empty() => {
+            tracing::warn!("{line}");
+            tracing::warn!("sandbox best-effort: checks run without {}", s.missing().join(", "));
+        }
+        Some(s) if s.mode() == Mode::Off => tracing::warn!("{line}"),
+        _ => tracing::info!("{line}"),
+    }
+}
+
+fn sandbox_mode(text: &str) -> Result<Mode, String> {
+    text.parse()
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -54,6 +101,9 @@ pub fn main() -> ExitCode {
         }
     };
     init_logging();
+    if let Command::Policy(command) = cli.command {
+        return policy::run(command);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -65,6 +115,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Check(args) => check::run(args).await,
             Command::Serve(args) => serve::run(args).await,
+            Command::Policy(_) => unreachable!("handled before the runtime starts"),
         }
     })
 }

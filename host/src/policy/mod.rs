@@ -3,28 +3,88 @@
 //! A [`Policy`] proposes a decision for each trigger; the [`PolicySeat`]
 //! falls back to the built-in default when a policy fails, and holds every
 //! decision to the host's rules ([`rules`]) so no policy can widen exposure.
-//! The native default ([`native`]) and WebAssembly components implement the
-//! same trait, so swapping one for the other changes nothing in the gate.
+//! The native default ([`native`]) and WebAssembly components
+//! ([`component`]) implement the same trait, so swapping one for the other
+//! changes nothing in the gate; [`reload`] swaps them while it runs.
 
+pub mod cache;
+pub mod component;
+pub mod fixture;
 pub mod native;
+pub mod reload;
 pub mod rules;
 
+pub use component::{ComponentPolicy, PolicyLimits};
 pub use native::NativeDefault;
 pub use policy_core::{Decision, Fleet, PodState, Promote, Revert, RevertTarget, Trigger};
 
-/// Why a policy gave no decision. The seat uses the default decision instead.
-#[derive(Debug, thiserror::Error)]
-#[error("policy {policy:?} failed: {reason}")]
-pub struct PolicyError {
-    pub policy: String,
-    pub reason: String,
+use crate::metrics::Metrics;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+/// Why a policy gave no decision.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyFailure {
+    #[error("the decision ran past its deadline")]
+    Deadline,
+    #[error("the decision ran out of fuel")]
+    Fuel,
+    #[error("the decision hit the memory limit")]
+    Memory,
+    #[error("the policy trapped: {0}")]
+    Trap(String),
+    #[error("the decision is {bytes} bytes, over the cap of {cap}")]
+    TooLarge { bytes: usize, cap: usize },
+    #[error("bad component: {0}")]
+    BadComponent(String),
 }
 
-/// A promotion and revert strategy.
-pub trait Policy: Send {
-    /// The policy's own name, for logs.
+impl PolicyFailure {
+    /// The metric label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PolicyFailure::Deadline => "deadline",
+            PolicyFailure::Fuel => "fuel",
+            PolicyFailure::Memory => "memory",
+            PolicyFailure::Trap(_) => "trap",
+            PolicyFailure::TooLarge { .. } => "too-large",
+            PolicyFailure::BadComponent(_) => "bad-component",
+        }
+    }
+}
+
+/// A policy's failure on one trigger. The seat uses the default decision instead.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("policy {policy:?} failed: {failure}")]
+pub struct PolicyError {
+    pub policy: String,
+    pub failure: PolicyFailure,
+}
+
+/// A promotion and revert strategy. `decide` takes `&self`: a decision that
+/// is running when the policy is replaced finishes on the policy it began with.
+pub trait Policy: Send + Sync {
+    /// The policy's own name, for logs and metrics.
     fn name(&self) -> &str;
-    fn decide(&mut self, trigger: &Trigger, fleet: &Fleet) -> Result<Decision, PolicyError>;
+    fn decide(&self, trigger: &Trigger, fleet: &Fleet) -> Result<Decision, PolicyError>;
+}
+
+/// The policy in force; [`reload`] replaces it.
+#[derive(Clone)]
+pub struct LivePolicy(Arc<RwLock<Arc<dyn Policy>>>);
+
+impl LivePolicy {
+    pub fn new(policy: Arc<dyn Policy>) -> Self {
+        LivePolicy(Arc::new(RwLock::new(policy)))
+    }
+
+    pub fn current(&self) -> Arc<dyn Policy> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn replace(&self, policy: Arc<dyn Policy>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = policy;
+    }
 }
 
 /// What the seat settled on for one trigger.
@@ -33,38 +93,58 @@ pub struct Settled {
     pub promote: Vec<Promote>,
     pub revert: Vec<Revert>,
     /// The policy failed and the default decided instead.
-    pub fell_back: Option<String>,
-    /// Items the rules dropped, with why.
-    pub dropped: Vec<String>,
+    pub failure: Option<PolicyError>,
+    /// Items the rules dropped.
+    pub dropped: Vec<rules::Dropped>,
+    pub notes: Vec<String>,
 }
 
 /// A policy, held to the host's rules, with the default as its fallback.
+#[derive(Clone)]
 pub struct PolicySeat {
-    policy: Box<dyn Policy>,
+    live: LivePolicy,
 }
 
 impl PolicySeat {
-    pub fn new(policy: Box<dyn Policy>) -> Self {
-        PolicySeat { policy }
+    pub fn new(policy: Arc<dyn Policy>) -> Self {
+        PolicySeat { live: LivePolicy::new(policy) }
     }
 
-    pub fn name(&self) -> &str {
-        self.policy.name()
+    /// A seat whose policy a [`reload::Reloader`] may replace.
+    pub fn live(live: LivePolicy) -> Self {
+        PolicySeat { live }
     }
 
-    pub fn decide(&mut self, trigger: &Trigger, fleet: &Fleet) -> Settled {
-        let (decision, fell_back) = match self.policy.decide(trigger, fleet) {
+    pub fn name(&self) -> String {
+        self.live.current().name().to_owned()
+    }
+
+    /// Decides one trigger; records failures, drops and timing in `metrics`.
+    pub fn decide(&self, trigger: &Trigger, fleet: &Fleet, metrics: &Metrics) -> Settled {
+        let policy = self.live.current();
+        let started = Instant::now();
+        let (decision, failure) = match policy.decide(trigger, fleet) {
             Ok(d) => (d, None),
-            Err(e) => (policy_core::decide(trigger, fleet), Some(e.to_string())),
+            Err(e) => (policy_core::decide(trigger, fleet), Some(e)),
         };
+        metrics.policy_decided(started.elapsed());
+        if let Some(e) = &failure {
+            metrics.policy_failed(&e.policy, e.failure.reason());
+            tracing::warn!(policy = e.policy, reason = e.failure.reason(), "{e}; the default policy decided instead");
+        }
+        let notes = decision.notes.clone();
         let checked = rules::enforce(decision, fleet);
-        Settled { promote: checked.promote, revert: checked.revert, fell_back, dropped: checked.dropped }
+        for dropped in &checked.dropped {
+            metrics.policy_dropped(policy.name(), dropped.rule);
+            tracing::warn!(policy = policy.name(), rule = dropped.rule, "dropped {}", dropped.item);
+        }
+        Settled { promote: checked.promote, revert: checked.revert, failure, dropped: checked.dropped, notes }
     }
 }
 
 impl Default for PolicySeat {
     fn default() -> Self {
-        PolicySeat::new(Box::new(NativeDefault))
+        PolicySeat::new(Arc::new(NativeDefault))
     }
 }
 
@@ -77,13 +157,13 @@ mod tests {
         fn name(&self) -> &str {
             "broken"
         }
-        fn decide(&mut self, _: &Trigger, _: &Fleet) -> Result<Decision, PolicyError> {
-            Err(PolicyError { policy: "broken".into(), reason: "trap".into() })
+        fn decide(&self, _: &Trigger, _: &Fleet) -> Result<Decision, PolicyError> {
+            Err(PolicyError { policy: "broken".into(), failure: PolicyFailure::Trap("unreachable".into()) })
         }
     }
 
     #[test]
-    fn a_failing_policy_falls_back_to_the_default_decision() {
+    fn a_failing_policy_falls_back_to_the_default_decision_and_is_counted() {
         let pod = PodState {
             pod: "ns/a".into(),
             applied_plan: Some("p1".into()),
@@ -91,8 +171,10 @@ mod tests {
             baseline_plan: None,
         };
         let fleet = Fleet { pods: vec![pod.clone()], passed_plans: vec!["p1".into()], refused_plans: vec![] };
-        let settled = PolicySeat::new(Box::new(Broken)).decide(&Trigger::Applied(pod), &fleet);
+        let metrics = Metrics::default();
+        let settled = PolicySeat::new(Arc::new(Broken)).decide(&Trigger::Applied(pod), &fleet, &metrics);
         assert_eq!(settled.promote, vec![Promote { pod: "ns/a".into(), plan: "p1".into() }]);
-        assert!(settled.fell_back.unwrap().contains("trap"));
+        assert_eq!(settled.failure.unwrap().failure.reason(), "trap");
+        assert_eq!(metrics.policy_failures("broken", "trap"), 1);
     }
 }

@@ -11,7 +11,7 @@ impl Policy for NativeDefault {
         policy_core::DEFAULT_NAME
     }
 
-    fn decide(&mut self, trigger: &Trigger, fleet: &Fleet) -> Result<Decision, PolicyError> {
+    fn decide(&self, trigger: &Trigger, fleet: &Fleet) -> Result<Decision, PolicyError> {
         Ok(policy_core::decide(trigger, fleet))
     }
 }

@@ -9,8 +9,17 @@ use super::{Decision, Fleet, Promote, Revert, RevertTarget};
 pub struct Checked {
     pub promote: Vec<Promote>,
     pub revert: Vec<Revert>,
-    /// One line per dropped item, saying which rule it broke.
-    pub dropped: Vec<String>,
+    pub dropped: Vec<Dropped>,
+}
+
+/// One item a rule dropped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    /// The rule, as a metric label: `unknown-pod`, `plan-not-passed`,
+    /// `plan-not-held`, `target-not-passed`.
+    pub rule: &'static str,
+    /// The item and why, for the log.
+    pub item: String,
 }
 
 pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
@@ -19,27 +28,27 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
     let pod = |name: &str| fleet.pods.iter().find(|p| p.pod == name);
     for p in decision.promote {
         let why = match pod(&p.pod) {
-            None => Some("the pod is not in the fleet"),
-            Some(_) if !passed(&p.plan) => Some("the plan has not passed"),
+            None => Some(("unknown-pod", "the pod is not in the fleet")),
+            Some(_) if !passed(&p.plan) => Some(("plan-not-passed", "the plan has not passed")),
             Some(state) if state.applied_plan.as_deref() != Some(p.plan.as_str()) => {
-                Some("the pod does not hold the plan")
+                Some(("plan-not-held", "the pod does not hold the plan"))
             }
             Some(_) => None,
         };
         match why {
-            Some(why) => checked.dropped.push(format!("promote {} to {}: {why}", p.pod, p.plan)),
+            Some((rule, why)) => checked.dropped.push(Dropped { rule, item: format!("promote {} to {}: {why}", p.pod, p.plan) }),
             None if checked.promote.contains(&p) => {}
             None => checked.promote.push(p),
         }
     }
     for r in decision.revert {
         let why = match (&r.target, pod(&r.pod)) {
-            (_, None) => Some("the pod is not in the fleet"),
-            (RevertTarget::Plan(plan), _) if !passed(plan) => Some("the target plan has not passed"),
+            (_, None) => Some(("unknown-pod", "the pod is not in the fleet")),
+            (RevertTarget::Plan(plan), _) if !passed(plan) => Some(("target-not-passed", "the target plan has not passed")),
             _ => None,
         };
         match why {
-            Some(why) => checked.dropped.push(format!("revert {} from {}: {why}", r.pod, r.plan)),
+            Some((rule, why)) => checked.dropped.push(Dropped { rule, item: format!("revert {} from {}: {why}", r.pod, r.plan) }),
             None if checked.revert.contains(&r) => {}
             None => checked.revert.push(r),
         }
@@ -79,10 +88,9 @@ mod tests {
         };
         let checked = enforce(decision, &fleet());
         assert_eq!(checked.promote, vec![promote("ns/a", "p2")]);
-        assert_eq!(checked.dropped.len(), 3);
-        assert!(checked.dropped[0].contains("not in the fleet"));
-        assert!(checked.dropped[1].contains("does not hold"));
-        assert!(checked.dropped[2].contains("has not passed"));
+        let rules: Vec<_> = checked.dropped.iter().map(|d| d.rule).collect();
+        assert_eq!(rules, ["unknown-pod", "plan-not-held", "plan-not-passed"]);
+        assert!(checked.dropped[0].item.contains("ns/ghost"));
     }
 
     #[test]
@@ -99,6 +107,7 @@ mod tests {
         };
         let checked = enforce(decision, &fleet());
         assert_eq!(checked.revert, vec![revert("ns/a", RevertTarget::Baseline), revert("ns/a", RevertTarget::Plan("p1".into()))]);
-        assert_eq!(checked.dropped.len(), 3);
+        let rules: Vec<_> = checked.dropped.iter().map(|d| d.rule).collect();
+        assert_eq!(rules, ["target-not-passed", "target-not-passed", "unknown-pod"]);
     }
 }

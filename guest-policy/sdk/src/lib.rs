@@ -1,0 +1,93 @@
+//! Writing a rendergate policy component in Rust.
+//!
+//! The `rendergate:policy` world's bindings, generated once here, and the
+//! conversions between them and `policy-core`'s plain types, so a policy is a
+//! plain function over plain data:
+//!
+//! ```ignore
+//! struct MyPolicy;
+//! impl policy_guest::Guest for MyPolicy {
+//!     fn name() -> String { "my-policy".into() }
+//!     fn decide(trigger: policy_guest::Trigger, fleet: policy_guest::Fleet) -> policy_guest::Decision {
+//!         policy_guest::plain(trigger, fleet, |t, f| policy_core::decide(t, f))
+//!     }
+//! }
+//! policy_guest::export_policy!(MyPolicy with_types_in policy_guest::bindings);
+//! ```
+
+/// The generated bindings (a module of their own: the exported macros live
+/// at the crate root, and must not collide with re-exports there).
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "policy",
+        pub_export_macro: true,
+        export_macro_name: "export_policy",
+        default_bindings_module: "policy_guest::bindings",
+    });
+}
+
+/// The world's types, under short names.
+pub use bindings::{Guest, export_policy};
+pub use bindings::rendergate::policy::types::{
+    Decision, Fleet, Outcome, PodState, Promote, Revert, RevertTarget, Trigger, Verdict,
+};
+pub use policy_core;
+
+use policy_core as plain;
+
+/// Runs a plain-Rust policy over the world's types.
+pub fn plain(trigger: Trigger, fleet: Fleet, decide: impl FnOnce(&plain::Trigger, &plain::Fleet) -> plain::Decision) -> Decision {
+    let decision = decide(&trigger_in(trigger), &fleet_in(fleet));
+    decision_out(decision)
+}
+
+fn pod_in(p: PodState) -> plain::PodState {
+    plain::PodState { pod: p.pod, applied_plan: p.applied_plan, running_plan: p.running_plan, baseline_plan: p.baseline_plan }
+}
+
+fn trigger_in(t: Trigger) -> plain::Trigger {
+    match t {
+        Trigger::Verdict(v) => plain::Trigger::Verdict(plain::Verdict {
+            plan: v.plan,
+            render: v.render,
+            outcome: match v.outcome {
+                Outcome::Passed => plain::Outcome::Passed,
+                Outcome::Refused => plain::Outcome::Refused,
+                Outcome::Unavailable => plain::Outcome::Unavailable,
+            },
+            newest: v.newest,
+            pinned: v.pinned,
+            remembered: v.remembered,
+            message: v.message,
+        }),
+        Trigger::Applied(p) => plain::Trigger::Applied(pod_in(p)),
+    }
+}
+
+fn fleet_in(f: Fleet) -> plain::Fleet {
+    plain::Fleet {
+        pods: f.pods.into_iter().map(pod_in).collect(),
+        passed_plans: f.passed_plans,
+        refused_plans: f.refused_plans,
+    }
+}
+
+fn decision_out(d: plain::Decision) -> Decision {
+    Decision {
+        promote: d.promote.into_iter().map(|p| Promote { pod: p.pod, plan: p.plan }).collect(),
+        revert: d
+            .revert
+            .into_iter()
+            .map(|r| Revert {
+                pod: r.pod,
+                plan: r.plan,
+                target: match r.target {
+                    plain::RevertTarget::Baseline => RevertTarget::Baseline,
+                    plain::RevertTarget::Plan(p) => RevertTarget::Plan(p),
+                },
+            })
+            .collect(),
+        notes: d.notes,
+    }
+}

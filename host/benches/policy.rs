@@ -1,0 +1,101 @@
+//! Policy decision latency: the wasm `scoped-revert` guest (fresh store and
+//! instance per decision) against the native default, for fleets of 10 to
+//! 10,000 pods; fuel burned per decision; and loading a component cold
+//! (compile) against warm (precompiled cache).
+//!
+//! `cargo bench -p rendergate --bench policy` (add `-- --quick` for fewer rounds).
+
+use policy_core::{Fleet, Outcome, PodState, Trigger, Verdict};
+use rendergate::policy::cache::ComponentCache;
+use rendergate::policy::{ComponentPolicy, NativeDefault, Policy, PolicyLimits};
+use std::time::{Duration, Instant};
+
+fn fleet(pods: usize) -> Fleet {
+    Fleet {
+        pods: (0..pods)
+            .map(|i| PodState {
+                pod: format!("haptic/haproxy-{i}"),
+                applied_plan: Some("plan-2".into()),
+                running_plan: Some(if i % 3 == 0 { "plan-2" } else { "plan-1" }.into()),
+                baseline_plan: Some("plan-1".into()),
+            })
+            .collect(),
+        passed_plans: vec!["plan-1".into()],
+        refused_plans: vec!["plan-2".into()],
+    }
+}
+
+fn refusal() -> Trigger {
+    Trigger::Verdict(Verdict {
+        plan: "plan-2".into(),
+        render: "r-2".into(),
+        outcome: Outcome::Refused,
+        newest: true,
+        pinned: false,
+        remembered: false,
+        message: String::new(),
+    })
+}
+
+/// p50 and p99 of `rounds` timed calls (after a warm-up).
+fn measure(rounds: usize, mut f: impl FnMut()) -> (Duration, Duration) {
+    for _ in 0..rounds.min(20) {
+        f();
+    }
+    let mut times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    (times[rounds / 2], times[(rounds * 99 / 100).min(rounds - 1)])
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e6)
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let limits = PolicyLimits { deadline: Duration::from_secs(5), ..PolicyLimits::default() };
+    let wasm = ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits, None).unwrap();
+    println!("## Decision latency: one refusal over the whole fleet (µs)\n");
+    println!("| pods | wasm p50 | wasm p99 | native p50 | native p99 | ratio p50 | fuel burned |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for pods in [10, 100, 1_000, 10_000] {
+        let rounds = match (pods, quick) {
+            (10_000, _) => 40,
+            (_, true) => 200,
+            (1_000, false) => 300,
+            _ => 2_000,
+        };
+        let f = fleet(pods);
+        let t = refusal();
+        let (_, fuel) = wasm.decide_metered(&t, &f).unwrap();
+        assert_eq!(wasm.decide(&t, &f).unwrap(), NativeDefault.decide(&t, &f).unwrap(), "same decision");
+        let (wp50, wp99) = measure(rounds, || {
+            wasm.decide(&t, &f).unwrap();
+        });
+        let (np50, np99) = measure(rounds, || {
+            NativeDefault.decide(&t, &f).unwrap();
+        });
+        let ratio = wp50.as_secs_f64() / np50.as_secs_f64();
+        println!("| {pods} | {} | {} | {} | {} | {ratio:.0}x | {fuel} |", us(wp50), us(wp99), us(np50), us(np99));
+    }
+
+    println!("\n## Loading scoped-revert (ms)\n");
+    let bytes = std::fs::read(policy_artifacts::SCOPED_REVERT).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = rendergate::policy::component::engine();
+    let cold = Instant::now();
+    let cache = ComponentCache::open(dir.path()).unwrap();
+    cache.load_or_compile(engine, &bytes).unwrap();
+    let cold = cold.elapsed();
+    let (warm, _) = measure(if quick { 5 } else { 20 }, || {
+        cache.load_or_compile(engine, &bytes).unwrap();
+    });
+    println!("| cold compile | warm cache (p50) | ratio |\n|---:|---:|---:|");
+    println!("| {:.1} | {:.2} | {:.0}x |", cold.as_secs_f64() * 1e3, warm.as_secs_f64() * 1e3, cold.as_secs_f64() / warm.as_secs_f64());
+}

@@ -1,0 +1,321 @@
+//! Landlock: the only files the check may touch are the check directory, the
+//! haproxy binary and what its loader reads, all read-only.
+//!
+//! The ruleset is built in the parent with raw system calls (the kernel ABI
+//! is small, and the `landlock` crate's `restrict_self` is not meant for a
+//! forked child); the child only calls `landlock_restrict_self` on its fd.
+//!
+//! Which files: read+execute on the binary and its ELF interpreter (read
+//! from `PT_INTERP`), read-only on `/lib`, `/lib64`, `/usr/lib`, `/usr/lib64`
+//! and `/etc/ld.so.cache`, where the loader finds shared libraries. This is
+//! broader than the exact `DT_NEEDED` closure but holds no secrets, and it
+//! keeps working when a haproxy build links one more library. `execute` is
+//! granted on the binary and the loader only, so nothing else can be
+//! `execve`d even though seccomp must allow our own `execve`. The system CA
+//! store (`/etc/ssl`, `/usr/share/ca-certificates`) is granted only when the
+//! render asks for `@system-ca`: it is large, slow to load, and not needed.
+
+use std::ffi::CString;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+const CREATE_RULESET_VERSION: u32 = 1;
+const RULE_PATH_BENEATH: libc::c_int = 1;
+
+pub const FS_EXECUTE: u64 = 1 << 0;
+pub const FS_READ_FILE: u64 = 1 << 2;
+pub const FS_READ_DIR: u64 = 1 << 3;
+/// Every filesystem right of ABI 1 (execute … make_sym).
+const FS_ABI1: u64 = (1 << 13) - 1;
+const FS_REFER: u64 = 1 << 13; // ABI 2
+const FS_TRUNCATE: u64 = 1 << 14; // ABI 3
+const FS_IOCTL_DEV: u64 = 1 << 15; // ABI 5
+const NET_BIND_TCP: u64 = 1 << 0; // ABI 4
+const NET_CONNECT_TCP: u64 = 1 << 1; // ABI 4
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0; // ABI 6
+const SCOPE_SIGNAL: u64 = 1 << 1; // ABI 6
+
+/// Directories the loader may read shared libraries from.
+pub const LIBRARY_DIRS: [&str; 4] = ["/lib", "/lib64", "/usr/lib", "/usr/lib64"];
+pub const LOADER_CACHE: &str = "/etc/ld.so.cache";
+/// The system CA store, granted only for `@system-ca`: the certificate
+/// directories only, never `/etc/ssl` whole (`/etc/ssl/private` holds keys).
+pub const SYSTEM_CA_DIRS: [&str; 5] = [
+    "/etc/ssl/certs",
+    "/usr/share/ca-certificates",
+    "/usr/local/share/ca-certificates",
+    "/etc/pki/tls/certs",
+    "/etc/pki/ca-trust/extracted",
+];
+
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// The kernel's Landlock ABI version, or the errno saying why there is none
+/// (ENOSYS: not built in; EOPNOTSUPP: built in but disabled at boot).
+pub fn abi() -> Result<u32, i32> {
+    // SAFETY: with a NULL attr and size 0 this call only returns the version.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<RulesetAttr>(),
+            0usize,
+            CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 {
+        Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOSYS))
+    } else {
+        Ok(v as u32)
+    }
+}
+
+/// Every right this ABI can deny, so whatever is not granted is denied.
+fn handled(abi: u32) -> RulesetAttr {
+    let mut fs = FS_ABI1;
+    if abi >= 2 {
+        fs |= FS_REFER;
+    }
+    if abi >= 3 {
+        fs |= FS_TRUNCATE;
+    }
+    if abi >= 5 {
+        fs |= FS_IOCTL_DEV;
+    }
+    let net = if abi >= 4 {
+        NET_BIND_TCP | NET_CONNECT_TCP
+    } else {
+        0
+    };
+    let scoped = if abi >= 6 {
+        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+    } else {
+        0
+    };
+    RulesetAttr {
+        handled_access_fs: fs,
+        handled_access_net: net,
+        scoped,
+    }
+}
+
+/// What one ruleset grants: paths and the rights on each.
+#[derive(Debug, Default, Clone)]
+pub struct Grants {
+    pub rules: Vec<(PathBuf, u64)>,
+}
+
+impl Grants {
+    /// The fixed part: binary, loader, libraries; plus the CA store when asked.
+    pub fn for_binary(binary: &Path, system_ca: bool) -> Grants {
+        let mut rules = vec![(binary.to_path_buf(), FS_EXECUTE | FS_READ_FILE)];
+        if let Some(interp) = elf_interpreter(binary) {
+            rules.push((interp, FS_EXECUTE | FS_READ_FILE));
+        }
+        for dir in LIBRARY_DIRS {
+            rules.push((dir.into(), FS_READ_FILE | FS_READ_DIR));
+        }
+        rules.push((LOADER_CACHE.into(), FS_READ_FILE));
+        if system_ca {
+            for dir in SYSTEM_CA_DIRS {
+                rules.push((dir.into(), FS_READ_FILE | FS_READ_DIR));
+            }
+        }
+        Grants { rules }
+    }
+}
+
+/// Builds a ruleset fd (close-on-exec) granting `grants` plus read-only on
+/// `check_dir`. Paths that do not exist are skipped (a host without `/lib64`).
+pub fn ruleset(abi: u32, grants: &Grants, check_dir: &Path) -> io::Result<OwnedFd> {
+    let attr = handled(abi);
+    // SAFETY: attr is a valid, fully initialised struct of the size given;
+    // unknown trailing fields are zero, which older kernels accept.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            size_of::<RulesetAttr>(),
+            0u32,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    let ruleset = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let dir_rule = (check_dir.to_path_buf(), FS_READ_FILE | FS_READ_DIR);
+    for (path, access) in grants.rules.iter().chain(std::iter::once(&dir_rule)) {
+        let Some(target) = open_path(path)? else {
+            continue;
+        };
+        let is_dir = target.1;
+        // a file only takes file rights; READ_DIR on a file is EINVAL
+        let access = if is_dir {
+            *access
+        } else {
+            *access & !FS_READ_DIR
+        };
+        let rule = PathBeneathAttr {
+            allowed_access: access & attr.handled_access_fs,
+            parent_fd: target.0.as_raw_fd(),
+        };
+        // SAFETY: rule is a valid packed struct; both fds are open.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_raw_fd(),
+                RULE_PATH_BENEATH,
+                &rule as *const PathBeneathAttr,
+                0u32,
+            )
+        };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("rule for {}: {e}", path.display()),
+            ));
+        }
+    }
+    Ok(ruleset)
+}
+
+/// `O_PATH` handle (following symlinks: the rule is on the real file) and
+/// whether it is a directory; `None` when the path does not exist.
+fn open_path(path: &Path) -> io::Result<Option<(OwnedFd, bool)>> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: c is NUL-terminated.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::NotFound {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    // SAFETY: open returned a fresh fd.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open; st is a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Some((fd, st.st_mode & libc::S_IFMT == libc::S_IFDIR)))
+}
+
+/// In the child: enter the ruleset's domain. Returns 0 or an errno. Raw
+/// system call only (async-signal-safe).
+pub fn restrict_self(ruleset_fd: RawFd) -> i32 {
+    // SAFETY: a plain system call on an fd we own.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset_fd, 0u32) } != 0 {
+        return errno();
+    }
+    0
+}
+
+pub(super) fn errno() -> i32 {
+    // SAFETY: reads this thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// The ELF interpreter (`PT_INTERP`) of a 64-bit little-endian ELF, if any:
+/// the loader the kernel opens (and must be allowed to execute).
+pub fn elf_interpreter(binary: &Path) -> Option<PathBuf> {
+    let mut data = Vec::new();
+    std::fs::File::open(binary)
+        .ok()?
+        .take(1 << 20)
+        .read_to_end(&mut data)
+        .ok()?;
+    parse_interpreter(&data)
+}
+
+fn parse_interpreter(data: &[u8]) -> Option<PathBuf> {
+    const PT_INTERP: u32 = 3;
+    // ELF magic, ELFCLASS64, little-endian
+    if data.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let u16_at = |o: usize| data.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        data.get(o..o + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    };
+    let u64_at = |o: usize| {
+        data.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+    };
+    let phoff = u64_at(0x20)? as usize;
+    let phentsize = u16_at(0x36)? as usize;
+    let phnum = u16_at(0x38)? as usize;
+    for i in 0..phnum {
+        let ph = phoff.checked_add(i.checked_mul(phentsize)?)?;
+        if u32_at(ph)? == PT_INTERP {
+            let offset = u64_at(ph + 8)? as usize;
+            let size = u64_at(ph + 32)? as usize;
+            let raw = data.get(offset..offset.checked_add(size)?)?;
+            let name = raw.split(|&b| b == 0).next()?;
+            return Some(PathBuf::from(std::ffi::OsStr::from_bytes(name)));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_loader_of_a_dynamic_binary() {
+        let interp =
+            elf_interpreter(Path::new("/bin/sh")).expect("/bin/sh is dynamically linked here");
+        assert!(
+            interp.to_str().unwrap().contains("ld-"),
+            "{}",
+            interp.display()
+        );
+        assert!(interp.exists());
+        assert_eq!(parse_interpreter(b"#!/bin/sh\n"), None);
+        assert_eq!(parse_interpreter(b"\x7fELF\x02\x01"), None);
+    }
+
+    #[test]
+    fn handled_rights_grow_with_the_abi() {
+        assert_eq!(handled(1).handled_access_fs, FS_ABI1);
+        assert_eq!(handled(1).scoped, 0);
+        assert_eq!(
+            handled(3).handled_access_fs,
+            FS_ABI1 | FS_REFER | FS_TRUNCATE
+        );
+        let v7 = handled(7);
+        assert_eq!(v7.handled_access_net, NET_BIND_TCP | NET_CONNECT_TCP);
+        assert_eq!(v7.scoped, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL);
+        assert_eq!(v7.handled_access_fs & FS_IOCTL_DEV, FS_IOCTL_DEV);
+    }
+
+    #[test]
+    fn a_ruleset_builds_on_this_host_and_skips_missing_paths() {
+        let Ok(abi) = abi() else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let mut grants = Grants::for_binary(Path::new("/bin/sh"), false);
+        grants.rules.push(("/does/not/exist".into(), FS_READ_FILE));
+        ruleset(abi, &grants, dir.path()).unwrap();
+    }
+}

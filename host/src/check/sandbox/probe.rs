@@ -1,0 +1,239 @@
+//! Which layers this host can give a check, found out once at start-up,
+//! and the one line that says so (`sandbox: landlock=enforced(abi=7) …`).
+//!
+//! `RENDERGATE_SANDBOX_DISABLE=landlock,seccomp,userns,netns` makes the
+//! probe treat those layers as missing. It is a test and debugging knob
+//! (to see strict mode refuse and best-effort mode degrade on a host that
+//! has everything), not a configuration.
+
+use super::{Mode, landlock, namespaces, seccomp};
+use std::sync::OnceLock;
+
+/// The variable read by [`Probe::current`].
+pub const DISABLE_VAR: &str = "RENDERGATE_SANDBOX_DISABLE";
+/// Names the knob accepts.
+pub const KNOWN: [&str; 4] = ["landlock", "seccomp", "userns", "netns"];
+
+/// What this host supports. Each `Err` holds why not, for the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    pub landlock: Result<u32, String>,
+    pub seccomp: Result<(), String>,
+    /// user + net + ipc + uts together, unprivileged.
+    pub userns: Result<(), String>,
+    /// net + ipc + uts without a user namespace (needs root).
+    pub netns: Result<(), String>,
+    pub root: bool,
+}
+
+impl Probe {
+    /// The probe of this process, run the first time it is asked for.
+    pub fn current() -> &'static Probe {
+        static PROBE: OnceLock<Probe> = OnceLock::new();
+        PROBE.get_or_init(|| Probe::detect(&std::env::var(DISABLE_VAR).unwrap_or_default()))
+    }
+
+    /// Probes the host, treating the layers named in `disable` (comma
+    /// separated) as missing.
+    pub fn detect(disable: &str) -> Probe {
+        let off: Vec<&str> = disable
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        let knob = |name: &str| {
+            off.contains(&name)
+                .then(|| format!("disabled by {DISABLE_VAR}"))
+        };
+        let landlock = match knob("landlock") {
+            Some(why) => Err(why),
+            None => landlock::abi().map_err(errno_name),
+        };
+        let seccomp = match knob("seccomp") {
+            Some(why) => Err(why),
+            None => seccomp::available()
+                .map_err(errno_name)
+                .and_then(|()| seccomp::program().map(drop)),
+        };
+        let userns = match knob("userns") {
+            Some(why) => Err(why),
+            None => namespaces::try_in_child(namespaces::WITH_USER).map_err(errno_name),
+        };
+        // only worth knowing when the user namespace is missing
+        let netns = match knob("netns") {
+            Some(why) => Err(why),
+            None if userns.is_ok() => Ok(()),
+            None => namespaces::try_in_child(namespaces::WITHOUT_USER).map_err(errno_name),
+        };
+        // SAFETY: geteuid cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        Probe {
+            landlock,
+            seccomp,
+            userns,
+            netns,
+            root,
+        }
+    }
+
+    /// The namespaces a check gets: with a user namespace when possible.
+    pub fn unshare_flags(&self) -> libc::c_int {
+        if self.userns.is_ok() && self.netns.is_ok() {
+            namespaces::WITH_USER
+        } else if self.netns.is_ok() {
+            namespaces::WITHOUT_USER
+        } else {
+            0
+        }
+    }
+
+    /// Why strict mode cannot run, if it cannot: it needs Landlock and seccomp.
+    pub fn strict_gap(&self) -> Option<String> {
+        let mut missing = Vec::new();
+        if let Err(why) = &self.landlock {
+            missing.push(format!("landlock ({why})"));
+        }
+        if let Err(why) = &self.seccomp {
+            missing.push(format!("seccomp ({why})"));
+        }
+        (!missing.is_empty()).then(|| {
+            format!(
+                "sandbox mode strict needs landlock and seccomp; missing on this host: {}",
+                missing.join(", ")
+            )
+        })
+    }
+
+    /// Each layer and whether checks get it in `mode` (the gauge's values).
+    pub fn layers(&self, mode: Mode) -> Vec<(&'static str, bool)> {
+        let on = mode != Mode::Off;
+        let strict_blocked = mode == Mode::Strict && self.strict_gap().is_some();
+        let on = on && !strict_blocked;
+        let flags = self.unshare_flags();
+        vec![
+            ("landlock", on && self.landlock.is_ok()),
+            ("seccomp", on && self.seccomp.is_ok()),
+            ("userns", on && flags & libc::CLONE_NEWUSER != 0),
+            ("netns", on && flags & libc::CLONE_NEWNET != 0),
+            ("caps", on),
+            ("rlimits", on),
+            ("env", on),
+        ]
+    }
+
+    /// The start-up line, e.g. `sandbox: mode=strict landlock=enforced(abi=7)
+    /// seccomp=on userns=on netns=on caps=dropped rlimits=on env=cleared`.
+    pub fn report(&self, mode: Mode) -> String {
+        if mode == Mode::Off {
+            return "sandbox: mode=off landlock=off seccomp=off netns=off caps=kept rlimits=off env=inherited (plain exec)"
+                .into();
+        }
+        let state = |r: &Result<(), String>| match r {
+            Ok(()) => "on".to_owned(),
+            Err(why) => format!("off({why})"),
+        };
+        let landlock = match &self.landlock {
+            Ok(abi) => format!("enforced(abi={abi})"),
+            Err(why) => format!("off({why})"),
+        };
+        let flags = self.unshare_flags();
+        let userns = if flags & libc::CLONE_NEWUSER != 0 {
+            "on".into()
+        } else {
+            state(&self.userns)
+        };
+        let netns = if flags & libc::CLONE_NEWNET != 0 {
+            "on".into()
+        } else {
+            state(&self.netns)
+        };
+        let mut line = format!(
+            "sandbox: mode={} landlock={landlock} seccomp={} userns={userns} netns={netns} caps=dropped rlimits=on env=cleared",
+            mode.name(),
+            state(&self.seccomp),
+        );
+        if mode == Mode::Strict
+            && let Some(gap) = self.strict_gap()
+        {
+            line.push_str(&format!(" -- every check could not run: {gap}"));
+        }
+        line
+    }
+}
+
+/// `ENOSYS` rather than "Function not implemented": short, and greppable.
+pub fn errno_name(e: i32) -> String {
+    let name = match e {
+        libc::EPERM => "EPERM",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EINVAL => "EINVAL",
+        libc::EACCES => "EACCES",
+        libc::ENOSPC => "ENOSPC",
+        libc::EUSERS => "EUSERS",
+        libc::ENOMEM => "ENOMEM",
+        libc::E2BIG => "E2BIG",
+        libc::EBADF => "EBADF",
+        libc::EFAULT => "EFAULT",
+        _ => return format!("errno {e}"),
+    };
+    name.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_host_has_every_layer_and_the_line_says_so() {
+        let p = Probe::detect("");
+        assert!(matches!(p.landlock, Ok(abi) if abi >= 1), "{p:?}");
+        assert_eq!(p.seccomp, Ok(()));
+        let line = p.report(Mode::Strict);
+        assert!(
+            line.starts_with("sandbox: mode=strict landlock=enforced(abi="),
+            "{line}"
+        );
+        assert!(
+            line.contains(" seccomp=on ") && line.ends_with(" rlimits=on env=cleared"),
+            "{line}"
+        );
+        assert_eq!(p.strict_gap(), None);
+        assert!(
+            p.layers(Mode::Strict)
+                .iter()
+                .all(|(name, on)| *on || *name == "userns" || *name == "netns")
+        );
+        assert!(p.layers(Mode::Off).iter().all(|(_, on)| !on));
+    }
+
+    #[test]
+    fn the_knob_removes_layers_and_strict_mode_says_what_is_missing() {
+        let p = Probe::detect("landlock, seccomp,netns,userns,unknown");
+        assert_eq!(p.landlock, Err(format!("disabled by {DISABLE_VAR}")));
+        assert_eq!(p.seccomp, Err(format!("disabled by {DISABLE_VAR}")));
+        assert_eq!(p.unshare_flags(), 0);
+        let gap = p.strict_gap().unwrap();
+        assert!(
+            gap.contains("landlock (disabled by") && gap.contains("seccomp (disabled by"),
+            "{gap}"
+        );
+        let strict = p.report(Mode::Strict);
+        assert!(
+            strict.contains("landlock=off(disabled by RENDERGATE_SANDBOX_DISABLE)"),
+            "{strict}"
+        );
+        assert!(strict.contains("every check could not run"), "{strict}");
+        let best = p.report(Mode::BestEffort);
+        assert!(
+            !best.contains("could not run") && best.contains("netns=off(disabled"),
+            "{best}"
+        );
+        let layers = p.layers(Mode::BestEffort);
+        assert!(
+            layers.contains(&("landlock", false)) && layers.contains(&("rlimits", true)),
+            "{layers:?}"
+        );
+        assert!(p.layers(Mode::Strict).iter().all(|(_, on)| !on));
+    }
+}

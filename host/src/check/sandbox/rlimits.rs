@@ -1,0 +1,76 @@
+//! Resource limits: a check cannot take more memory, CPU time, files or
+//! disk than a config check needs, whatever the config makes HAProxy do.
+
+use std::time::Duration;
+
+/// Open files for the check: HAProxy's `-c` needs a handful; a small limit
+/// keeps a hostile Lua script from exhausting the host's.
+pub const OPEN_FILES: u64 = 256;
+
+/// The limits for one check, computed in the parent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    entries: [(libc::__rlimit_resource_t, u64); 5],
+}
+
+impl Limits {
+    /// `memory`: address space in bytes; `timeout`: the check's time left
+    /// (the CPU limit is that, rounded up, plus one second, so the wall
+    /// deadline usually speaks first with the clearer message).
+    pub fn new(memory: u64, timeout: Duration) -> Limits {
+        let cpu = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0) + 1;
+        Limits {
+            entries: [
+                (libc::RLIMIT_AS, memory),
+                (libc::RLIMIT_CPU, cpu),
+                // nothing may be written to a file (SIGXFSZ kills the writer)
+                (libc::RLIMIT_FSIZE, 0),
+                (libc::RLIMIT_NOFILE, OPEN_FILES),
+                // a crash must not write a core holding the render's secrets
+                (libc::RLIMIT_CORE, 0),
+            ],
+        }
+    }
+
+    /// In the child: sets every limit (soft = hard, so they cannot be raised
+    /// back). Returns 0 or an errno; raw system calls only.
+    pub fn apply(&self) -> i32 {
+        for (resource, value) in self.entries {
+            let limit = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
+            // SAFETY: a valid rlimit struct on the stack.
+            if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+                return super::landlock::errno();
+            }
+        }
+        0
+    }
+
+    pub fn get(&self, resource: libc::__rlimit_resource_t) -> Option<u64> {
+        self.entries
+            .iter()
+            .find(|(r, _)| *r == resource)
+            .map(|(_, v)| *v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_seconds_round_up_and_files_are_closed_to_writes() {
+        let l = Limits::new(1 << 30, Duration::from_millis(2500));
+        assert_eq!(l.get(libc::RLIMIT_CPU), Some(4));
+        assert_eq!(
+            Limits::new(1, Duration::from_secs(30)).get(libc::RLIMIT_CPU),
+            Some(31)
+        );
+        assert_eq!(l.get(libc::RLIMIT_AS), Some(1 << 30));
+        assert_eq!(l.get(libc::RLIMIT_FSIZE), Some(0));
+        assert_eq!(l.get(libc::RLIMIT_CORE), Some(0));
+        assert_eq!(l.get(libc::RLIMIT_NOFILE), Some(OPEN_FILES));
+    }
+}

@@ -1,0 +1,311 @@
+//! seccomp: the system calls a config check never needs are refused, so
+//! code smuggled into the check (Lua, a native module) cannot reach the
+//! network, start programs, or inspect other processes.
+//!
+//! The program is compiled once in the parent with `seccompiler`; the child
+//! only installs it with one raw `seccomp(2)` call, last of all layers. A
+//! short hand-written prefix checks the architecture, refuses the x32 ABI
+//! (same `AUDIT_ARCH`, syscall numbers with bit 30 set, which would dodge
+//! every number below) and answers `clone3` with ENOSYS so libc falls back
+//! to `clone`, whose flags can be inspected. Everything else listed is
+//! EPERM. `execve` stays allowed (our own exec of haproxy happens after
+//! this filter is installed); Landlock grants execute on nothing but the
+//! haproxy binary and its loader, which is what stops other programs.
+
+use seccompiler::{
+    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
+};
+use std::collections::BTreeMap;
+
+/// Refused outright with EPERM.
+const DENIED: &[(&str, libc::c_long)] = &[
+    // the network. `socket` itself is filtered below (UDP only); `connect`
+    // refused costs a `resolvers` section only a warning (measured with
+    // haproxy 2.6: "can't connect socket for nameserver", still valid),
+    // where a refused `socket` would be a fatal alert.
+    ("connect", libc::SYS_connect),
+    ("bind", libc::SYS_bind),
+    ("listen", libc::SYS_listen),
+    ("accept", libc::SYS_accept),
+    ("accept4", libc::SYS_accept4),
+    // sends carrying an address cannot be told apart cheaply: all refused
+    ("sendto", libc::SYS_sendto),
+    ("sendmsg", libc::SYS_sendmsg),
+    ("sendmmsg", libc::SYS_sendmmsg),
+    // other processes
+    ("ptrace", libc::SYS_ptrace),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    // process creation (threads are allowed below, through `clone`)
+    ("fork", libc::SYS_fork),
+    ("vfork", libc::SYS_vfork),
+    // io_uring performs connect/open/send without these filters seeing them
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    ("io_uring_enter", libc::SYS_io_uring_enter),
+    ("io_uring_register", libc::SYS_io_uring_register),
+    // leaving or reshaping the sandbox, kernel attack surface
+    ("unshare", libc::SYS_unshare),
+    ("setns", libc::SYS_setns),
+    ("mount", libc::SYS_mount),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("bpf", libc::SYS_bpf),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("keyctl", libc::SYS_keyctl),
+    ("add_key", libc::SYS_add_key),
+    ("request_key", libc::SYS_request_key),
+];
+
+/// `socket` is refused unless it makes an IPv4/IPv6 datagram socket, which
+/// `resolvers` sections need at check time (and which can send nothing:
+/// connect and the address-carrying sends are refused, and the network
+/// namespace has no route). A rule matches (refuses) when any of its
+/// conditions' conjunction holds: another family, or another type.
+fn socket_rules() -> seccompiler::Result<Vec<SeccompRule>> {
+    let mut rules = vec![SeccompRule::new(vec![
+        SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_INET as u64,
+        )?,
+        SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_INET6 as u64,
+        )?,
+    ])?];
+    // the type's low 4 bits (SOCK_NONBLOCK/SOCK_CLOEXEC live above them)
+    for kind in (0..16).filter(|k| *k != libc::SOCK_DGRAM as u64) {
+        rules.push(SeccompRule::new(vec![SeccompCondition::new(
+            1,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(0xf),
+            kind,
+        )?])?);
+    }
+    Ok(rules)
+}
+
+/// The names of what is refused, for the docs and `--explain`.
+pub fn denied_names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = DENIED.iter().map(|(n, _)| *n).collect();
+    names.extend([
+        "socket (but IPv4/IPv6 datagram)",
+        "clone (without CLONE_THREAD)",
+        "clone3 (ENOSYS)",
+        "x32 syscalls",
+    ]);
+    names
+}
+
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+// classic BPF opcodes
+const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
+// offsets in struct seccomp_data
+const OFF_NR: u32 = 0;
+const OFF_ARCH: u32 = 4;
+
+fn stmt(code: u16, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// The whole program, ready to install. Errors only if this architecture
+/// is not supported by `seccompiler`.
+pub fn program() -> Result<Vec<libc::sock_filter>, String> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED.iter().map(|(_, nr)| (*nr as i64, vec![])).collect();
+    // clone: only threads (CLONE_THREAD set) may be made
+    let no_thread = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Qword,
+        SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64),
+        0,
+    )
+    .and_then(|c| SeccompRule::new(vec![c]))
+    .map_err(|e| format!("seccomp: {e}"))?;
+    rules.insert(libc::SYS_clone as i64, vec![no_thread]);
+    rules.insert(
+        libc::SYS_socket as i64,
+        socket_rules().map_err(|e| format!("seccomp: {e}"))?,
+    );
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| format!("seccomp: {e}"))?;
+    let body: seccompiler::BpfProgram = filter.try_into().map_err(|e| format!("seccomp: {e}"))?;
+
+    let mut prog = vec![
+        stmt(LD_W_ABS, OFF_ARCH),
+        jump(JEQ_K, AUDIT_ARCH, 1, 0),
+        stmt(RET_K, RET_KILL_PROCESS),
+        stmt(LD_W_ABS, OFF_NR),
+        jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
+        stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
+        jump(JEQ_K, libc::SYS_clone3 as u32, 0, 1),
+        stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
+    ];
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // x32 exists only on x86_64; drop its two instructions elsewhere
+        prog.drain(4..6);
+    }
+    prog.extend(body.into_iter().map(|f| libc::sock_filter {
+        code: f.code,
+        jt: f.jt,
+        jf: f.jf,
+        k: f.k,
+    }));
+    Ok(prog)
+}
+
+/// In the child: installs `prog`. Needs `no_new_privs` first. Returns 0 or
+/// an errno; raw system call only.
+pub fn install(prog: &[libc::sock_filter]) -> i32 {
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: fprog points at a live program for the duration of the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0u32,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if r != 0 { super::landlock::errno() } else { 0 }
+}
+
+/// Whether this kernel has seccomp filters (`PR_GET_SECCOMP` answers).
+pub fn available() -> Result<(), i32> {
+    // SAFETY: a query with no memory effects.
+    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } < 0 {
+        Err(super::landlock::errno())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_compiles_with_the_guard_first() {
+        let prog = program().unwrap();
+        assert!(prog.len() > DENIED.len(), "{}", prog.len());
+        assert!(
+            prog.len() < 4096,
+            "BPF programs are limited to 4096 instructions"
+        );
+        assert_eq!((prog[0].code, prog[0].k), (LD_W_ABS, OFF_ARCH));
+        assert_eq!(prog[1].k, AUDIT_ARCH);
+        assert!(
+            prog.iter()
+                .any(|f| f.code == JEQ_K && f.k == libc::SYS_clone3 as u32)
+        );
+        assert!(prog.iter().any(|f| f.k == libc::SYS_connect as u32));
+    }
+
+    /// Installs the filter in a forked child and checks what it answers.
+    #[test]
+    fn a_filtered_child_cannot_open_sockets_fork_clone3_or_ptrace() {
+        let prog = program().unwrap();
+        // SAFETY: the child uses raw system calls only and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                let code = (|| {
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                        || install(&prog) != 0
+                    {
+                        return 10;
+                    }
+                    if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1
+                        || super::super::landlock::errno() != libc::EPERM
+                    {
+                        return 11;
+                    }
+                    if libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) != -1 {
+                        return 16;
+                    }
+                    let udp =
+                        libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+                    if udp < 0 {
+                        return 17;
+                    }
+                    let addr: libc::sockaddr_in6 = std::mem::zeroed();
+                    let len = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+                    if libc::connect(udp, &addr as *const _ as *const libc::sockaddr, len) != -1
+                        || libc::sendto(
+                            udp,
+                            b"x".as_ptr().cast(),
+                            1,
+                            0,
+                            &addr as *const _ as *const libc::sockaddr,
+                            len,
+                        ) != -1
+                    {
+                        return 18;
+                    }
+                    if libc::syscall(libc::SYS_fork) != -1
+                        || super::super::landlock::errno() != libc::EPERM
+                    {
+                        return 12;
+                    }
+                    if libc::syscall(libc::SYS_clone3, 0usize, 0usize) != -1
+                        || super::super::landlock::errno() != libc::ENOSYS
+                    {
+                        return 13;
+                    }
+                    if libc::syscall(libc::SYS_clone, libc::SIGCHLD as u64, 0usize) != -1
+                        || super::super::landlock::errno() != libc::EPERM
+                    {
+                        return 14;
+                    }
+                    if libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) != -1 {
+                        return 15;
+                    }
+                    0
+                })();
+                libc::_exit(code);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "status {status:#x}");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "step {} failed",
+            libc::WEXITSTATUS(status)
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! `rendergate policy check|test`: load a policy component, say whether it
+//! implements the world, and run it against fixtures (protocol.md §1, §4).
+
+use rendergate::policy::fixture::{self, CaseResult};
+use rendergate::policy::{ComponentPolicy, Policy, PolicyLimits};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Loads a policy component, says whether it implements the world, prints its name.
+    Check {
+        #[arg(value_name = "FILE.wasm")]
+        component: PathBuf,
+    },
+    /// Runs a policy against fixture files; reports each case, then `N passed, N failed`.
+    Test {
+        #[arg(value_name = "FILE.wasm")]
+        component: PathBuf,
+        #[arg(value_name = "FIXTURE.json", required = true)]
+        fixtures: Vec<PathBuf>,
+    },
+}
+
+pub fn run(command: Command) -> ExitCode {
+    match command {
+        Command::Check { component } => match ComponentPolicy::load(&component, PolicyLimits::default(), None) {
+            Ok(policy) => {
+                println!("{}: implements {} as {:?}", component.display(), rendergate::policy::component::WORLD, policy.name());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                println!("{}: {e}", component.display());
+                ExitCode::from(1)
+            }
+        },
+        Command::Test { component, fixtures } => test(&component, &fixtures),
+    }
+}
+
+fn test(component: &PathBuf, fixtures: &[PathBuf]) -> ExitCode {
+    let policy = match ComponentPolicy::load(component, PolicyLimits::default(), None) {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("error: {}: {e}", component.display());
+            return ExitCode::from(2);
+        }
+    };
+    let (mut passed, mut failed) = (0, 0);
+    for file in fixtures {
+        let cases = match std::fs::read_to_string(file).map_err(|e| e.to_string()).and_then(|t| fixture::parse(&t)) {
+            Ok(cases) => cases,
+            Err(e) => {
+                eprintln!("error: {}: {e}", file.display());
+                return ExitCode::from(2);
+            }
+        };
+        for case in &cases {
+            match fixture::run(&policy, case) {
+                CaseResult::Passed => {
+                    passed += 1;
+                    println!("passed: {}", case.name);
+                }
+                CaseResult::Failed(diff) => {
+                    failed += 1;
+                    println!("failed: {}", case.name);
+                    for line in diff {
+                        println!("    {line}");
+                    }
+                }
+                CaseResult::Error(e) => {
+                    failed += 1;
+                    println!("failed: {}\n    {e}", case.name);
+                }
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}

@@ -1,0 +1,310 @@
+//! The wasmtime host for policy components: one [`Engine`] per process, a
+//! component compiled once per load with its `InstancePre` kept, and a fresh
+//! [`Store`] per decision, so nothing leaks from one decision to the next.
+//!
+//! Each decision runs under limits: a wall-clock deadline (epoch
+//! interruption), fuel, linear memory, and a cap on the returned decision.
+//! Each failure is a typed [`PolicyFailure`]. WASI is linked only because
+//! `wasm32-wasip2` guests import it: no files, no environment, no arguments,
+//! no network; stdout and stderr are captured, bounded, and logged.
+
+use super::{Decision, Fleet, Policy, PolicyError, PolicyFailure, Trigger};
+use super::cache::ComponentCache;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+mod bindings {
+    wasmtime::component::bindgen!({ path: "../wit", world: "policy" });
+}
+use bindings::rendergate::policy::types as wit;
+
+/// How often the engine's epoch advances: the deadline's resolution.
+const EPOCH_TICK: Duration = Duration::from_millis(1);
+/// Guest stdout/stderr kept per decision.
+const GUEST_OUTPUT_CAP: usize = 16 * 1024;
+/// The most linear memory any policy may be given (`--policy-memory` above it is refused).
+pub const MAX_POLICY_MEMORY: usize = 1 << 30;
+/// The interface name a policy must export, for messages.
+pub const WORLD: &str = "rendergate:policy/policy@0.1.0";
+
+/// Limits on one decision.
+#[derive(Clone, Debug)]
+pub struct PolicyLimits {
+    /// Wall-clock bound on one decision.
+    pub deadline: Duration,
+    /// Wasm fuel per decision (deterministic instruction budget).
+    pub fuel: u64,
+    /// Linear memory a guest may grow to.
+    pub memory: usize,
+    /// Bytes of strings a returned decision may carry.
+    pub decision_cap: usize,
+}
+
+impl Default for PolicyLimits {
+    fn default() -> Self {
+        PolicyLimits {
+            deadline: Duration::from_millis(50),
+            // Measured (benches/policy.rs): scoped-revert burns 30.9 M fuel
+            // deciding a refusal over 10,000 pods; 10x headroom, rounded up.
+            fuel: 400_000_000,
+            memory: 32 << 20,
+            decision_cap: 4 << 20,
+        }
+    }
+}
+
+/// The process's one engine, with a thread that advances its epoch.
+pub fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let mut config = Config::new();
+        config.consume_fuel(true);
+        config.epoch_interruption(true);
+        // Deep recursion traps early instead of exhausting the host's stack.
+        config.max_wasm_stack(512 * 1024);
+        // A fresh instance per decision: the pooling allocator reuses warm
+        // slots instead of mapping and zeroing memory each time. Slots only
+        // reserve address space; the per-policy memory limit is enforced by
+        // `MemoryLimit`, below this pool's ceiling.
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(32)
+            .total_core_instances(64)
+            .total_memories(64)
+            .total_tables(64)
+            .max_memory_size(MAX_POLICY_MEMORY)
+            .max_unused_warm_slots(8);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).expect("the policy engine's configuration is valid");
+        let ticker = engine.weak();
+        std::thread::Builder::new()
+            .name("rendergate-policy-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = ticker.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .expect("start the policy epoch thread");
+        engine
+    })
+}
+
+/// What a store holds for one decision.
+struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    memory: MemoryLimit,
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// Caps linear memory, and remembers that the cap was hit so the trap that
+/// follows is reported as a memory failure.
+struct MemoryLimit {
+    max: usize,
+    hit: bool,
+}
+
+impl ResourceLimiter for MemoryLimit {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.max {
+            self.hit = true;
+            return Err(wasmtime::Error::msg(format!("memory limit of {} bytes reached", self.max)));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// A loaded policy component.
+pub struct ComponentPolicy {
+    name: String,
+    pre: bindings::PolicyPre<GuestState>,
+    limits: PolicyLimits,
+}
+
+impl ComponentPolicy {
+    /// Loads, compiles (or takes from `cache`) and checks a component
+    /// against the world; asks it its name.
+    pub fn load(path: &Path, limits: PolicyLimits, cache: Option<&ComponentCache>) -> Result<Self, PolicyFailure> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| PolicyFailure::BadComponent(format!("cannot read {}: {e}", path.display())))?;
+        Self::from_bytes(&bytes, limits, cache)
+    }
+
+    pub fn from_bytes(bytes: &[u8], limits: PolicyLimits, cache: Option<&ComponentCache>) -> Result<Self, PolicyFailure> {
+        let engine = engine();
+        let component = match cache {
+            Some(cache) => cache.load_or_compile(engine, bytes),
+            None => Component::from_binary(engine, bytes).map_err(|e| format!("{e:#}")),
+        }
+        .map_err(|e| PolicyFailure::BadComponent(format!("not a loadable component: {e}")))?;
+        let mut linker = Linker::<GuestState>::new(engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| PolicyFailure::BadComponent(format!("cannot link WASI: {e:#}")))?;
+        let instance_pre = linker
+            .instantiate_pre(&component)
+            .map_err(|e| PolicyFailure::BadComponent(format!("imports what the host does not provide: {e:#}")))?;
+        let pre = bindings::PolicyPre::new(instance_pre)
+            .map_err(|e| PolicyFailure::BadComponent(format!("does not implement {WORLD}: {e:#}")))?;
+        let mut policy = ComponentPolicy { name: String::from("(loading)"), pre, limits };
+        policy.name = policy.call(|p, store| p.call_name(store), "(loading)")?.0;
+        Ok(policy)
+    }
+
+    pub fn limits(&self) -> &PolicyLimits {
+        &self.limits
+    }
+
+    /// Decides, and says how much fuel the decision burned (for sizing `--policy-fuel`).
+    pub fn decide_metered(&self, trigger: &Trigger, fleet: &Fleet) -> Result<(Decision, u64), PolicyError> {
+        let (trigger, fleet) = (trigger_out(trigger), fleet_out(fleet));
+        let fail = |failure| PolicyError { policy: self.name.clone(), failure };
+        let (decision, fuel) = self.call(|p, store| p.call_decide(store, &trigger, &fleet), &self.name).map_err(fail)?;
+        let size = decision_size(&decision);
+        if size > self.limits.decision_cap {
+            return Err(fail(PolicyFailure::TooLarge { bytes: size, cap: self.limits.decision_cap }));
+        }
+        Ok((decision_in(decision), fuel))
+    }
+
+    /// Runs one export in a fresh store under the limits; returns the fuel burned too.
+    fn call<R>(
+        &self,
+        f: impl FnOnce(&bindings::Policy, &mut Store<GuestState>) -> wasmtime::Result<R>,
+        name: &str,
+    ) -> Result<(R, u64), PolicyFailure> {
+        let stdout = MemoryOutputPipe::new(GUEST_OUTPUT_CAP);
+        let stderr = MemoryOutputPipe::new(GUEST_OUTPUT_CAP);
+        let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        let state = GuestState { wasi, table: ResourceTable::new(), memory: MemoryLimit { max: self.limits.memory, hit: false } };
+        let mut store = Store::new(engine(), state);
+        store.limiter(|s| &mut s.memory);
+        store.set_fuel(self.limits.fuel).map_err(|e| PolicyFailure::Trap(format!("{e:#}")))?;
+        let ticks = self.limits.deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()).max(1) as u64;
+        store.set_epoch_deadline(ticks);
+        store.epoch_deadline_trap();
+
+        let result = self.pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
+        forward_output(name, "stdout", &stdout);
+        forward_output(name, "stderr", &stderr);
+        let burned = self.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        result.map(|r| (r, burned)).map_err(|e| classify(e, store.data().memory.hit, &stderr))
+    }
+}
+
+impl Policy for ComponentPolicy {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn decide(&self, trigger: &Trigger, fleet: &Fleet) -> Result<Decision, PolicyError> {
+        self.decide_metered(trigger, fleet).map(|(decision, _)| decision)
+    }
+}
+
+fn classify(error: wasmtime::Error, memory_hit: bool, stderr: &MemoryOutputPipe) -> PolicyFailure {
+    if memory_hit {
+        return PolicyFailure::Memory;
+    }
+    match error.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => PolicyFailure::Deadline,
+        Some(wasmtime::Trap::OutOfFuel) => PolicyFailure::Fuel,
+        Some(trap) => {
+            // A Rust guest's panic message is on its stderr; keep it, not the backtrace hint.
+            let bytes = stderr.contents();
+            let text = String::from_utf8_lossy(&bytes);
+            let said: Vec<&str> =
+                text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: run with")).collect();
+            let said = said.join(" | ").chars().take(500).collect::<String>();
+            PolicyFailure::Trap(if said.is_empty() { trap.to_string() } else { format!("{trap}: {said}") })
+        }
+        None => PolicyFailure::Trap(format!("{error:#}")),
+    }
+}
+
+fn forward_output(policy: &str, stream: &str, pipe: &MemoryOutputPipe) {
+    let bytes = pipe.contents();
+    for line in String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()) {
+        tracing::info!(policy, stream, "guest: {line}");
+    }
+}
+
+fn decision_size(d: &wit::Decision) -> usize {
+    let promote: usize = d.promote.iter().map(|p| p.pod.len() + p.plan.len() + 16).sum();
+    let revert: usize = d
+        .revert
+        .iter()
+        .map(|r| r.pod.len() + r.plan.len() + 16 + match &r.target { wit::RevertTarget::Plan(p) => p.len(), _ => 0 })
+        .sum();
+    let notes: usize = d.notes.iter().map(|n| n.len() + 16).sum();
+    promote + revert + notes
+}
+
+fn pod_out(p: &policy_core::PodState) -> wit::PodState {
+    wit::PodState {
+        pod: p.pod.clone(),
+        applied_plan: p.applied_plan.clone(),
+        running_plan: p.running_plan.clone(),
+        baseline_plan: p.baseline_plan.clone(),
+    }
+}
+
+fn trigger_out(t: &Trigger) -> wit::Trigger {
+    match t {
+        Trigger::Verdict(v) => wit::Trigger::Verdict(wit::Verdict {
+            plan: v.plan.clone(),
+            render: v.render.clone(),
+            outcome: match v.outcome {
+                policy_core::Outcome::Passed => wit::Outcome::Passed,
+                policy_core::Outcome::Refused => wit::Outcome::Refused,
+                policy_core::Outcome::Unavailable => wit::Outcome::Unavailable,
+            },
+            newest: v.newest,
+            pinned: v.pinned,
+            remembered: v.remembered,
+            message: v.message.clone(),
+        }),
+        Trigger::Applied(p) => wit::Trigger::Applied(pod_out(p)),
+    }
+}
+
+fn fleet_out(f: &Fleet) -> wit::Fleet {
+    wit::Fleet {
+        pods: f.pods.iter().map(pod_out).collect(),
+        passed_plans: f.passed_plans.clone(),
+        refused_plans: f.refused_plans.clone(),
+    }
+}
+
+fn decision_in(d: wit::Decision) -> Decision {
+    Decision {
+        promote: d.promote.into_iter().map(|p| policy_core::Promote { pod: p.pod, plan: p.plan }).collect(),
+        revert: d
+            .revert
+            .into_iter()
+            .map(|r| policy_core::Revert {
+                pod: r.pod,
+                plan: r.plan,
+                target: match r.target {
+                    wit::RevertTarget::Baseline => policy_core::RevertTarget::Baseline,
+                    wit::RevertTarget::Plan(p) => policy_core::RevertTarget::Plan(p),
+                },
+            })
+            .collect(),
+        notes: d.notes,
+    }
+}

@@ -1,0 +1,138 @@
+//! Hot reload of a policy component: watch the file (and SIGHUP), and swap
+//! the live policy only for a candidate that compiles, implements the world
+//! and decides a built-in set of sample triggers without failing. A broken
+//! candidate never replaces the live policy; decisions already running finish
+//! on the policy they started with.
+
+use super::cache::ComponentCache;
+use super::{ComponentPolicy, Fleet, LivePolicy, PodState, Policy, PolicyLimits, Trigger};
+use crate::metrics::Metrics;
+use policy_core::{Outcome, Verdict};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Watches one policy file and keeps the live policy up to date.
+pub struct Reloader {
+    path: PathBuf,
+    limits: PolicyLimits,
+    cache: Option<ComponentCache>,
+    live: LivePolicy,
+    metrics: Arc<Metrics>,
+    /// Digest of the content last tried (accepted or refused).
+    seen: [u8; 32],
+}
+
+impl Reloader {
+    /// Loads the policy at `path` (an error stops start-up) and returns the
+    /// reloader that will keep it current.
+    pub fn start(
+        path: PathBuf,
+        limits: PolicyLimits,
+        cache: Option<ComponentCache>,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Reloader, LivePolicy), String> {
+        let bytes = std::fs::read(&path).map_err(|e| format!("--policy {}: {e}", path.display()))?;
+        let policy = load_vetted(&bytes, &limits, cache.as_ref()).map_err(|e| format!("--policy {}: {e}", path.display()))?;
+        let live = LivePolicy::new(Arc::new(policy));
+        let seen = Sha256::digest(&bytes).into();
+        Ok((Reloader { path, limits, cache, live: live.clone(), metrics, seen }, live))
+    }
+
+    /// Tries the file once: `Ok(true)` if a new policy now decides,
+    /// `Ok(false)` if the content did not change, `Err` if the candidate was
+    /// refused (the live policy stays).
+    pub fn poll(&mut self) -> Result<bool, String> {
+        let bytes = std::fs::read(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let digest: [u8; 32] = Sha256::digest(&bytes).into();
+        if digest == self.seen {
+            return Ok(false);
+        }
+        self.seen = digest;
+        match load_vetted(&bytes, &self.limits, self.cache.as_ref()) {
+            Ok(policy) => {
+                tracing::info!(policy = policy.name(), path = %self.path.display(), "policy reloaded");
+                self.live.replace(Arc::new(policy));
+                self.metrics.policy_reload(true);
+                Ok(true)
+            }
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), "policy reload refused, the live policy stays: {e}");
+                self.metrics.policy_reload(false);
+                Err(e)
+            }
+        }
+    }
+
+    /// Polls every `interval` and on SIGHUP, until the task is dropped.
+    pub async fn watch(mut self, interval: Duration) {
+        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let hup = async {
+                match hangup.as_mut() {
+                    Some(h) => h.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = hup => tracing::info!("SIGHUP: checking the policy file"),
+            }
+            // Compiling is CPU work: off the async threads.
+            let result = tokio::task::spawn_blocking(move || {
+                let r = self.poll();
+                (self, r)
+            })
+            .await;
+            match result {
+                Ok((me, _)) => self = me,
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// Compiles a candidate and runs it over the sample triggers.
+pub fn load_vetted(bytes: &[u8], limits: &PolicyLimits, cache: Option<&ComponentCache>) -> Result<ComponentPolicy, String> {
+    let policy = ComponentPolicy::from_bytes(bytes, limits.clone(), cache).map_err(|e| e.to_string())?;
+    for (what, trigger, fleet) in samples() {
+        policy.decide(&trigger, &fleet).map_err(|e| format!("fails the sample trigger \"{what}\": {e}"))?;
+    }
+    Ok(policy)
+}
+
+/// A few triggers every policy must decide without failing.
+fn samples() -> Vec<(&'static str, Trigger, Fleet)> {
+    let pod = |name: &str, applied: &str, running: &str| PodState {
+        pod: name.into(),
+        applied_plan: Some(applied.into()),
+        running_plan: Some(running.into()),
+        baseline_plan: Some("plan-1".into()),
+    };
+    let fleet = Fleet {
+        pods: vec![pod("ns/a", "plan-2", "plan-1"), pod("ns/b", "plan-2", "plan-2"), pod("ns/c", "plan-1", "plan-1")],
+        passed_plans: vec!["plan-1".into()],
+        refused_plans: vec![],
+    };
+    let verdict = |outcome| {
+        Trigger::Verdict(Verdict {
+            plan: "plan-2".into(),
+            render: "r-2".into(),
+            outcome,
+            newest: true,
+            pinned: false,
+            remembered: false,
+            message: String::new(),
+        })
+    };
+    vec![
+        ("pass", verdict(Outcome::Passed), fleet.clone()),
+        ("refusal", verdict(Outcome::Refused), fleet.clone()),
+        ("could not run", verdict(Outcome::Unavailable), fleet.clone()),
+        ("applied", Trigger::Applied(pod("ns/c", "plan-1", "plan-1")), fleet.clone()),
+        ("empty fleet", verdict(Outcome::Refused), Fleet::default()),
+    ]
+}

@@ -1,0 +1,34 @@
+//! Sizes as the command line writes them: `65536`, `64KiB`, `32MiB`, `1GiB`
+//! (also `K`, `M`, `G`, `KB`, `MB`, `GB`, all powers of 1024).
+
+/// Parses a byte count with an optional binary unit.
+pub fn parse(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: usize = number.parse().map_err(|_| format!("{text:?} is not a size (try 65536, 64KiB, 32MiB)"))?;
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        other => return Err(format!("unknown unit {other:?} in {text:?} (use KiB, MiB or GiB)")),
+    };
+    value.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bytes_and_binary_units() {
+        assert_eq!(parse("65536"), Ok(65536));
+        assert_eq!(parse("64KiB"), Ok(64 << 10));
+        assert_eq!(parse("32MiB"), Ok(32 << 20));
+        assert_eq!(parse("1g"), Ok(1 << 30));
+        for bad in ["", "MiB", "1.5MiB", "-1", "3 apples", "99999999999999999999GiB"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+}

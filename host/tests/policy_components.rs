@@ -1,0 +1,299 @@
+//! Policy components, for real: the guests of guest-policy/ built for
+//! wasm32-wasip2 (by the `policy-artifacts` crate), loaded by the wasmtime
+//! host, run against their fixtures, against hostile guests, hot reloaded,
+//! cached, and driven end to end through `rendergate serve --policy`.
+
+use policy_artifacts as built;
+use rendergate::Metrics;
+use rendergate::policy::cache::{CacheUse, ComponentCache};
+use rendergate::policy::fixture::{self, CaseResult};
+use rendergate::policy::reload::Reloader;
+use rendergate::policy::{
+    ComponentPolicy, Fleet, NativeDefault, PodState, Policy, PolicyFailure, PolicyLimits, PolicySeat, Trigger,
+};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rendergate");
+
+fn fixtures(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/fixtures/policies/{name}.json"))
+}
+
+fn load(path: &str) -> ComponentPolicy {
+    ComponentPolicy::load(Path::new(path), PolicyLimits::default(), None).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn failure(path: &str, limits: PolicyLimits) -> PolicyFailure {
+    let policy = ComponentPolicy::load(Path::new(path), limits, None).expect("loads");
+    policy.decide(&refusal(), &fleet(3)).expect_err("the hostile guest must fail").failure
+}
+
+fn pod(i: usize) -> PodState {
+    PodState {
+        pod: format!("ns/haproxy-{i}"),
+        applied_plan: Some("plan-2".into()),
+        running_plan: Some(if i % 2 == 0 { "plan-1" } else { "plan-2" }.into()),
+        baseline_plan: Some("plan-1".into()),
+    }
+}
+
+fn fleet(pods: usize) -> Fleet {
+    Fleet { pods: (0..pods).map(pod).collect(), passed_plans: vec!["plan-1".into()], refused_plans: vec!["plan-2".into()] }
+}
+
+fn refusal() -> Trigger {
+    Trigger::Verdict(policy_core::Verdict {
+        plan: "plan-2".into(),
+        render: "r-2".into(),
+        outcome: policy_core::Outcome::Refused,
+        newest: true,
+        pinned: false,
+        remembered: false,
+        message: String::new(),
+    })
+}
+
+#[test]
+fn every_shipped_guest_passes_its_fixtures_through_policy_test() {
+    for (name, path) in built::SHIPPED {
+        let out = std::process::Command::new(BIN)
+            .args(["policy", "test", path])
+            .arg(fixtures(name))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name}:\n{text}{}", String::from_utf8_lossy(&out.stderr));
+        let last = text.lines().last().unwrap();
+        let passed: usize = last.split(' ').next().unwrap().parse().unwrap();
+        assert!(passed >= 8, "{name}: {last}");
+        assert!(last.ends_with(" passed, 0 failed"), "{name}: {last}");
+    }
+}
+
+#[test]
+fn policy_test_reports_a_failing_case_with_a_diff_and_exit_1() {
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "test", built::FLEET_REVERT])
+        .arg(fixtures("scoped-revert"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("failed: a refusal reverts only the pods") && text.contains("to plan plan-1"), "{text}");
+    assert!(text.lines().last().unwrap().ends_with("failed") && !text.ends_with(" 0 failed\n"), "{text}");
+}
+
+#[test]
+fn the_native_default_and_the_scoped_revert_guest_pass_the_same_fixtures() {
+    let text = std::fs::read_to_string(fixtures("scoped-revert")).unwrap();
+    let cases = fixture::parse(&text).unwrap();
+    let guest = load(built::SCOPED_REVERT);
+    assert_eq!(guest.name(), "scoped-revert");
+    for case in &cases {
+        assert_eq!(fixture::run(&NativeDefault, case), CaseResult::Passed, "native: {}", case.name);
+        assert_eq!(fixture::run(&guest, case), CaseResult::Passed, "wasm: {}", case.name);
+    }
+}
+
+#[test]
+fn policy_check_names_a_good_component_and_refuses_another_world() {
+    let out = std::process::Command::new(BIN).args(["policy", "check", built::QUORUM_PROMOTE]).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"quorum-promote\""));
+    let out = std::process::Command::new(BIN).args(["policy", "check", built::HOSTILE_OTHER_WORLD]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("does not implement rendergate:policy/policy@0.1.0") || text.contains("bad component"), "{text}");
+    let junk = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(junk.path(), b"not wasm").unwrap();
+    let out = std::process::Command::new(BIN).args(["policy", "check"]).arg(junk.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn hostile_guests_fail_with_the_right_typed_error() {
+    let slow = PolicyLimits { fuel: u64::MAX / 2, ..PolicyLimits::default() };
+    let started = Instant::now();
+    assert_eq!(failure(built::HOSTILE_SPIN, slow.clone()), PolicyFailure::Deadline);
+    assert_eq!(failure(built::HOSTILE_SLOW, slow.clone()), PolicyFailure::Deadline);
+    assert!(started.elapsed() < Duration::from_millis(2000), "two 50 ms deadlines took {:?}", started.elapsed());
+    let starved = PolicyLimits { fuel: 1_000_000, deadline: Duration::from_secs(10), ..PolicyLimits::default() };
+    assert_eq!(failure(built::HOSTILE_SPIN, starved), PolicyFailure::Fuel);
+    // A long deadline, so the memory limit, not time, is what stops them on a busy machine.
+    let patient = PolicyLimits { deadline: Duration::from_secs(10), ..PolicyLimits::default() };
+    assert_eq!(failure(built::HOSTILE_GROW, patient.clone()), PolicyFailure::Memory);
+    assert_eq!(failure(built::HOSTILE_HUGE, patient.clone()), PolicyFailure::Memory);
+    let roomy = PolicyLimits { memory: 512 << 20, deadline: Duration::from_secs(5), ..PolicyLimits::default() };
+    assert!(matches!(failure(built::HOSTILE_HUGE, roomy), PolicyFailure::TooLarge { .. } | PolicyFailure::Fuel));
+    let PolicyFailure::Trap(why) = failure(built::HOSTILE_RECURSE, patient.clone()) else { panic!() };
+    assert!(why.contains("stack"), "{why}");
+    let PolicyFailure::Trap(why) = failure(built::HOSTILE_PANIC, patient) else { panic!() };
+    assert!(why.contains("this policy always panics"), "the guest's panic message is kept: {why}");
+    let Err(PolicyFailure::BadComponent(why)) =
+        ComponentPolicy::load(Path::new(built::HOSTILE_OTHER_WORLD), PolicyLimits::default(), None)
+    else {
+        panic!()
+    };
+    assert!(why.contains("rendergate:policy"), "{why}");
+}
+
+#[test]
+fn a_failing_policy_gets_the_default_decision_and_is_counted() {
+    let metrics = Metrics::default();
+    let seat = PolicySeat::new(Arc::new(load(built::HOSTILE_PANIC)));
+    let settled = seat.decide(&refusal(), &fleet(4), &metrics);
+    let expected = policy_core::decide(&refusal(), &fleet(4));
+    assert_eq!(settled.revert, expected.revert);
+    assert_eq!(settled.revert.len(), 2, "pods 0 and 2 took plan-2 without loading it");
+    assert_eq!(metrics.policy_failures("hostile-panic", "trap"), 1);
+    assert!(metrics.render().contains("rendergate_policy_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 1"));
+}
+
+#[test]
+fn a_rule_breaking_decision_loses_every_item_and_each_rule_is_counted() {
+    let metrics = Metrics::default();
+    let seat = PolicySeat::new(Arc::new(load(built::HOSTILE_RULE_BREAKER)));
+    let mut f = fleet(2);
+    f.passed_plans.push("plan-3".into());
+    let settled = seat.decide(&refusal(), &f, &metrics);
+    assert!(settled.promote.is_empty() && settled.revert.is_empty(), "{settled:?}");
+    assert!(settled.failure.is_none());
+    assert_eq!(settled.dropped.len(), 6);
+    for (rule, n) in [("unknown-pod", 2), ("plan-not-passed", 2), ("target-not-passed", 2)] {
+        assert_eq!(metrics.policy_items_dropped("hostile-rule-breaker", rule), n, "{rule}");
+    }
+}
+
+#[test]
+fn every_decision_gets_a_fresh_store() {
+    let policy = load(built::HOSTILE_STATEFUL);
+    for _ in 0..3 {
+        let d = policy.decide(&refusal(), &fleet(1)).unwrap();
+        assert_eq!(d.notes, ["call 1"]);
+    }
+}
+
+#[test]
+fn the_host_survives_hostile_guests_in_a_running_gate() {
+    // The gate keeps deciding with the default while the guest fails.
+    let seat = PolicySeat::new(Arc::new(load(built::HOSTILE_SPIN)));
+    let metrics = Metrics::default();
+    for _ in 0..3 {
+        let settled = seat.decide(&refusal(), &fleet(2), &metrics);
+        assert_eq!(settled.revert.len(), 1);
+    }
+    assert_eq!(metrics.policy_failures("hostile-spin", "deadline") + metrics.policy_failures("hostile-spin", "fuel"), 3);
+}
+
+#[test]
+fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let live_path = dir.path().join("policy.wasm");
+    std::fs::copy(built::SCOPED_REVERT, &live_path).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let (mut reloader, live) = Reloader::start(live_path.clone(), PolicyLimits::default(), None, metrics.clone()).unwrap();
+    assert_eq!(live.current().name(), "scoped-revert");
+    assert_eq!(reloader.poll(), Ok(false), "unchanged");
+
+    for broken in [built::HOSTILE_OTHER_WORLD, built::HOSTILE_PANIC] {
+        std::fs::copy(broken, &live_path).unwrap();
+        assert!(reloader.poll().is_err(), "{broken} must be refused");
+        assert_eq!(live.current().name(), "scoped-revert", "the old policy keeps deciding");
+    }
+    std::fs::write(&live_path, b"\0asm garbage").unwrap();
+    assert!(reloader.poll().is_err());
+    assert_eq!(metrics.policy_reloads(false), 3);
+
+    std::fs::copy(built::FLEET_REVERT, &live_path).unwrap();
+    assert_eq!(reloader.poll(), Ok(true));
+    let policy = live.current();
+    assert_eq!(policy.name(), "fleet-revert");
+    let d = policy.decide(&refusal(), &fleet(2)).unwrap();
+    assert!(d.revert.iter().all(|r| r.target == policy_core::RevertTarget::Plan("plan-1".into())), "{d:?}");
+    assert_eq!(metrics.policy_reloads(true), 1);
+}
+
+#[test]
+fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ComponentCache::open(&dir.path().join("cache")).unwrap();
+    let engine = rendergate::policy::component::engine();
+    let bytes = std::fs::read(built::OBSERVE_ONLY).unwrap();
+    let (_, first) = cache.load_or_compile_traced(engine, &bytes).unwrap();
+    assert_eq!(first, CacheUse::Compiled);
+    let (_, second) = cache.load_or_compile_traced(engine, &bytes).unwrap();
+    assert_eq!(second, CacheUse::Hit);
+    // Corrupt the compiled artifact: it must be rebuilt, not deserialized.
+    let artifact = std::fs::read_dir(cache.dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .unwrap();
+    let mut compiled = std::fs::read(&artifact).unwrap();
+    let middle = compiled.len() / 2;
+    compiled[middle] ^= 0xff;
+    std::fs::write(&artifact, &compiled).unwrap();
+    let (policy, third) = cache.load_or_compile_traced(engine, &bytes).unwrap();
+    assert_eq!(third, CacheUse::Rebuilt);
+    drop(policy);
+    assert_eq!(cache.load_or_compile_traced(engine, &bytes).unwrap().1, CacheUse::Hit, "the rebuilt entry is good");
+}
+
+#[test]
+fn serve_with_the_fleet_revert_guest_changes_the_revert_outputs() {
+    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/haproxy.cfg")).unwrap();
+    let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/maps/hosts.map")).unwrap();
+    let broken = config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
+    let files = serde_json::json!([{"kind": "map", "path": "maps/hosts.map", "content": map}]);
+    let haproxy = std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into());
+    // plan-1 passes (the known-good plan), two pods take plan-2, plan-2 is refused.
+    let input = [
+        serde_json::json!({"type":"rendered","plan":"plan-1","render":"r-1","config":config,"files":files}),
+        serde_json::json!({"type":"applied","pod":"ns/haproxy-0","render":"r-2","plan":"plan-2","running_plan":"plan-1","baseline_plan":"plan-0"}),
+        serde_json::json!({"type":"applied","pod":"ns/haproxy-1","render":"r-2","plan":"plan-2","running_plan":"plan-0","baseline_plan":"plan-0"}),
+        serde_json::json!({"type":"rendered","plan":"plan-2","render":"r-2","config":broken,"files":files}),
+    ]
+    .map(|l| format!("{l}\n"))
+    .concat();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |policy: Option<&str>| {
+        let mut child = std::process::Command::new(BIN)
+            .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy])
+            .args(policy.map(|p| vec!["--policy", p]).unwrap_or_default())
+            .arg("--policy-cache")
+            .arg(cache.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|l| l["type"] == "revert")
+            .collect::<Vec<_>>()
+    };
+    let default = run(None);
+    let fleet = run(Some(built::FLEET_REVERT));
+    assert_eq!(default.len(), 2, "{default:?}");
+    assert!(default.iter().all(|r| r["to"] == "baseline"), "{default:?}");
+    assert_eq!(fleet.len(), 2, "{fleet:?}");
+    assert!(fleet.iter().all(|r| r["to"] == "plan-1"), "fleet-revert reverts to the newest passed plan: {fleet:?}");
+}
+
+#[test]
+fn serve_refuses_to_start_with_a_bad_policy() {
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--policy", built::HOSTILE_OTHER_WORLD])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--policy") && err.contains("rendergate:policy"), "{err}");
+}

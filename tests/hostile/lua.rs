@@ -1,0 +1,210 @@
+//! Lua cases: `lua-load` runs a script's top-level code during `haproxy -c`.
+//! Every script ends in `error(…)` with what it found, so HAProxy prints it
+//! in an `[ALERT]` and the verdict's message shows it.
+
+use crate::cases::config;
+use crate::support::*;
+
+/// A render whose global section loads `hostile.lua` with `directive`.
+pub fn lua_render(directive: &str, script: String) -> Spec {
+    if !has_lua() {
+        return Spec::skip("this haproxy has no Lua");
+    }
+    Spec::check(config(&format!("  {directive} hostile.lua\n"), "", ""), REFUSED)
+        .files(vec![file("hostile.lua", script)])
+}
+
+/// Lua that reads the secret's first line and the token, and raises them.
+fn read_and_getenv(secret: &str) -> String {
+    format!(
+        "local f, err = io.open([[{secret}]])\n\
+local got = f and f:read(\"l\") or tostring(err)\n\
+return \"read: \" .. got .. \" getenv: \" .. tostring(os.getenv(\"SECRET_TOKEN\"))\n"
+    )
+}
+
+pub fn lua_write_outside(s: &mut Scene) -> Spec {
+    let near = s.outside.join(format!("written-{}", s.tag));
+    let tmp = s.host_path(std::env::temp_dir().join(format!("{}-written", s.tag)));
+    let script = format!(
+        "local report = {{}}\n\
+for _, path in ipairs({{ [[{}]], [[{}]] }}) do\n\
+  local f, err = io.open(path, \"w\")\n\
+  if f then f:write(\"written by a render\\n\") f:close() report[#report + 1] = \"wrote\"\n\
+  else report[#report + 1] = tostring(err) end\n\
+end\n\
+error(\"lua-write: \" .. table.concat(report, \"; \"))\n",
+        near.display(),
+        tmp.display()
+    );
+    lua_render("lua-load", script)
+        .watch(near.clone())
+        .watch(tmp.clone())
+        .leaks(vec![Leak::Created(near), Leak::Created(tmp)])
+}
+
+pub fn lua_read_outside(s: &mut Scene) -> Spec {
+    let script = format!(
+        "local f, err = io.open([[{}]])\nerror(\"lua-read: \" .. (f and f:read(\"l\") or tostring(err)))\n",
+        s.secret()
+    );
+    lua_render("lua-load", script).leaks(vec![Leak::Marker])
+}
+
+pub fn lua_getenv(_: &mut Scene) -> Spec {
+    lua_render("lua-load", "error(\"lua-getenv: \" .. tostring(os.getenv(\"SECRET_TOKEN\")))\n".into())
+        .leaks(vec![Leak::Marker])
+}
+
+/// `CMD-RAN-$((6*7))` prints `CMD-RAN-42`, a text found nowhere in the render.
+pub fn lua_os_execute(s: &mut Scene) -> Spec {
+    let made = s.outside.join(format!("exec-{}", s.tag));
+    let script = format!(
+        "local ok, how, code = os.execute([[/bin/echo CMD-RAN-$((6*7)) $(/bin/cat {}); /bin/echo x > {}]])\n\
+error(\"lua-os-execute: \" .. tostring(ok) .. \" \" .. tostring(how) .. \" \" .. tostring(code))\n",
+        s.secret(),
+        made.display()
+    );
+    lua_render("lua-load", script).forbid("CMD-RAN-42").watch(made.clone()).leaks(vec![
+        Leak::Marker,
+        Leak::Text("CMD-RAN-42".into()),
+        Leak::Created(made),
+    ])
+}
+
+pub fn lua_io_popen(s: &mut Scene) -> Spec {
+    let script = format!(
+        "local p, err = io.popen([[/bin/cat {}; /bin/echo CMD-RAN-$((6*7))]])\n\
+local out = p and p:read(\"a\") or tostring(err)\n\
+if p then p:close() end\n\
+error(\"lua-popen: \" .. (out:gsub(\"\\n\", \" | \")))\n",
+        s.secret()
+    );
+    lua_render("lua-load", script).forbid("CMD-RAN-42").leaks(vec![Leak::Marker, Leak::Text("CMD-RAN-42".into())])
+}
+
+/// A background loop in HAProxy's group, and one in a session of its own
+/// (which a process-group kill does not reach). Their command lines carry
+/// the scene's tag, which is how the suite finds them.
+pub fn lua_background(s: &mut Scene) -> Spec {
+    let mut script = format!(
+        "os.execute([[/bin/sh -c 'while :; do /bin/sleep 1; done; : {}-bg' </dev/null >/dev/null 2>&1 &]])\n",
+        s.tag
+    );
+    if std::path::Path::new("/usr/bin/setsid").exists() {
+        script.push_str(&format!(
+            "os.execute([[/usr/bin/setsid /bin/sh -c 'while :; do /bin/sleep 1; done; : {}-setsid' </dev/null >/dev/null 2>&1 &]])\n",
+            s.tag
+        ));
+    }
+    script.push_str("os.execute(\"/bin/sleep 0.3\")\nerror(\"lua-background: started\")\n");
+    lua_render("lua-load", script).leaks(vec![Leak::Process])
+}
+
+pub fn lua_load_per_thread(s: &mut Scene) -> Spec {
+    let script =
+        format!("local function probe()\n{}end\nerror(\"per-thread: \" .. probe())\n", read_and_getenv(s.secret()));
+    lua_render("lua-load-per-thread", script).leaks(vec![Leak::Marker])
+}
+
+/// `require` of a module in the render itself, which then reaches out.
+pub fn lua_require_in_directory(s: &mut Scene) -> Spec {
+    lua_render("lua-load", "error(\"lua-require: \" .. require(\"helper\"))\n".into())
+        .files(vec![file("helper.lua", read_and_getenv(s.secret()))])
+        .leaks(vec![Leak::Marker])
+}
+
+/// `require` of a module planted on the host, via `package.path`.
+pub fn lua_require_outside(s: &mut Scene) -> Spec {
+    s.plant("evil.lua", "error(\"EVIL-RAN-\" .. 6 * 7)\n");
+    let script =
+        format!("package.path = [[{}/?.lua]]\nrequire(\"evil\")\nerror(\"evil was not run\")\n", s.outside.display());
+    lua_render("lua-load", script).forbid("EVIL-RAN-42").leaks(vec![Leak::Text("EVIL-RAN-42".into())])
+}
+
+pub fn lua_infinite_loop(_: &mut Scene) -> Spec {
+    let mut spec = lua_render("lua-load", "while true do end\n".into());
+    spec.expect = COULD_NOT_RUN;
+    spec.must_say("timed out|timeout|deadline")
+}
+
+/// Allocates 4 GiB in 64 MiB strings, then says it survived. The sandbox's
+/// address-space limit must stop it first; the gate itself runs under a 12
+/// GiB cap so that a missing limit fails the case instead of the machine.
+pub fn lua_memory_bomb(_: &mut Scene) -> Spec {
+    let script = "local keep = {}\n\
+local chunk = string.rep(\"x\", 64 * 1024 * 1024)\n\
+for i = 1, 64 do keep[i] = chunk .. i end\n\
+error(\"BOMB-SURVIVED-\" .. 6 * 7)\n";
+    let mut spec = lua_render("lua-load", script.into()).forbid("BOMB-SURVIVED-42");
+    spec.expect = NOT_PASS;
+    spec.rlimit_as = Some(12 << 30);
+    spec
+}
+
+/// 18 MB on stdout, then an error: the message stays bounded and says it was cut.
+pub fn lua_output_flood(_: &mut Scene) -> Spec {
+    let script = "local line = string.rep(\"flood \", 30) .. \"\\n\"\n\
+for i = 1, 100000 do io.stdout:write(line) end\n\
+io.stdout:flush()\n\
+error(\"lua-flood: done\")\n";
+    let mut spec = lua_render("lua-load", script.into()).must_say("cut|cap|truncat").must_say("65536|64 kib|64kib");
+    spec.expect = NOT_PASS;
+    spec
+}
+
+/// While HAProxy runs (a script busy for 1.5 s), the check directory and
+/// the render's files in it are private to the gate's user: no group or
+/// other bits on anything under the gate's TMPDIR.
+pub fn check_directory_is_private(_: &mut Scene) -> Spec {
+    let script = "local stop = os.clock() + 1.5\nwhile os.clock() < stop do end\nerror(\"lua-busy: done\")\n";
+    lua_render("lua-load", script.into()).files(vec![file("maps/hosts.map", "example.com app\n")]).observe(
+        |tmp: &std::path::Path, done: &std::sync::atomic::AtomicBool| {
+            use std::os::unix::fs::PermissionsExt;
+            let mut seen = std::collections::BTreeMap::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let mut stack = vec![tmp.to_path_buf()];
+                while let Some(dir) = stack.pop() {
+                    for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                        let Ok(meta) = std::fs::symlink_metadata(e.path()) else { continue };
+                        if meta.is_dir() {
+                            stack.push(e.path());
+                        }
+                        seen.insert(e.path(), meta.permissions().mode() & 0o7777);
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let mut fails: Vec<String> = seen
+                .iter()
+                .filter(|(_, mode)| *mode & 0o077 != 0)
+                .map(|(p, mode)| format!("{} has mode {mode:o} while the check runs", p.display()))
+                .collect();
+            if !seen.keys().any(|p| p.ends_with("hosts.map")) {
+                fails.push(format!("never saw the render's files under the gate's TMPDIR: {seen:?}"));
+            }
+            fails
+        },
+    )
+}
+
+/// `@system-ca` anywhere in the render (here: a Lua comment) asks for the
+/// system CA store; with it, a script must still not read the private keys
+/// that sit next to the certificates. The script reports how many bytes it
+/// read, never the key itself.
+pub fn lua_system_ca_mark_keeps_private_keys(_: &mut Scene) -> Spec {
+    let Some(key) = std::fs::read_dir("/etc/ssl/private")
+        .ok()
+        .and_then(|d| d.flatten().map(|e| e.path()).find(|p| std::fs::File::open(p).is_ok() && p.is_file()))
+    else {
+        return Spec::skip("no readable file in /etc/ssl/private on this host (or not root)");
+    };
+    let script = format!(
+        "-- trusts @system-ca\n\
+local f, err = io.open([[{}]])\n\
+if f then error(\"SSL-PRIVATE-READ \" .. #f:read(\"a\") .. \" bytes\") end\n\
+error(\"lua-ssl-private: \" .. tostring(err))\n",
+        key.display()
+    );
+    lua_render("lua-load", script).forbid("SSL-PRIVATE-READ").leaks(vec![Leak::Text("SSL-PRIVATE-READ".into())])
+}

@@ -1,0 +1,286 @@
+//! Native code via `package.loadlib` / `require`: a module built by the test
+//! with `cc`, probing what the check could do to the host. Render files are
+//! text, so the module cannot travel in the render: it sits on the host,
+//! where the sandbox should not even let HAProxy load it. When it does load
+//! (no sandbox; or Landlock switched off, see layers.rs), every probe below
+//! reports `name:ALLOWED` or `name:DENIED(errno)`, in an `[ALERT]`.
+
+use crate::support::*;
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The probes that must fail under the full sandbox.
+pub const ALL_PROBES: &[&str] = &["open", "connect", "udp", "unix", "fork", "kill", "ptrace", "exec"];
+/// The probes seccomp (with the namespaces) stops on its own, without Landlock.
+pub const SECCOMP_PROBES: &[&str] = &["connect", "udp", "unix", "fork", "ptrace"];
+
+const SOURCE: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct lua_State lua_State;
+extern const char *lua_pushstring(lua_State *L, const char *s);
+
+static char report[2048];
+
+static void note(const char *name, int ok, int err) {
+    size_t n = strlen(report);
+    if (ok) snprintf(report + n, sizeof report - n, " %s:ALLOWED", name);
+    else snprintf(report + n, sizeof report - n, " %s:DENIED(%d)", name, err);
+}
+
+static int run(lua_State *L, int with_exec) {
+    strcpy(report, "PROBES");
+    int fd = open(SECRET_PATH, O_RDONLY);
+    note("open", fd >= 0, errno);
+    if (fd >= 0) close(fd);
+
+    struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons(TCP_PORT), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    note("socket", s >= 0, errno);
+    if (s >= 0) { int r = connect(s, (struct sockaddr *)&in, sizeof in); note("connect", r == 0, errno); close(s); }
+    else note("connect", 0, errno);
+
+    in.sin_port = htons(UDP_PORT);
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    if (u >= 0) { ssize_t r = sendto(u, "x", 1, 0, (struct sockaddr *)&in, sizeof in); note("udp", r == 1, errno); close(u); }
+    else note("udp", 0, errno);
+
+    struct sockaddr_un un = { .sun_family = AF_UNIX };
+    size_t len = strlen(ABSTRACT_NAME);
+    memcpy(un.sun_path + 1, ABSTRACT_NAME, len);
+    int x = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (x >= 0) { int r = connect(x, (struct sockaddr *)&un, offsetof(struct sockaddr_un, sun_path) + 1 + len); note("unix", r == 0, errno); close(x); }
+    else note("unix", 0, errno);
+
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    int fork_errno = errno;
+    if (p > 0) waitpid(p, NULL, 0);
+    note("fork", p > 0, fork_errno);
+
+    pid_t parent = getppid();
+    int k = kill(parent, 0);
+    note("kill", k == 0, errno);
+
+    long t = ptrace(PTRACE_ATTACH, parent, 0, 0);
+    int ptrace_errno = errno;
+    if (t == 0) {
+        int st;
+        waitpid(parent, &st, __WALL);
+        ptrace(PTRACE_DETACH, parent, 0, 0);
+        kill(parent, SIGCONT);
+    }
+    note("ptrace", t == 0, ptrace_errno);
+
+    if (with_exec) {
+        fprintf(stderr, "%s exec:TRYING\n", report);
+        fflush(stderr);
+        char *argv[] = { "sh", "-c", "echo \"[ALERT] EXEC-RAN-$((6*7))\"; exit 3", NULL };
+        char *envp[] = { NULL };
+        execve("/bin/sh", argv, envp);
+        note("exec", 0, errno);
+    }
+    lua_pushstring(L, report);
+    return 1;
+}
+
+int probe(lua_State *L) { return run(L, 1); }
+int probe_noexec(lua_State *L) { return run(L, 0); }
+int luaopen_probe(lua_State *L) { return run(L, 1); }
+"#;
+
+/// What the probes talk to: a TCP, a UDP and an abstract Unix listener of the test.
+pub struct Listeners {
+    tcp: TcpListener,
+    udp: UdpSocket,
+    unix: UnixListener,
+    pub abstract_name: String,
+}
+
+impl Listeners {
+    fn new(tag: &str) -> Listeners {
+        use std::os::linux::net::SocketAddrExt;
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
+        let abstract_name = format!("rendergate-{tag}");
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
+        let unix = UnixListener::bind_addr(&addr).unwrap();
+        unix.set_nonblocking(true).unwrap();
+        Listeners { tcp, udp, unix, abstract_name }
+    }
+
+    /// What reached the listeners; empty when nothing did.
+    pub fn reached(&self) -> Vec<String> {
+        let mut got = Vec::new();
+        if self.tcp.accept().is_ok() {
+            got.push("a TCP connection reached the test's listener".to_owned());
+        }
+        if self.udp.recv_from(&mut [0u8; 64]).is_ok() {
+            got.push("a datagram reached the test's UDP socket".to_owned());
+        }
+        if self.unix.accept().is_ok() {
+            got.push("a connection reached the test's abstract Unix socket".to_owned());
+        }
+        got
+    }
+}
+
+/// Builds the probe module into `outside/probe.so`, or says why not.
+fn build_module(s: &mut Scene, l: &Listeners) -> Result<PathBuf, String> {
+    let cc = which("cc").ok_or("no cc to build the native module")?;
+    let source = format!(
+        "#define SECRET_PATH \"{}\"\n#define TCP_PORT {}\n#define UDP_PORT {}\n#define ABSTRACT_NAME \"{}\"\n{SOURCE}",
+        s.secret(),
+        l.tcp.local_addr().unwrap().port(),
+        l.udp.local_addr().unwrap().port(),
+        l.abstract_name,
+    );
+    let src = s.plant("probe.c", source);
+    let so = s.outside.join("probe.so");
+    let out = Command::new(cc)
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("cc failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(s.adopt("probe.so"))
+}
+
+/// The probe results in `text` (the last `PROBES …` report), by name.
+pub fn probe_results(text: &str) -> Option<Vec<(String, bool)>> {
+    let at = text.rfind("PROBES ")?;
+    let line = text[at..].lines().next().unwrap_or_default();
+    Some(
+        line.split_whitespace()
+            .skip(1)
+            .filter_map(|item| item.split_once(':'))
+            .map(|(name, what)| (name.to_owned(), what.starts_with("ALLOWED")))
+            .collect(),
+    )
+}
+
+/// Failures unless each of `required` is reported denied.
+pub fn all_denied(text: &str, required: &[&str]) -> Vec<String> {
+    let Some(results) = probe_results(text) else { return vec!["no probe report in the output".into()] };
+    let mut fails = Vec::new();
+    for name in required {
+        match results.iter().find(|(n, _)| n == name) {
+            Some((_, false)) => {}
+            Some((_, true)) => fails.push(format!("native probe {name} succeeded")),
+            None => fails.push(format!("native probe {name} did not report")),
+        }
+    }
+    fails
+}
+
+/// Loads the module with `load` (Lua) and raises its report.
+/// With `must_load`, the module has to load (a run without Landlock);
+/// otherwise "it could not even load" is fine too.
+fn native_case(
+    s: &mut Scene,
+    load: impl FnOnce(&Path) -> String,
+    required: &'static [&'static str],
+    must_load: bool,
+) -> Spec {
+    if !has_lua() {
+        return Spec::skip("this haproxy has no Lua");
+    }
+    let listeners = Listeners::new(&s.tag);
+    let so = match build_module(s, &listeners) {
+        Ok(so) => so,
+        Err(why) => return Spec::skip(why),
+    };
+    crate::lua::lua_render("lua-load", load(&so))
+        .forbid("EXEC-RAN-42")
+        .extra(move |o| {
+            let all = o.all();
+            let mut fails = listeners.reached();
+            // Either the module never loaded, or it ran and every probe failed.
+            if !all.contains("LOADLIB-FAILED") {
+                fails.extend(all_denied(&all, required));
+            } else if must_load {
+                fails.push("the native module did not load, so its probes never ran".into());
+            }
+            fails
+        })
+        .leaks(vec![
+            Leak::Text("open:ALLOWED".into()),
+            Leak::Text("connect:ALLOWED".into()),
+            Leak::Text("udp:ALLOWED".into()),
+            Leak::Text("unix:ALLOWED".into()),
+            Leak::Text("fork:ALLOWED".into()),
+            Leak::Text("kill:ALLOWED".into()),
+            Leak::Text("ptrace:ALLOWED".into()),
+            Leak::Text("EXEC-RAN-42".into()),
+        ])
+}
+
+pub fn native_loadlib(s: &mut Scene) -> Spec {
+    native_case(
+        s,
+        |so| {
+            format!(
+                "local f, err = package.loadlib([[{}]], \"probe\")\n\
+if not f then error(\"LOADLIB-FAILED: \" .. tostring(err)) end\n\
+error(f())\n",
+                so.display()
+            )
+        },
+        ALL_PROBES,
+        false,
+    )
+}
+
+pub fn native_require(s: &mut Scene) -> Spec {
+    native_case(
+        s,
+        |so| {
+            format!(
+                "package.cpath = [[{}/?.so]]\n\
+local ok, report = pcall(require, \"probe\")\n\
+if not ok then error(\"LOADLIB-FAILED: \" .. tostring(report)) end\n\
+error(report)\n",
+                so.parent().unwrap().display()
+            )
+        },
+        ALL_PROBES,
+        false,
+    )
+}
+
+/// The module without the exec probe, and only seccomp's probes required:
+/// for runs where Landlock is off and seccomp must hold alone.
+pub fn native_seccomp_only(s: &mut Scene) -> Spec {
+    native_case(
+        s,
+        |so| {
+            format!(
+                "local f, err = package.loadlib([[{}]], \"probe_noexec\")\n\
+if not f then error(\"LOADLIB-FAILED: \" .. tostring(err)) end\n\
+error(f())\n",
+                so.display()
+            )
+        },
+        SECCOMP_PROBES,
+        true,
+    )
+}
