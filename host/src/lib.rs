@@ -36,13 +36,17 @@
 pub mod check;
 pub mod core;
 pub mod duration;
+pub mod health;
+pub mod http;
 pub mod metrics;
 pub mod policy;
 pub mod protocol;
+pub mod record;
 pub mod render;
 pub mod runtime;
 pub mod serve;
 pub mod size;
+pub mod timeline;
 
 pub use check::{Checker, HaproxyChecker, HaproxyOptions};
 pub use core::{CheckOutcome, Event, LatchState, PodReport, Reason, Verdict};

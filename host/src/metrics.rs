@@ -1,190 +1,289 @@
-//! Every metric of the gate in one registry, rendered in Prometheus' text
-//! format. Lock-free counters, so the check worker never waits on a reader.
+//! Every metric of the gate in one `prometheus-client` registry, rendered in
+//! Prometheus' text format (0.0.4). Counters, gauges and histograms are
+//! atomics, so the check worker never waits on a reader; a labelled family
+//! takes a short lock to find its series.
 
-use crate::core::Reason;
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use crate::core::{LatchState, Reason};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// The `Content-Type` of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// Upper bounds of the check-duration histogram, in seconds.
 const BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 /// Upper bounds of the policy-decision histogram, in seconds.
 const DECISION_BUCKETS: [f64; 8] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.005, 0.025, 0.1];
 const OUTCOMES: [&str; 3] = ["pass", "refused", "unavailable"];
+/// `rendergate_latch_state{reason}`: "none" is optimistic.
+const LATCH_REASONS: [&str; 3] = ["none", "refused", "unavailable"];
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyReason {
+    policy: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyRule {
+    policy: String,
+    rule: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadResult {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LayerLabel {
+    layer: &'static str,
+}
+
+/// The gate's metrics. Share one (`Arc`) between the gate, the policy
+/// reloader and the metrics endpoint.
+#[derive(Debug)]
 pub struct Metrics {
-    rejected: AtomicU64,
-    /// 0 = not pinned, 1 = pinned (refused), 2 = pinned (unavailable).
-    pinned: AtomicU64,
-    checks: [AtomicU64; 3],
-    duration_buckets: [AtomicU64; BUCKETS.len()],
-    duration_count: AtomicU64,
-    duration_sum_micros: AtomicU64,
-    /// (policy, reason) → count
-    policy_failures: Mutex<BTreeMap<(String, String), u64>>,
-    /// (policy, rule) → count
-    policy_dropped: Mutex<BTreeMap<(String, String), u64>>,
-    /// (result) → count: "accepted" or "refused"
-    policy_reloads: Mutex<BTreeMap<String, u64>>,
-    decision_buckets: [AtomicU64; DECISION_BUCKETS.len()],
-    decision_count: AtomicU64,
-    decision_sum_nanos: AtomicU64,
-    /// Each sandbox layer and whether checks get it, set once at start-up.
-    sandbox_layers: std::sync::OnceLock<Vec<(&'static str, bool)>>,
+    registry: Registry,
+    rejected: Counter,
+    pinned: Family<ReasonLabel, Gauge>,
+    latch: Family<ReasonLabel, Gauge>,
+    checks: Family<OutcomeLabel, Counter>,
+    check_duration: Histogram,
+    remembered: Counter,
+    renders_retained: Gauge,
+    policy_failures: Family<PolicyReason, Counter>,
+    policy_dropped: Family<PolicyRule, Counter>,
+    policy_reloads: Family<ReloadResult, Counter>,
+    decision_duration: Histogram,
+    sandbox_layers: Family<LayerLabel, Gauge>,
+    /// The sandbox probe runs once: the first [`Metrics::set_sandbox_layers`] wins.
+    sandbox_set: OnceLock<()>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
 }
 
 impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        // Counters are registered without `_total`: the encoder appends it.
+        let rejected = Counter::default();
+        registry.register(
+            "rendergate_config_rejected",
+            "Renders HAProxy refused (remembered verdicts excluded)",
+            rejected.clone(),
+        );
+        let pinned = Family::<ReasonLabel, Gauge>::default();
+        registry.register(
+            "rendergate_config_pinned",
+            "1 while two newest renders in a row failed; reason says whether HAProxy refused both",
+            pinned.clone(),
+        );
+        let latch = Family::<ReasonLabel, Gauge>::default();
+        registry.register(
+            "rendergate_latch_state",
+            "1 for the latch's state: reason=none is optimistic, refused or unavailable is pessimistic for that reason",
+            latch.clone(),
+        );
+        let checks = Family::<OutcomeLabel, Counter>::default();
+        registry.register("rendergate_checks", "Checks run, by outcome", checks.clone());
+        let check_duration = Histogram::new(BUCKETS);
+        registry.register("rendergate_check_duration_seconds", "Time one check took", check_duration.clone());
+        let remembered = Counter::default();
+        registry.register(
+            "rendergate_verdicts_remembered",
+            "Verdicts settled from verdict memory, without running haproxy",
+            remembered.clone(),
+        );
+        let renders_retained = Gauge::default();
+        registry.register(
+            "rendergate_renders_retained",
+            "Renders the gate holds: the newest and the superseded ones still kept",
+            renders_retained.clone(),
+        );
+        let policy_failures = Family::<PolicyReason, Counter>::default();
+        registry.register(
+            "rendergate_policy_failures",
+            "Triggers the default decided because the policy failed, by reason",
+            policy_failures.clone(),
+        );
+        let policy_dropped = Family::<PolicyRule, Counter>::default();
+        registry.register(
+            "rendergate_policy_items_dropped",
+            "Decision items the host's rules dropped, by rule",
+            policy_dropped.clone(),
+        );
+        let policy_reloads = Family::<ReloadResult, Counter>::default();
+        registry.register("rendergate_policy_reloads", "Hot reloads of the policy, by result", policy_reloads.clone());
+        let decision_duration = Histogram::new(DECISION_BUCKETS);
+        registry.register(
+            "rendergate_policy_decision_seconds",
+            "Time one policy decision took",
+            decision_duration.clone(),
+        );
+        let sandbox_layers = Family::<LayerLabel, Gauge>::default();
+        registry.register(
+            "rendergate_sandbox_layer",
+            "1 if checks run with this sandbox layer, else 0",
+            sandbox_layers.clone(),
+        );
+
+        // Series that exist from the start, so a query never finds nothing.
+        for outcome in OUTCOMES {
+            checks.get_or_create_owned(&OutcomeLabel { outcome });
+        }
+        let metrics = Metrics {
+            registry,
+            rejected,
+            pinned,
+            latch,
+            checks,
+            check_duration,
+            remembered,
+            renders_retained,
+            policy_failures,
+            policy_dropped,
+            policy_reloads,
+            decision_duration,
+            sandbox_layers,
+            sandbox_set: OnceLock::new(),
+        };
+        metrics.set_pinned(None);
+        metrics.set_latch(LatchState::Optimistic);
+        metrics
+    }
+
     /// One real `haproxy -c` finished (remembered verdicts are not checks).
     pub fn check_finished(&self, outcome_label: &str, took: Duration) {
-        if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome_label) {
-            self.checks[i].fetch_add(1, Relaxed);
+        if let Some(outcome) = OUTCOMES.iter().find(|o| **o == outcome_label) {
+            self.checks.get_or_create(&OutcomeLabel { outcome }).inc();
         }
         if outcome_label == "refused" {
-            self.rejected.fetch_add(1, Relaxed);
+            self.rejected.inc();
         }
-        let secs = took.as_secs_f64();
-        for (bound, bucket) in BUCKETS.iter().zip(&self.duration_buckets) {
-            if secs <= *bound {
-                bucket.fetch_add(1, Relaxed);
-            }
-        }
-        self.duration_count.fetch_add(1, Relaxed);
-        self.duration_sum_micros.fetch_add(took.as_micros() as u64, Relaxed);
+        self.check_duration.observe(took.as_secs_f64());
+    }
+
+    /// A verdict was settled from memory, no check run.
+    pub fn verdict_remembered(&self) {
+        self.remembered.inc();
     }
 
     pub fn set_pinned(&self, pinned: Option<Reason>) {
-        let v = match pinned {
-            None => 0,
-            Some(Reason::Refused) => 1,
-            Some(Reason::Unavailable) => 2,
+        for reason in [Reason::Refused, Reason::Unavailable] {
+            let on = pinned == Some(reason);
+            self.pinned.get_or_create(&ReasonLabel { reason: reason.as_str() }).set(i64::from(on));
+        }
+    }
+
+    /// The latch's state: `rendergate_latch_state{reason}` is 1 for it, 0 for the others.
+    pub fn set_latch(&self, state: LatchState) {
+        let current = match state {
+            LatchState::Optimistic => "none",
+            LatchState::Pessimistic(reason) => reason.as_str(),
         };
-        self.pinned.store(v, Relaxed);
+        for reason in LATCH_REASONS {
+            self.latch.get_or_create(&ReasonLabel { reason }).set(i64::from(reason == current));
+        }
+    }
+
+    /// How many renders the gate holds now.
+    pub fn set_renders_retained(&self, renders: usize) {
+        self.renders_retained.set(i64::try_from(renders).unwrap_or(i64::MAX));
     }
 
     /// A policy failed (`reason`: deadline, fuel, memory, trap, too-large,
     /// bad-component) and the default decided instead.
     pub fn policy_failed(&self, policy: &str, reason: &str) {
-        *self.policy_failures.lock().unwrap().entry((policy.to_owned(), reason.to_owned())).or_default() += 1;
+        self.policy_failures.get_or_create(&PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() }).inc();
     }
 
     /// The host's rules dropped an item of a policy's decision.
     pub fn policy_dropped(&self, policy: &str, rule: &str) {
-        *self.policy_dropped.lock().unwrap().entry((policy.to_owned(), rule.to_owned())).or_default() += 1;
+        self.policy_dropped.get_or_create(&PolicyRule { policy: policy.to_owned(), rule: rule.to_owned() }).inc();
     }
 
     /// Which sandbox layers checks get (`rendergate_sandbox_layer{layer}`);
     /// the first call wins, the probe runs once.
     pub fn set_sandbox_layers(&self, layers: Vec<(&'static str, bool)>) {
-        let _ = self.sandbox_layers.set(layers);
+        if self.sandbox_set.set(()).is_ok() {
+            for (layer, on) in layers {
+                self.sandbox_layers.get_or_create(&LayerLabel { layer }).set(i64::from(on));
+            }
+        }
     }
 
     /// A hot reload was accepted or refused.
     pub fn policy_reload(&self, accepted: bool) {
-        let result = if accepted { "accepted" } else { "refused" };
-        *self.policy_reloads.lock().unwrap().entry(result.to_owned()).or_default() += 1;
+        self.policy_reloads.get_or_create(&reload_result(accepted)).inc();
     }
 
     pub fn policy_decided(&self, took: Duration) {
-        let secs = took.as_secs_f64();
-        for (bound, bucket) in DECISION_BUCKETS.iter().zip(&self.decision_buckets) {
-            if secs <= *bound {
-                bucket.fetch_add(1, Relaxed);
-            }
-        }
-        self.decision_count.fetch_add(1, Relaxed);
-        self.decision_sum_nanos.fetch_add(took.as_nanos() as u64, Relaxed);
+        self.decision_duration.observe(took.as_secs_f64());
     }
 
     pub fn policy_failures(&self, policy: &str, reason: &str) -> u64 {
-        self.policy_failures.lock().unwrap().get(&(policy.to_owned(), reason.to_owned())).copied().unwrap_or(0)
+        let key = PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() };
+        self.policy_failures.get(&key).map_or(0, |c| c.get())
     }
 
     pub fn policy_items_dropped(&self, policy: &str, rule: &str) -> u64 {
-        self.policy_dropped.lock().unwrap().get(&(policy.to_owned(), rule.to_owned())).copied().unwrap_or(0)
+        let key = PolicyRule { policy: policy.to_owned(), rule: rule.to_owned() };
+        self.policy_dropped.get(&key).map_or(0, |c| c.get())
     }
 
     pub fn policy_reloads(&self, accepted: bool) -> u64 {
-        let result = if accepted { "accepted" } else { "refused" };
-        self.policy_reloads.lock().unwrap().get(result).copied().unwrap_or(0)
+        self.policy_reloads.get(&reload_result(accepted)).map_or(0, |c| c.get())
     }
 
     /// HAProxy refusals counted so far.
     pub fn rejected(&self) -> u64 {
-        self.rejected.load(Relaxed)
+        self.rejected.get()
     }
 
     pub fn checks(&self, outcome_label: &str) -> u64 {
-        OUTCOMES.iter().position(|o| *o == outcome_label).map_or(0, |i| self.checks[i].load(Relaxed))
+        match OUTCOMES.iter().find(|o| **o == outcome_label) {
+            Some(outcome) => self.checks.get(&OutcomeLabel { outcome }).map_or(0, |c| c.get()),
+            None => 0,
+        }
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// Verdicts settled from memory so far.
+    pub fn remembered(&self) -> u64 {
+        self.remembered.get()
+    }
+
+    /// The Prometheus text exposition (format 0.0.4, [`CONTENT_TYPE`]) of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let w = &mut out;
-        let _ = writeln!(w, "# HELP rendergate_config_rejected_total Renders HAProxy refused (remembered verdicts excluded).");
-        let _ = writeln!(w, "# TYPE rendergate_config_rejected_total counter");
-        let _ = writeln!(w, "rendergate_config_rejected_total {}", self.rejected());
-        let pinned = self.pinned.load(Relaxed);
-        let _ = writeln!(w, "# HELP rendergate_config_pinned 1 while two newest renders in a row failed; reason says whether HAProxy refused both.");
-        let _ = writeln!(w, "# TYPE rendergate_config_pinned gauge");
-        let _ = writeln!(w, "rendergate_config_pinned{{reason=\"refused\"}} {}", u8::from(pinned == 1));
-        let _ = writeln!(w, "rendergate_config_pinned{{reason=\"unavailable\"}} {}", u8::from(pinned == 2));
-        let _ = writeln!(w, "# HELP rendergate_checks_total Checks run, by outcome.");
-        let _ = writeln!(w, "# TYPE rendergate_checks_total counter");
-        for (label, count) in OUTCOMES.iter().zip(&self.checks) {
-            let _ = writeln!(w, "rendergate_checks_total{{outcome=\"{label}\"}} {}", count.load(Relaxed));
-        }
-        let _ = writeln!(w, "# HELP rendergate_check_duration_seconds Time one check took.");
-        let _ = writeln!(w, "# TYPE rendergate_check_duration_seconds histogram");
-        for (bound, bucket) in BUCKETS.iter().zip(&self.duration_buckets) {
-            let _ = writeln!(w, "rendergate_check_duration_seconds_bucket{{le=\"{bound}\"}} {}", bucket.load(Relaxed));
-        }
-        let count = self.duration_count.load(Relaxed);
-        let _ = writeln!(w, "rendergate_check_duration_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let sum = self.duration_sum_micros.load(Relaxed) as f64 / 1e6;
-        let _ = writeln!(w, "rendergate_check_duration_seconds_sum {sum}");
-        let _ = writeln!(w, "rendergate_check_duration_seconds_count {count}");
-        let _ = writeln!(w, "# HELP rendergate_policy_failures_total Triggers the default decided because the policy failed, by reason.");
-        let _ = writeln!(w, "# TYPE rendergate_policy_failures_total counter");
-        for ((policy, reason), n) in self.policy_failures.lock().unwrap().iter() {
-            let _ = writeln!(w, "rendergate_policy_failures_total{{policy=\"{}\",reason=\"{reason}\"}} {n}", escape(policy));
-        }
-        let _ = writeln!(w, "# HELP rendergate_policy_items_dropped_total Decision items the host's rules dropped, by rule.");
-        let _ = writeln!(w, "# TYPE rendergate_policy_items_dropped_total counter");
-        for ((policy, rule), n) in self.policy_dropped.lock().unwrap().iter() {
-            let _ = writeln!(w, "rendergate_policy_items_dropped_total{{policy=\"{}\",rule=\"{rule}\"}} {n}", escape(policy));
-        }
-        let _ = writeln!(w, "# HELP rendergate_policy_reloads_total Hot reloads of the policy, by result.");
-        let _ = writeln!(w, "# TYPE rendergate_policy_reloads_total counter");
-        for (result, n) in self.policy_reloads.lock().unwrap().iter() {
-            let _ = writeln!(w, "rendergate_policy_reloads_total{{result=\"{result}\"}} {n}");
-        }
-        let _ = writeln!(w, "# HELP rendergate_policy_decision_seconds Time one policy decision took.");
-        let _ = writeln!(w, "# TYPE rendergate_policy_decision_seconds histogram");
-        for (bound, bucket) in DECISION_BUCKETS.iter().zip(&self.decision_buckets) {
-            let _ = writeln!(w, "rendergate_policy_decision_seconds_bucket{{le=\"{bound}\"}} {}", bucket.load(Relaxed));
-        }
-        let count = self.decision_count.load(Relaxed);
-        let _ = writeln!(w, "rendergate_policy_decision_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(w, "rendergate_policy_decision_seconds_sum {}", self.decision_sum_nanos.load(Relaxed) as f64 / 1e9);
-        let _ = writeln!(w, "rendergate_policy_decision_seconds_count {count}");
-        if let Some(layers) = self.sandbox_layers.get() {
-            let _ = writeln!(w, "# HELP rendergate_sandbox_layer 1 if checks run with this sandbox layer, else 0.");
-            let _ = writeln!(w, "# TYPE rendergate_sandbox_layer gauge");
-            for (layer, on) in layers {
-                let _ = writeln!(w, "rendergate_sandbox_layer{{layer=\"{layer}\"}} {}", u8::from(*on));
-            }
-        }
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+            .expect("writing to a String does not fail");
         out
     }
 }
 
-/// A label value as Prometheus' text format wants it.
-fn escape(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+fn reload_result(accepted: bool) -> ReloadResult {
+    ReloadResult { result: if accepted { "accepted" } else { "refused" } }
 }
 
 #[cfg(test)]
@@ -200,20 +299,80 @@ mod tests {
         m.set_pinned(Some(Reason::Unavailable));
         let text = m.render();
         assert_eq!(m.rejected(), 1);
-        assert!(text.contains("rendergate_config_rejected_total 1\n"));
-        assert!(text.contains("rendergate_checks_total{outcome=\"unavailable\"} 1\n"));
-        assert!(text.contains("rendergate_config_pinned{reason=\"unavailable\"} 1\n"));
-        assert!(text.contains("rendergate_config_pinned{reason=\"refused\"} 0\n"));
-        assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"0.005\"} 1\n"));
-        assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"0.05\"} 2\n"));
-        assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"30\"} 2\n"));
-        assert!(text.contains("rendergate_check_duration_seconds_count 3\n"));
+        assert_eq!(m.checks("pass"), 1);
+        assert!(text.contains("# TYPE rendergate_config_rejected_total counter\n"), "{text}");
+        assert!(text.contains("rendergate_config_rejected_total 1\n"), "{text}");
+        assert!(text.contains("rendergate_checks_total{outcome=\"unavailable\"} 1\n"), "{text}");
+        assert!(text.contains("rendergate_config_pinned{reason=\"unavailable\"} 1\n"), "{text}");
+        assert!(text.contains("rendergate_config_pinned{reason=\"refused\"} 0\n"), "{text}");
+        assert!(text.contains("# TYPE rendergate_check_duration_seconds histogram\n"), "{text}");
+        assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"0.005\"} 1\n"), "{text}");
+        assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"0.05\"} 2\n"), "{text}");
+        assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"30\"} 2\n"), "{text}");
+        assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"+Inf\"} 3\n"), "{text}");
+        assert!(text.contains("rendergate_check_duration_seconds_count 3\n"), "{text}");
+    }
+
+    #[test]
+    fn every_series_a_dashboard_needs_is_there_from_the_start() {
+        let m = Metrics::default();
+        let text = m.render();
+        for line in [
+            "rendergate_config_rejected_total 0\n",
+            "rendergate_config_pinned{reason=\"refused\"} 0\n",
+            "rendergate_config_pinned{reason=\"unavailable\"} 0\n",
+            "rendergate_latch_state{reason=\"none\"} 1\n",
+            "rendergate_latch_state{reason=\"refused\"} 0\n",
+            "rendergate_checks_total{outcome=\"pass\"} 0\n",
+            "rendergate_verdicts_remembered_total 0\n",
+            "rendergate_renders_retained 0\n",
+            "rendergate_check_duration_seconds_count 0\n",
+            "rendergate_policy_decision_seconds_count 0\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        assert!(!text.contains("_total_total"), "{text}");
+    }
+
+    #[test]
+    fn the_latch_state_is_one_for_the_current_reason_only() {
+        let m = Metrics::default();
+        m.set_latch(LatchState::Pessimistic(Reason::Refused));
+        m.set_renders_retained(3);
+        m.verdict_remembered();
+        let text = m.render();
+        assert!(text.contains("rendergate_latch_state{reason=\"none\"} 0\n"), "{text}");
+        assert!(text.contains("rendergate_latch_state{reason=\"refused\"} 1\n"), "{text}");
+        assert!(text.contains("rendergate_latch_state{reason=\"unavailable\"} 0\n"), "{text}");
+        assert!(text.contains("rendergate_renders_retained 3\n"), "{text}");
+        assert!(text.contains("rendergate_verdicts_remembered_total 1\n"), "{text}");
+        assert_eq!(m.remembered(), 1);
+    }
+
+    #[test]
+    fn policy_metrics_carry_their_labels_escaped() {
+        let m = Metrics::default();
+        m.policy_failed("odd \"name\"", "trap");
+        m.policy_dropped("p", "unknown-pod");
+        m.policy_dropped("p", "unknown-pod");
+        m.policy_reload(false);
+        m.policy_decided(Duration::from_micros(70));
+        assert_eq!(m.policy_failures("odd \"name\"", "trap"), 1);
+        assert_eq!(m.policy_failures("other", "trap"), 0);
+        assert_eq!(m.policy_items_dropped("p", "unknown-pod"), 2);
+        assert_eq!((m.policy_reloads(false), m.policy_reloads(true)), (1, 0));
+        let text = m.render();
+        assert!(text.contains("rendergate_policy_failures_total{policy=\"odd \\\"name\\\"\",reason=\"trap\"} 1\n"), "{text}");
+        assert!(text.contains("rendergate_policy_items_dropped_total{policy=\"p\",rule=\"unknown-pod\"} 2\n"), "{text}");
+        assert!(text.contains("rendergate_policy_reloads_total{result=\"refused\"} 1\n"), "{text}");
+        assert!(!text.contains("rendergate_policy_reloads_total{result=\"accepted\"}"), "reading creates no series: {text}");
+        assert!(text.contains("rendergate_policy_decision_seconds_bucket{le=\"0.0001\"} 1\n"), "{text}");
     }
 
     #[test]
     fn sandbox_layers_are_a_gauge_once_set() {
         let m = Metrics::default();
-        assert!(!m.render().contains("rendergate_sandbox_layer"));
+        assert!(!m.render().contains("rendergate_sandbox_layer{"));
         m.set_sandbox_layers(vec![("landlock", true), ("netns", false)]);
         m.set_sandbox_layers(vec![("landlock", false)]);
         let text = m.render();

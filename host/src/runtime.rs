@@ -7,6 +7,7 @@
 
 use crate::check::Checker;
 use crate::core::{self, CheckId, CheckOutcome, CheckRequest, Effect, Event, LatchState, Verdict};
+use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::policy::{PolicySeat, Promote, Revert};
 use std::sync::Arc;
@@ -30,6 +31,9 @@ pub struct GateConfig {
     /// Where the gate counts; share it with whatever else reports (the
     /// policy reloader, a metrics endpoint).
     pub metrics: Arc<Metrics>,
+    /// How far past `check_timeout` a check in flight, or one turn of the
+    /// driver, may run before [`Gate::health`] calls the gate stuck (default 5 s).
+    pub health_margin: Duration,
 }
 
 impl Default for GateConfig {
@@ -40,6 +44,7 @@ impl Default for GateConfig {
             check_slot: Arc::new(Semaphore::new(1)),
             channel_capacity: 256,
             metrics: Arc::new(Metrics::default()),
+            health_margin: Duration::from_secs(5),
         }
     }
 }
@@ -62,6 +67,7 @@ pub struct Gate {
     events: mpsc::Sender<Event>,
     driver: JoinHandle<()>,
     metrics: Arc<Metrics>,
+    health: Arc<Health>,
 }
 
 /// The gate task has stopped (its output receiver was dropped).
@@ -75,18 +81,20 @@ impl Gate {
         let (events_tx, events_rx) = mpsc::channel(config.channel_capacity);
         let (outputs_tx, outputs_rx) = mpsc::channel(config.channel_capacity);
         let metrics = config.metrics.clone();
+        let health = Arc::new(Health::new(config.check_timeout, config.health_margin, now()));
         let core_config = core::CoreConfig { check_interval: config.check_interval, ..core::CoreConfig::default() };
         let driver = Driver {
             core: core::Gate::new(core_config, checker.identity()),
             checker,
             policy,
             metrics: metrics.clone(),
+            health: health.clone(),
             outputs: outputs_tx,
             config,
             check: None,
         };
         let driver = tokio::spawn(driver.run(events_rx));
-        (Gate { events: events_tx, driver, metrics }, outputs_rx)
+        (Gate { events: events_tx, driver, metrics, health }, outputs_rx)
     }
 
     pub async fn send(&self, event: Event) -> Result<(), GateStopped> {
@@ -95,6 +103,11 @@ impl Gate {
 
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+
+    /// Whether the driver and the check worker make progress (`/healthz`).
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
     }
 
     /// Ends the input: the gate finishes the check in flight and every queued
@@ -117,6 +130,7 @@ struct Driver {
     checker: Arc<dyn Checker>,
     policy: PolicySeat,
     metrics: Arc<Metrics>,
+    health: Arc<Health>,
     outputs: mpsc::Sender<Output>,
     config: GateConfig,
     check: Option<RunningCheck>,
@@ -126,6 +140,7 @@ impl Driver {
     async fn run(mut self, mut events: mpsc::Receiver<Event>) {
         let mut input_open = true;
         loop {
+            self.health.turn_started(now());
             if self.carry_out_effects().await.is_err() {
                 break; // nobody listens any more
             }
@@ -133,6 +148,7 @@ impl Driver {
                 break;
             }
             let timer = self.core.poll_timeout();
+            self.health.turn_ended();
             tokio::select! {
                 event = events.recv(), if input_open => match event {
                     Some(event) => self.core.handle_event(now(), event),
@@ -143,6 +159,7 @@ impl Driver {
                 },
                 result = async { (&mut self.check.as_mut().expect("guarded").task).await }, if self.check.is_some() => {
                     let id = self.check.take().expect("guarded").id;
+                    self.health.check_ended();
                     let (outcome, took) = result.unwrap_or_else(|e| {
                         (CheckOutcome::Unavailable { reason: format!("the check task failed: {e}") }, Duration::ZERO)
                     });
@@ -156,6 +173,8 @@ impl Driver {
         if let Some(check) = self.check.take() {
             check.task.abort();
         }
+        self.health.check_ended();
+        self.health.turn_ended();
     }
 
     /// A check the core no longer waits for (the term ended) is stopped:
@@ -164,14 +183,22 @@ impl Driver {
         let wanted = self.core.in_flight().map(|r| r.id);
         if let Some(check) = self.check.take_if(|c| Some(c.id) != wanted) {
             check.task.abort();
+            self.health.check_ended();
         }
     }
 
     async fn carry_out_effects(&mut self) -> Result<(), mpsc::error::SendError<Output>> {
+        // The gauges first, so whoever reads an output finds them moved.
+        self.metrics.set_pinned(self.core.latch().pinned());
+        self.metrics.set_latch(self.core.latch().state());
+        self.metrics.set_renders_retained(self.core.renders().len());
         while let Some(effect) = self.core.poll_effect() {
             match effect {
                 Effect::StartCheck(request) => self.start_check(request),
                 Effect::Verdict(v) => {
+                    if v.remembered {
+                        self.metrics.verdict_remembered();
+                    }
                     log_verdict(&v);
                     self.outputs.send(Output::Verdict(v)).await?;
                 }
@@ -196,7 +223,6 @@ impl Driver {
                 }
             }
         }
-        self.metrics.set_pinned(self.core.latch().pinned());
         Ok(())
     }
 
@@ -206,7 +232,7 @@ impl Driver {
         let checker = self.checker.clone();
         let slot = self.config.check_slot.clone();
         let render = request.render;
-        tracing::debug!(plan = render.plan(), render = render.id(), "check started");
+        tracing::debug!(plan = render.plan(), render = render.id(), correlation = render.correlation().unwrap_or(""), "check started");
         let task = tokio::spawn(async move {
             let started = Instant::now();
             let judged = tokio::time::timeout_at(deadline, async {
@@ -218,19 +244,27 @@ impl Driver {
             });
             (outcome, started.elapsed())
         });
+        self.health.check_started(now());
         self.check = Some(RunningCheck { id: request.id, task });
     }
 }
 
+/// One line per verdict, carrying the render's identity and the check's
+/// outcome; refusals carry HAProxy's message. Stale verdicts are routine: debug.
 fn log_verdict(v: &Verdict) {
+    let (plan, render, correlation) = (v.plan.as_str(), v.render.as_str(), v.correlation.as_deref().unwrap_or(""));
+    let duration_ms = v.duration.as_millis() as u64;
     let outcome = v.outcome.label();
+    let (newest, remembered) = (v.newest, v.remembered);
     match &v.outcome {
         CheckOutcome::Unavailable { reason } => {
-            tracing::warn!(plan = v.plan, render = v.render, newest = v.newest, "check could not run: {reason}")
+            tracing::warn!(plan, render, correlation, outcome, duration_ms, newest, reason = reason.as_str(), "check could not run")
         }
-        _ if v.newest => tracing::info!(plan = v.plan, render = v.render, outcome, remembered = v.remembered, "verdict"),
-        // Stale verdicts are routine: quiet.
-        _ => tracing::debug!(plan = v.plan, render = v.render, outcome, remembered = v.remembered, "stale verdict"),
+        CheckOutcome::Refused { message } if newest => {
+            tracing::warn!(plan, render, correlation, outcome, duration_ms, remembered, haproxy_message = message.as_str(), "HAProxy refused the render")
+        }
+        _ if newest => tracing::info!(plan, render, correlation, outcome, duration_ms, remembered, "verdict"),
+        _ => tracing::debug!(plan, render, correlation, outcome, duration_ms, remembered, "verdict on a superseded render"),
     }
 }
 

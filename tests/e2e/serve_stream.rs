@@ -158,3 +158,40 @@ fn end_of_input_drains_queued_checks_and_exits_0() {
     assert!(out.status.success());
     assert_eq!(lines(&out).iter().filter(|l| l["type"] == "verdict").count(), 1, "no retries while draining");
 }
+
+#[test]
+fn json_log_lines_parse_and_carry_the_render_and_the_check() {
+    let mut line = rendered("plan-1", "r-1", &broken_config());
+    line["correlation"] = json!("c-9");
+    let out = run(&["serve", "--haproxy", &haproxy(), "--log-format", "json"], &format!("{line}\n"), &[]);
+    assert!(out.status.success());
+    let logs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON log line: {l}: {e}")))
+        .collect();
+    let refusal = logs.iter().find(|l| l["outcome"] == "refused").unwrap_or_else(|| panic!("{logs:?}"));
+    assert_eq!((refusal["plan"].as_str(), refusal["render"].as_str(), refusal["correlation"].as_str()), (Some("plan-1"), Some("r-1"), Some("c-9")));
+    assert!(refusal["duration_ms"].as_u64().is_some());
+    assert!(refusal["haproxy_message"].as_str().unwrap().contains("bogus-action"), "{refusal}");
+    assert!(logs.iter().all(|l| l["level"].is_string() && l["timestamp"].is_string()));
+}
+
+#[test]
+fn the_python_driver_example_runs_against_the_real_binary() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/drive_serve.py");
+    let dir = tempfile::tempdir().unwrap();
+    // The example runs `rendergate` and `haproxy` by name; put both on its PATH.
+    std::os::unix::fs::symlink(BIN, dir.path().join("rendergate")).unwrap();
+    let path = format!("{}:{}:/usr/sbin:/sbin", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(dir.path().join("rendergate"))
+        .env("PATH", path)
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    for expected in ["verdict plan-2 (r-2): refused", "revert haptic/haproxy-0 from plan-2 to baseline", "release: dispatch held render r-3"] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+}

@@ -1,12 +1,16 @@
 //! Running `haproxy -c` over one render: a fresh check directory, one child
 //! process group, one deadline, and nothing left behind.
 //!
-//! Each check lays the render out in its own temporary directory, runs
-//! `haproxy -dr -c -f haproxy.cfg` there with stdout and stderr on one pipe
-//! (so HAProxy's lines keep their order), and kills the whole process group
-//! when the check ends for any reason: exit, deadline, or the future being
-//! dropped.
+//! Each check lays the render out in its own temporary directory (made with
+//! cap-tempfile in this checker's subdirectory of the private base directory,
+//! see [`super::base`]; written through its handle), runs
+//! `haproxy -dr -c -f haproxy.cfg` there (the child `fchdir`s to the
+//! directory's descriptor) with stdout and stderr on one pipe (so HAProxy's
+//! lines keep their order), and kills the whole process group when the check
+//! ends for any reason: exit, deadline, or the future being dropped. The
+//! directory is removed after the group is dead, on every way out.
 
+use super::base::BaseDir;
 use super::layout;
 use super::sandbox::{self, Sandbox, SandboxOptions};
 use super::verdict::{self, Exit};
@@ -30,7 +34,8 @@ pub struct HaproxyOptions {
     /// Pass `-dr`: an unresolvable server name is a warning, not an error,
     /// so a DNS blip never reverts a fleet.
     pub dns_skip: bool,
-    /// Where check directories are made; the system temp directory if unset.
+    /// Where the base directory `rendergate-<euid>` (and in it every check
+    /// directory) is made; the system temp directory if unset.
     pub work_dir: Option<PathBuf>,
     /// How much of HAProxy's output is kept; the rest is read and dropped.
     pub output_cap: usize,
@@ -53,6 +58,9 @@ pub struct HaproxyChecker {
     identity: String,
     /// Made once with the binary (its loader is read now); `None` without one.
     sandbox: Option<Sandbox>,
+    /// `<work dir>/rendergate-<euid>` with this checker's subdirectory, or
+    /// why it was refused (then every check could not run, saying so).
+    base: Result<BaseDir, String>,
 }
 
 impl HaproxyChecker {
@@ -75,7 +83,19 @@ impl HaproxyChecker {
             Err(problem) => (Err(problem), format!("{} missing", opts.binary.display())),
         };
         let sandbox = binary.as_ref().ok().map(|path| Sandbox::with_probe(opts.sandbox.clone(), path, probe));
-        HaproxyChecker { opts, binary, identity, sandbox }
+        let work_dir = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let base = BaseDir::open(&work_dir);
+        if let Err(problem) = &base {
+            tracing::error!("{problem}; every check will be could-not-run");
+        }
+        HaproxyChecker { opts, binary, identity, sandbox, base }
+    }
+
+    /// Where this checker's check directories are made
+    /// (`<work dir>/rendergate-<euid>/<pid>.<random>`), unless the base
+    /// directory was refused.
+    pub fn check_dirs(&self) -> Option<&Path> {
+        self.base.as_ref().ok().map(BaseDir::own_path)
     }
 
     /// The sandbox checks run in (`None` when there is no binary to run).
@@ -115,32 +135,35 @@ impl HaproxyChecker {
             Ok(layout) => layout,
             Err(e) => return unavailable(e.to_string()),
         };
-        let work_dir = self.opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let base = match &self.base {
+            Ok(base) => base,
+            Err(problem) => return unavailable(problem.clone()),
+        };
         // Dropped last (declared first): removes the directory on every path out,
         // including cancellation, after the process group is dead.
-        let tmp = match tempfile::Builder::new()
-            .prefix("rendergate-check-")
-            // owner-only: the render may hold secrets (keys, tokens in maps)
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir_in(&work_dir) {
+        let tmp = match base.check_dir() {
             Ok(tmp) => tmp,
-            Err(e) => return unavailable(format!("cannot create a check directory in {}: {e}", work_dir.display())),
+            Err(e) => {
+                return unavailable(format!("cannot create a check directory in {}: {e}", base.own_path().display()));
+            }
         };
         // HAProxy is told this exact path (default-path origin), so it is also
-        // the one to remove from its output.
-        let dir = match std::fs::canonicalize(tmp.path()) {
-            Ok(dir) => dir,
-            Err(e) => return unavailable(format!("cannot resolve the check directory: {e}")),
-        };
+        // the one to remove from its output. Nothing is opened by it: files
+        // are written through the handle, and the child enters by descriptor.
+        let dir = tmp.path();
         let ids = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
-        let written = if ids { layout.write_with(&dir, sandbox::ids::resolve_global_ids) } else { layout.write(&dir) };
+        let written = if ids {
+            layout.write_with(tmp.dir(), dir, sandbox::ids::resolve_global_ids)
+        } else {
+            layout.write(tmp.dir(), dir)
+        };
         if let Err(e) = written {
-            return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), &dir, binary));
+            return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary));
         }
         let time_left = deadline.saturating_duration_since(Instant::now());
-        let prepared = match self.sandbox.as_ref().map(|s| s.prepare(&dir, sandbox::wants_system_ca(render), time_left)) {
+        let prepared = match self.sandbox.as_ref().map(|s| s.prepare(tmp.fd(), sandbox::wants_system_ca(render), time_left)) {
             Some(Ok(prepared)) => prepared,
-            Some(Err(reason)) => return unavailable(verdict::sanitise(&reason, &dir, binary)),
+            Some(Err(reason)) => return unavailable(verdict::sanitise(&reason, dir, binary)),
             None => return unavailable("no sandbox for a missing binary".into()),
         };
 
@@ -157,8 +180,8 @@ impl HaproxyChecker {
             if self.opts.dns_skip {
                 cmd.arg("-dr");
             }
+            // no current_dir: the child fchdirs to the directory's descriptor
             cmd.args(["-c", "-f", layout::CONFIG_NAME])
-                .current_dir(&dir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(writer))
                 .stderr(Stdio::from(stderr))
@@ -208,7 +231,7 @@ impl HaproxyChecker {
             Err(_) => return unavailable("haproxy exited but its output never ended".into()),
         };
         let text = String::from_utf8_lossy(&bytes);
-        let outcome = verdict::classify(Exit::from(status), &text, render.config(), &dir, binary);
+        let outcome = verdict::classify(Exit::from(status), &text, render.config(), dir, binary);
         let outcome = cap_message(self.out_of_memory(outcome), cap);
         if cut { note_truncation(outcome, cap) } else { outcome }
     }
@@ -423,9 +446,30 @@ frontend f
             self.checker.check(render, Instant::now() + Duration::from_secs(20)).await
         }
 
+        /// Everything under the work directory but the base directory and
+        /// this checker's (otherwise empty) subdirectory in it.
         fn leftovers(&self) -> Vec<PathBuf> {
-            std::fs::read_dir(self.work.path()).unwrap().map(|e| e.unwrap().path()).collect()
+            let own = self.checker.check_dirs().expect("the base directory was made");
+            let keep = [own.parent().unwrap(), own];
+            tree(self.work.path()).into_iter().filter(|p| !keep.contains(&p.as_path())).collect()
         }
+    }
+
+    fn tree(dir: &Path) -> Vec<PathBuf> {
+        let mut all = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if std::fs::symlink_metadata(&p).unwrap().is_dir() {
+                all.extend(tree(&p));
+            }
+            all.push(p);
+        }
+        all
+    }
+
+    fn euid() -> u32 {
+        // SAFETY: geteuid cannot fail.
+        unsafe { libc::geteuid() }
     }
 
     fn render(config: &str, files: Vec<RenderFile>) -> Render {
@@ -510,7 +554,7 @@ frontend f
         assert!(message.contains("  →    9    bogus-keyword here"), "{message}");
         assert!(message.contains("path to executable is haproxy"), "{message}");
         assert!(!message.contains(&f.work.path().display().to_string()), "{message}");
-        assert!(!message.contains("rendergate-check-"), "{message}");
+        assert!(!message.contains(&format!("rendergate-{}", euid())), "{message}");
         assert!(!message.contains("/usr/sbin"), "{message}");
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
     }
@@ -537,7 +581,7 @@ frontend f
         let out = f.check(&render(&config, vec![])).await;
         let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
         assert!(message.contains("maps/hosts.map"), "{message}");
-        assert!(!message.contains("rendergate-check-"), "{message}");
+        assert!(!message.contains(&format!("rendergate-{}", euid())), "{message}");
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
     }
 
@@ -562,8 +606,9 @@ frontend f
     #[tokio::test]
     async fn a_traversal_path_is_unavailable_and_writes_nothing() {
         let f = fixture("haproxy");
-        // the check directory would be work/rendergate-check-X, so ../../x is beside `work`
-        let escape_target = f.work.path().parent().unwrap().join("x");
+        // the check directory would be work/rendergate-<euid>/<pid>.<random>/<uuid>,
+        // so ../../x would land in the base directory
+        let escape_target = f.checker.check_dirs().unwrap().parent().unwrap().join("x");
         let files = vec![
             RenderFile { kind: FileKind::Map, path: "maps/ok.map".into(), content: "a b\n".into() },
             RenderFile { kind: FileKind::General, path: "../../x".into(), content: "pwned".into() },
@@ -653,7 +698,9 @@ frontend f
         assert_eq!(lines.next(), Some("-dr -c -f haproxy.cfg"));
         let cwd = lines.next().unwrap();
         let work = std::fs::canonicalize(f.work.path()).unwrap();
-        assert!(cwd.starts_with(&format!("{}/rendergate-check-", work.display())), "{seen}");
+        let own = format!("{}/rendergate-{}/{}.", work.display(), euid(), std::process::id());
+        assert!(cwd.starts_with(&own), "{seen}");
+        assert_eq!(Path::new(cwd).parent(), f.checker.check_dirs(), "{seen}");
         assert!(seen.contains("maps:\na.map"), "{seen}");
         assert!(seen.contains(&format!("  default-path origin {cwd}\n")), "{seen}");
 
@@ -667,6 +714,7 @@ frontend f
         checker.check(&render("global\n", vec![]), Instant::now() + Duration::from_secs(20)).await;
         let seen = std::fs::read_to_string(&record).unwrap();
         assert_eq!(seen.lines().next(), Some("-c -f haproxy.cfg"));
+        drop(checker); // its own subdirectory goes with it
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
     }
 
@@ -705,6 +753,145 @@ frontend f
         let out = checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(reason.starts_with("cannot create a check directory in "), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn the_base_directory_is_private_and_goes_with_the_checker() {
+        let f = fixture("haproxy");
+        let base = std::fs::canonicalize(f.work.path()).unwrap().join(format!("rendergate-{}", euid()));
+        let meta = std::fs::symlink_metadata(&base).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777, 0o700);
+        let own = f.checker.check_dirs().unwrap().to_path_buf();
+        assert_eq!(own.parent(), Some(base.as_path()));
+        assert!(own.file_name().unwrap().to_str().unwrap().starts_with(&format!("{}.", std::process::id())));
+        assert_eq!(f.check(&render(VALID, vec![])).await, CheckOutcome::Passed { message: String::new() });
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        // a clean exit leaves nothing in the work directory
+        let Fixture { work, checker } = f;
+        drop(checker);
+        assert!(tree(work.path()).is_empty(), "{:?}", tree(work.path()));
+    }
+
+    #[tokio::test]
+    async fn a_refused_base_directory_makes_every_check_could_not_run() {
+        let work = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(work.path()).unwrap().join(format!("rendergate-{}", euid()));
+        std::os::unix::fs::symlink(elsewhere.path(), &base).unwrap();
+        let checker = |work: &Path| {
+            HaproxyChecker::new(HaproxyOptions {
+                work_dir: Some(work.to_path_buf()),
+                sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
+                ..HaproxyOptions::default()
+            })
+        };
+        let c = checker(work.path());
+        assert_eq!(c.check_dirs(), None);
+        for _ in 0..2 {
+            let out = c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+            let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+            assert_eq!(
+                reason,
+                format!(
+                    "cannot create a check directory in {}: {} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)",
+                    work.path().display(),
+                    base.display()
+                )
+            );
+        }
+        drop(c);
+        assert!(tree(elsewhere.path()).is_empty());
+        assert!(std::fs::symlink_metadata(&base).unwrap().file_type().is_symlink());
+
+        // a real directory of another user (root can give it away)
+        std::fs::remove_file(&base).unwrap();
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(&base).unwrap();
+        if std::os::unix::fs::chown(&base, Some(65534), Some(65534)).is_err() {
+            eprintln!("note: not root, cannot give the base directory away; that half skipped");
+            return;
+        }
+        let c = checker(work.path());
+        let out = c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        assert!(reason.contains(&format!("{} is owned by uid 65534, not by this process's uid", base.display())), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn start_up_wipes_a_dead_runs_directories_and_keeps_a_live_ones() {
+        let f = fixture("haproxy");
+        let own = f.checker.check_dirs().unwrap().to_path_buf();
+        let base = own.parent().unwrap().to_path_buf();
+        // what a crashed run leaves: its subdirectory, a check directory, a secret
+        let dead = {
+            let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
+            let pid = child.id();
+            child.wait().unwrap();
+            base.join(format!("{pid}.00000000deadbeef"))
+        };
+        std::fs::create_dir_all(dead.join("0f0e0d0c-check")).unwrap();
+        std::fs::write(dead.join("0f0e0d0c-check/haproxy.cfg"), "global
+").unwrap();
+        // a check of the live checker is running meanwhile
+        std::fs::write(own.join("in-flight"), "x").unwrap();
+
+        let second = HaproxyChecker::new(HaproxyOptions {
+            work_dir: Some(f.work.path().to_path_buf()),
+            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
+            ..HaproxyOptions::default()
+        });
+        assert!(!dead.exists(), "a dead run's directory survived start-up");
+        assert!(own.join("in-flight").exists(), "a live checker's directory was wiped");
+        let mut names: Vec<_> = std::fs::read_dir(&base).unwrap().map(|e| e.unwrap().path()).collect();
+        names.sort();
+        let mut expected = vec![own.clone(), second.check_dirs().unwrap().to_path_buf()];
+        expected.sort();
+        assert_eq!(names, expected);
+        // both check, side by side
+        assert_eq!(second.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.label(), "pass");
+        drop(second);
+        assert!(base.exists(), "the base went while a checker still uses it");
+        std::fs::remove_file(own.join("in-flight")).unwrap();
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+    }
+
+    #[tokio::test]
+    async fn a_check_directory_lives_exactly_as_long_as_its_check() {
+        let tools = tempfile::tempdir().unwrap();
+        let record = tools.path().join("cwd");
+        let pidfile = tools.path().join("bg.pid");
+        // finished: the directory it ran in is gone afterwards
+        let binary = script(tools.path(), &format!("pwd > {}
+ls -l >> {}
+exit 0", record.display(), record.display()));
+        let f = fixture(binary.to_str().unwrap());
+        let files = vec![RenderFile { kind: FileKind::Map, path: "maps/a.map".into(), content: "k v\n".into() }];
+        assert_eq!(f.check(&render(VALID, files.clone())).await.label(), "pass");
+        let seen = std::fs::read_to_string(&record).unwrap();
+        let cwd = PathBuf::from(seen.lines().next().unwrap());
+        assert_eq!(cwd.parent(), f.checker.check_dirs(), "{seen}");
+        assert!(seen.contains("haproxy.cfg") && seen.contains("maps"), "{seen}");
+        assert!(!cwd.exists());
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+
+        // cancelled: dropped mid-check, the directory goes with the future
+        let binary = script(
+            tools.path(),
+            &format!("pwd > {}
+sleep 300 &
+echo $! > {}
+wait", record.display(), pidfile.display()),
+        );
+        let f = fixture(binary.to_str().unwrap());
+        let r = render(VALID, files);
+        let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(60));
+        assert!(tokio::time::timeout(Duration::from_millis(500), fut).await.is_err());
+        let cwd = PathBuf::from(std::fs::read_to_string(&record).unwrap().trim());
+        assert_eq!(cwd.parent(), f.checker.check_dirs());
+        assert!(!cwd.exists(), "{} outlived its cancelled check", cwd.display());
+        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        assert!(wait_dead(pid).await);
     }
 
     #[test]

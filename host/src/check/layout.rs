@@ -3,15 +3,15 @@
 //!
 //! [`plan`] resolves and validates every path of a render before a single
 //! byte is written: a render with one bad path writes nothing at all.
-//! [`Layout::write`] then creates the files without ever following a symlink,
-//! and rewrites `default-path origin` so HAProxy looks in the check directory
+//! [`Layout::write`] then creates the files through the check directory's
+//! handle (a cap-std [`Dir`]: nothing can be reached outside it), each one
+//! new, regular and owner-only, never through a symlink, and rewrites `default-path origin` so HAProxy looks in the check directory
 //! rather than in `/etc/haproxy`.
 
 use crate::render::{FileKind, Render};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
 use std::collections::{HashMap, HashSet};
-use std::fs::{DirBuilder, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The config's own name in the check directory; no render file may take it.
@@ -126,23 +126,24 @@ impl<'a> Layout<'a> {
     }
 
     /// Writes the config (as `haproxy.cfg`, `default-path origin` pointed at
-    /// `dir`) and every file into `dir`, which must be a fresh, private,
-    /// absolute directory. Files are created exclusively and never through a
-    /// symlink, so nothing outside `dir` can be touched.
-    pub fn write(&self, dir: &Path) -> io::Result<()> {
-        self.write_with(dir, |config| config.to_owned())
+    /// `path`) and every file into `dir`, a fresh, private directory whose
+    /// absolute path is `path` (only HAProxy is told it: every write goes
+    /// through the handle). Files are created exclusively, as regular files,
+    /// and never through a symlink, so nothing outside `dir` can be touched.
+    pub fn write(&self, dir: &Dir, path: &Path) -> io::Result<()> {
+        self.write_with(dir, path, |config| config.to_owned())
     }
 
     /// As [`Layout::write`], with one more rewrite of the config (same line
-    /// count) before `default-path` is pointed at `dir`.
-    pub fn write_with(&self, dir: &Path, rewrite: impl Fn(&str) -> String) -> io::Result<()> {
-        let config = rewrite_default_path(&rewrite(self.config), dir)?;
-        create_file(&dir.join(CONFIG_NAME), config.as_bytes()).map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
+    /// count) before `default-path` is pointed at `path`.
+    pub fn write_with(&self, dir: &Dir, path: &Path, rewrite: impl Fn(&str) -> String) -> io::Result<()> {
+        let config = rewrite_default_path(&rewrite(self.config), path)?;
+        create_file(dir, CONFIG_NAME.as_ref(), config.as_bytes()).map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
         let mut made: HashSet<PathBuf> = HashSet::new();
         for file in &self.files {
             let written = file.relative.parent().map_or(Ok(()), |parent| create_dirs(dir, parent, &mut made));
             written
-                .and_then(|()| create_file(&dir.join(&file.relative), file.content.as_bytes()))
+                .and_then(|()| create_file(dir, &file.relative, file.content.as_bytes()))
                 .map_err(|e| naming(&file.relative, e))?;
         }
         Ok(())
@@ -154,22 +155,22 @@ fn naming(relative: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", relative.display()))
 }
 
-/// Creates each directory of `relative` under `base` (mode 0700), one level
+/// Creates each directory of `relative` in `dir` (mode 0700), one level
 /// at a time, refusing anything already there that is not a real directory.
-fn create_dirs(base: &Path, relative: &Path, made: &mut HashSet<PathBuf>) -> io::Result<()> {
-    let mut current = base.to_path_buf();
+fn create_dirs(dir: &Dir, relative: &Path, made: &mut HashSet<PathBuf>) -> io::Result<()> {
+    let mut builder = DirBuilder::new();
+    builder.mode(0o700);
     let mut so_far = PathBuf::new();
     for component in relative.components() {
-        current.push(component);
         so_far.push(component);
         if made.contains(&so_far) {
             continue;
         }
-        match DirBuilder::new().mode(0o700).create(&current) {
+        match dir.create_dir_with(&so_far, &builder) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 // only in a directory someone else wrote into; never follow it
-                if !std::fs::symlink_metadata(&current)?.file_type().is_dir() {
+                if !dir.symlink_metadata(&so_far)?.file_type().is_dir() {
                     return Err(io::Error::new(
                         io::ErrorKind::AlreadyExists,
                         format!("{} exists and is not a directory", so_far.display()),
@@ -183,15 +184,13 @@ fn create_dirs(base: &Path, relative: &Path, made: &mut HashSet<PathBuf>) -> io:
     Ok(())
 }
 
-/// `O_EXCL` (never reuse or truncate what is there) + `O_NOFOLLOW` (never
-/// write through a symlink), owner-only.
-fn create_file(path: &Path, content: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
+/// `O_EXCL` (never reuse or truncate what is there: the file is a new
+/// regular file, never a FIFO or device) + `O_NOFOLLOW` (never write through
+/// a symlink), owner-only, resolved beneath `dir` (cap-std).
+fn create_file(dir: &Dir, relative: &Path, content: &[u8]) -> io::Result<()> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    let mut file = dir.open_with(relative, &options)?;
     file.write_all(content)?;
     Ok(())
 }
@@ -255,6 +254,10 @@ mod tests {
     use super::*;
     use crate::render::RenderFile;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    fn handle(dir: &Path) -> Dir {
+        Dir::open_ambient_dir(dir, cap_std::ambient_authority()).unwrap()
+    }
 
     fn render(files: &[(FileKind, &str)]) -> Render {
         let files = files
@@ -389,7 +392,7 @@ mod tests {
                 RenderFile { kind: FileKind::General, path: "deep/er/x.lua".into(), content: "-- lua".into() },
             ],
         );
-        plan(&r).unwrap().write(&dir).unwrap();
+        plan(&r).unwrap().write(&handle(&dir), &dir).unwrap();
         let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
         assert_eq!(config, format!("global\n  default-path origin {}\n", dir.display()));
         assert_eq!(std::fs::read_to_string(dir.join("maps/a.map")).unwrap(), "k v\n");
@@ -417,16 +420,37 @@ mod tests {
             "global\n",
             vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "x".into() }],
         );
-        assert!(plan(&r).unwrap().write(&dir).is_err());
+        assert!(plan(&r).unwrap().write(&handle(&dir), &dir).is_err());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 
         let dir2 = tmp.path().join("check2");
         std::fs::create_dir(&dir2).unwrap();
         std::fs::create_dir(dir2.join("maps")).unwrap();
         std::os::unix::fs::symlink(outside.join("victim"), dir2.join("maps/a.map")).unwrap();
-        let err = plan(&r).unwrap().write(&dir2).unwrap_err();
+        let err = plan(&r).unwrap().write(&handle(&dir2), &dir2).unwrap_err();
         assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
         assert!(!outside.join("victim").exists());
+
+        // a relative link climbing out, and one staying inside: neither is followed
+        for (n, target) in [(3, "../outside"), (4, "real")] {
+            let dir = tmp.path().join(format!("check{n}"));
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::create_dir(dir.join("real")).unwrap();
+            std::os::unix::fs::symlink(target, dir.join("maps")).unwrap();
+            let err = plan(&r).unwrap().write(&handle(&dir), &dir).unwrap_err();
+            assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
+            assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+            assert_eq!(std::fs::read_dir(dir.join("real")).unwrap().count(), 0);
+        }
+
+        // a FIFO where a file goes: refused at once, never opened (which would block)
+        let dir5 = tmp.path().join("check5");
+        std::fs::create_dir_all(dir5.join("maps")).unwrap();
+        let fifo = std::ffi::CString::new(dir5.join("maps/a.map").to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let err = plan(&r).unwrap().write(&handle(&dir5), &dir5).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! `haproxy -c` checker behind it.
 //!
 //! The gate only knows the trait. The checker here lays the render out in a
-//! fresh check directory ([`layout`]), runs `haproxy -c` in it ([`haproxy`])
+//! fresh check directory ([`layout`]) under a private base directory
+//! ([`base`]), runs `haproxy -c` in it ([`haproxy`])
 //! and reads HAProxy's words into a verdict ([`verdict`]). A sandbox wraps a
 //! checker without the gate noticing: [`sandbox`] restricts what each
 //! `haproxy -c` may do (Landlock, seccomp, namespaces, limits).
 
+pub mod base;
 pub mod dir;
 pub mod haproxy;
 pub mod layout;

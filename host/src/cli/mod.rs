@@ -3,6 +3,7 @@
 
 mod check;
 mod policy;
+mod replay;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -17,6 +18,13 @@ use std::time::Duration;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log format on stderr: text or json (one object per line).
+    #[arg(long, global = true, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// Log filter: a level (error, warn, info, debug, trace) or tracing
+    /// directives; default `RUST_LOG`, else info.
+    #[arg(long, global = true, value_name = "FILTER")]
+    log_level: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -25,6 +33,8 @@ enum Command {
     Check(check::Args),
     /// The gate as a process: NDJSON events on stdin, NDJSON outputs on stdout, logs on stderr.
     Serve(serve::Args),
+    /// Runs the gate over a recorded input stream as `serve` would; `--timeline` draws the run.
+    Replay(replay::Args),
     /// Policy components: check one, or test one against fixtures.
     #[command(subcommand)]
     Policy(policy::Command),
@@ -100,7 +110,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging();
+    if let Err(e) = init_logging(&cli.log_format, cli.log_level.as_deref()) {
+        eprintln!("error: --log-level: {e}");
+        return ExitCode::from(2);
+    }
     if let Command::Policy(command) = cli.command {
         return policy::run(command);
     }
@@ -115,16 +128,24 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Check(args) => check::run(args).await,
             Command::Serve(args) => serve::run(args).await,
+            Command::Replay(args) => replay::run(args).await,
             Command::Policy(_) => unreachable!("handled before the runtime starts"),
         }
     })
 }
 
-/// Logs go to stderr; `RENDERGATE_LOG` sets the level (error … trace; default info).
-fn init_logging() {
-    let level = std::env::var("RENDERGATE_LOG")
-        .ok()
-        .and_then(|l| l.parse::<tracing::Level>().ok())
-        .unwrap_or(tracing::Level::INFO);
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).with_target(false).init();
+/// Logs go to stderr, as text or JSON lines; `--log-level`, else `RUST_LOG`, else info.
+fn init_logging(format: &str, level: Option<&str>) -> Result<(), String> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(directives) => EnvFilter::try_new(directives).map_err(|e| format!("{directives:?}: {e}"))?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_target(false);
+    if format == "json" {
+        builder.json().flatten_event(true).with_current_span(false).init();
+    } else {
+        builder.init();
+    }
+    Ok(())
 }

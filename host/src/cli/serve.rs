@@ -6,11 +6,12 @@ use rendergate::policy::cache::ComponentCache;
 use rendergate::policy::reload::Reloader;
 use rendergate::policy::{PolicyLimits, PolicySeat};
 use rendergate::{Gate, GateConfig, HaproxyChecker, HaproxyOptions, Metrics};
-use std::path::PathBuf;
+use rendergate::record::{CountedOutput, RecordedInput, Recorder};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::BufReader;
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,9 +29,16 @@ pub struct Args {
     /// Let haproxy resolve server names during the check (drops `-dr`).
     #[arg(long)]
     no_dns_skip: bool,
-    /// Serve /metrics and /healthz on this address.
+    /// Serve /metrics and /healthz on this address (HOST:PORT, or :PORT for every IPv4 address).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<String>,
+    /// How far past --check-timeout a check, or one turn of the event loop,
+    /// may run before /healthz answers 503.
+    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = super::duration)]
+    health_margin: Duration,
+    /// Write every input line, with its time, to FILE, for `rendergate replay`.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
     #[command(flatten)]
     policy_limits: PolicyArgs,
 }
@@ -59,6 +67,22 @@ struct PolicyArgs {
 }
 
 pub async fn run(args: Args) -> ExitCode {
+    run_on(args, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// `serve` over any input and output (`replay` feeds it a recording).
+pub async fn run_on<R, W>(args: Args, input: R, output: W) -> ExitCode
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let recorder = match Recorder::open(args.record.as_deref()) {
+        Ok(recorder) => recorder,
+        Err(e) => {
+            eprintln!("error: --record {}: {e}", args.record.as_deref().unwrap_or(Path::new("")).display());
+            return ExitCode::from(2);
+        }
+    };
     let metrics = Arc::new(Metrics::default());
     let (seat, reloader) = match &args.policy {
         None => (PolicySeat::default(), None),
@@ -70,9 +94,16 @@ pub async fn run(args: Args) -> ExitCode {
             }
         },
     };
-    if let Some(addr) = &args.metrics_addr {
-        tracing::warn!("--metrics-addr {addr}: the metrics endpoint is not built yet; metrics are kept but not served");
-    }
+    let listener = match &args.metrics_addr {
+        None => None,
+        Some(addr) => match rendergate::http::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(e) => {
+                eprintln!("error: --metrics-addr {addr}: cannot listen: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
     let options = HaproxyOptions { dns_skip: !args.no_dns_skip, ..args.haproxy.options() };
     let checker = Arc::new(HaproxyChecker::new(options));
     super::log_sandbox(&checker);
@@ -82,14 +113,24 @@ pub async fn run(args: Args) -> ExitCode {
         check_interval: args.check_interval,
         check_timeout: args.check_timeout,
         metrics,
+        health_margin: args.health_margin,
         ..GateConfig::default()
     };
     let watcher = reloader.map(|r| tokio::spawn(r.watch(args.policy_limits.policy_poll)));
     let (gate, outputs) = Gate::start(config, checker, seat);
-    let stdin = BufReader::new(tokio::io::stdin());
-    let served = rendergate::serve::serve(stdin, tokio::io::stdout(), gate, outputs).await;
+    let endpoint = listener.map(|listener| {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!("metrics: listening on {addr}");
+        }
+        rendergate::http::serve(listener, gate.metrics().clone(), gate.health().clone())
+    });
+    let input = BufReader::new(RecordedInput::new(input, recorder.clone()));
+    let served = rendergate::serve::serve(input, CountedOutput::new(output, recorder), gate, outputs).await;
     if let Some(watcher) = watcher {
         watcher.abort();
+    }
+    if let Some(endpoint) = endpoint {
+        endpoint.abort();
     }
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -97,6 +138,16 @@ pub async fn run(args: Args) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+impl Args {
+    pub(super) fn check_interval(&self) -> Duration {
+        self.check_interval
+    }
+
+    pub(super) fn check_timeout(&self) -> Duration {
+        self.check_timeout
     }
 }
 

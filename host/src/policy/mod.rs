@@ -138,6 +138,11 @@ impl PolicySeat {
             metrics.policy_dropped(policy.name(), dropped.rule);
             tracing::warn!(policy = policy.name(), rule = dropped.rule, "dropped {}", dropped.item);
         }
+        let (promote, revert, dropped) = (checked.promote.len(), checked.revert.len(), checked.dropped.len());
+        if promote + revert + dropped > 0 {
+            let dropped_items: Vec<&str> = checked.dropped.iter().map(|d| d.item.as_str()).collect();
+            tracing::info!(policy = policy.name(), promote, revert, dropped, dropped_items = ?dropped_items, "policy decided");
+        }
         Settled { promote: checked.promote, revert: checked.revert, failure, dropped: checked.dropped, notes }
     }
 }

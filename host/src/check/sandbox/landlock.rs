@@ -4,6 +4,8 @@
 //! The ruleset is built in the parent with raw system calls (the kernel ABI
 //! is small, and the `landlock` crate's `restrict_self` is not meant for a
 //! forked child); the child only calls `landlock_restrict_self` on its fd.
+//! The check directory's rule is added from the directory's own descriptor
+//! (the one the child `fchdir`s to), never from a path.
 //!
 //! Which files: read+execute on the binary and its ELF interpreter (read
 //! from `PT_INTERP`), read-only on `/lib`, `/lib64`, `/usr/lib`, `/usr/lib64`
@@ -17,7 +19,7 @@
 
 use std::ffi::CString;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -140,8 +142,9 @@ impl Grants {
 }
 
 /// Builds a ruleset fd (close-on-exec) granting `grants` plus read-only on
-/// `check_dir`. Paths that do not exist are skipped (a host without `/lib64`).
-pub fn ruleset(abi: u32, grants: &Grants, check_dir: &Path) -> io::Result<OwnedFd> {
+/// the check directory, given by its descriptor. Paths that do not exist are
+/// skipped (a host without `/lib64`).
+pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     let attr = handled(abi);
     // SAFETY: attr is a valid, fully initialised struct of the size given;
     // unknown trailing fields are zero, which older kernels accept.
@@ -158,8 +161,7 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: &Path) -> io::Result<OwnedF
     }
     // SAFETY: the kernel just returned this fd to us; nobody else owns it.
     let ruleset = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    let dir_rule = (check_dir.to_path_buf(), FS_READ_FILE | FS_READ_DIR);
-    for (path, access) in grants.rules.iter().chain(std::iter::once(&dir_rule)) {
+    for (path, access) in &grants.rules {
         let Some(target) = open_path(path)? else {
             continue;
         };
@@ -170,29 +172,55 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: &Path) -> io::Result<OwnedF
         } else {
             *access & !FS_READ_DIR
         };
-        let rule = PathBeneathAttr {
-            allowed_access: access & attr.handled_access_fs,
-            parent_fd: target.0.as_raw_fd(),
-        };
-        // SAFETY: rule is a valid packed struct; both fds are open.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_add_rule,
-                ruleset.as_raw_fd(),
-                RULE_PATH_BENEATH,
-                &rule as *const PathBeneathAttr,
-                0u32,
-            )
-        };
-        if r != 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("rule for {}: {e}", path.display()),
-            ));
-        }
+        add_rule(&ruleset, target.0.as_raw_fd(), access & attr.handled_access_fs)
+            .map_err(|e| io::Error::new(e.kind(), format!("rule for {}: {e}", path.display())))?;
     }
+    if !is_directory(check_dir.as_raw_fd())? {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the check directory's descriptor is not a directory",
+        ));
+    }
+    add_rule(
+        &ruleset,
+        check_dir.as_raw_fd(),
+        (FS_READ_FILE | FS_READ_DIR) & attr.handled_access_fs,
+    )
+    .map_err(|e| io::Error::new(e.kind(), format!("rule for the check directory: {e}")))?;
     Ok(ruleset)
+}
+
+/// One `path_beneath` rule: `access` on what `parent_fd` (any descriptor,
+/// `O_PATH` included) refers to and everything beneath it.
+fn add_rule(ruleset: &OwnedFd, parent_fd: RawFd, access: u64) -> io::Result<()> {
+    let rule = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd,
+    };
+    // SAFETY: rule is a valid packed struct; both fds are open.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            RULE_PATH_BENEATH,
+            &rule as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn is_directory(fd: RawFd) -> io::Result<bool> {
+    // SAFETY: an all-zero stat is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open; st is a valid out-pointer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.st_mode & libc::S_IFMT == libc::S_IFDIR)
 }
 
 /// `O_PATH` handle (following symlinks: the rule is on the real file) and
@@ -212,12 +240,8 @@ fn open_path(path: &Path) -> io::Result<Option<(OwnedFd, bool)>> {
     }
     // SAFETY: open returned a fresh fd.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fd is open; st is a valid out-pointer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(Some((fd, st.st_mode & libc::S_IFMT == libc::S_IFDIR)))
+    let is_dir = is_directory(fd.as_raw_fd())?;
+    Ok(Some((fd, is_dir)))
 }
 
 /// In the child: enter the ruleset's domain. Returns 0 or an errno. Raw
@@ -316,6 +340,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut grants = Grants::for_binary(Path::new("/bin/sh"), false);
         grants.rules.push(("/does/not/exist".into(), FS_READ_FILE));
-        ruleset(abi, &grants, dir.path()).unwrap();
+        let handle = std::fs::File::open(dir.path()).unwrap();
+        ruleset(abi, &grants, std::os::fd::AsFd::as_fd(&handle)).unwrap();
+        // the check directory is given as a directory, never as a file
+        let file = std::fs::File::open("/bin/sh").unwrap();
+        let err = ruleset(abi, &grants, std::os::fd::AsFd::as_fd(&file)).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
     }
 }

@@ -4,12 +4,13 @@
 //! Everything that allocates or reads files happens in the parent before
 //! `fork`: the Landlock ruleset fd, the seccomp program, the limits. The
 //! child then runs [`ChildSetup::run`], in this order: (process group, set
-//! by `Command::process_group(0)` before it) parent-death signal, rlimits,
-//! namespaces, capability drop, `no_new_privs`, Landlock, seccomp; then
-//! `execve` of haproxy with an empty environment. A failing step returns an
-//! error code that carries the layer ([`spawn_failure`] reads it back), so
-//! the check says "sandbox setup failed in layer 'landlock': …" and counts
-//! as could-not-run.
+//! by `Command::process_group(0)` before it) `fchdir` to the check
+//! directory's descriptor (the child needs no path string; with the sandbox
+//! off too), parent-death signal, rlimits, namespaces, capability drop,
+//! `no_new_privs`, Landlock, seccomp; then `execve` of haproxy with an empty
+//! environment. A failing step returns an error code that carries the layer
+//! ([`spawn_failure`] reads it back), so the check says "sandbox setup
+//! failed in layer 'landlock': …" and counts as could-not-run.
 
 pub mod caps;
 pub mod ids;
@@ -22,7 +23,7 @@ pub mod seccomp;
 pub use probe::Probe;
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -153,15 +154,19 @@ impl Sandbox {
     }
 
     /// Everything one check's child needs, made now in the parent.
-    /// `system_ca`: the render mentions `@system-ca`. `time_left` bounds CPU.
-    pub fn prepare(
+    /// `check_dir`: the check directory's descriptor, which the child
+    /// `fchdir`s to and Landlock grants (read-only) from; it must stay open
+    /// until `spawn` has returned. `system_ca`: the render mentions
+    /// `@system-ca`. `time_left` bounds CPU.
+    pub fn prepare<'a>(
         &self,
-        check_dir: &Path,
+        check_dir: BorrowedFd<'a>,
         system_ca: bool,
         time_left: Duration,
-    ) -> Result<Prepared, String> {
+    ) -> Result<Prepared<'a>, String> {
         if self.opts.mode == Mode::Off {
             return Ok(Prepared {
+                dir: check_dir,
                 setup: None,
                 _ruleset: None,
             });
@@ -183,6 +188,7 @@ impl Sandbox {
             Err(_) => None,
         };
         let setup = ChildSetup {
+            dir: check_dir.as_raw_fd(),
             // SAFETY: getpid cannot fail.
             parent: unsafe { libc::getpid() },
             limits: rlimits::Limits::new(self.opts.memory, time_left),
@@ -191,6 +197,7 @@ impl Sandbox {
             seccomp: self.seccomp.clone(),
         };
         Ok(Prepared {
+            dir: check_dir,
             setup: Some(setup),
             _ruleset: ruleset,
         })
@@ -198,17 +205,26 @@ impl Sandbox {
 }
 
 /// One check's sandbox, ready to be put on a command. Keep it alive until
-/// `spawn` has returned: it owns the Landlock ruleset fd the child uses.
-pub struct Prepared {
+/// `spawn` has returned: it owns the Landlock ruleset fd the child uses, and
+/// borrows the check directory's descriptor the child `fchdir`s to.
+pub struct Prepared<'a> {
+    dir: BorrowedFd<'a>,
     setup: Option<ChildSetup>,
     _ruleset: Option<OwnedFd>,
 }
 
-impl Prepared {
+impl Prepared<'_> {
     /// Puts the sandbox on `cmd`: empty environment and the child setup.
-    /// With the sandbox off, `cmd` is left as it is (plain exec).
+    /// With the sandbox off, the child only `fchdir`s to the check directory
+    /// (otherwise a plain exec).
     pub fn apply(&self, cmd: &mut tokio::process::Command) {
         let Some(setup) = self.setup.clone() else {
+            let dir = self.dir.as_raw_fd();
+            // SAFETY: `enter` is one raw, async-signal-safe system call on a
+            // descriptor the caller keeps open until `spawn` returns.
+            unsafe {
+                cmd.pre_exec(move || enter(dir));
+            }
             return;
         };
         cmd.env_clear();
@@ -234,10 +250,13 @@ pub enum Layer {
     NoNewPrivs = 5,
     Landlock = 6,
     Seccomp = 7,
+    /// The `fchdir` to the check directory (first, and also without a sandbox).
+    CheckDirectory = 8,
 }
 
 impl Layer {
-    const ALL: [Layer; 7] = [
+    const ALL: [Layer; 8] = [
+        Layer::CheckDirectory,
         Layer::DeathSignal,
         Layer::Rlimits,
         Layer::Namespaces,
@@ -256,6 +275,7 @@ impl Layer {
             Layer::NoNewPrivs => "no_new_privs",
             Layer::Landlock => "landlock",
             Layer::Seccomp => "seccomp",
+            Layer::CheckDirectory => "check-directory",
         }
     }
 }
@@ -278,6 +298,14 @@ pub fn spawn_failure(e: &io::Error) -> Option<String> {
         .into_iter()
         .find(|l| *l as i32 == code >> LAYER_SHIFT)?;
     let errno = code & ((1 << LAYER_SHIFT) - 1);
+    if layer == Layer::CheckDirectory {
+        // not a sandbox layer: it happens with the sandbox off too
+        return Some(format!(
+            "cannot enter the check directory: {} ({})",
+            io::Error::from_raw_os_error(errno),
+            probe::errno_name(errno)
+        ));
+    }
     Some(format!(
         "sandbox setup failed in layer '{}': {} ({})",
         layer.name(),
@@ -289,6 +317,8 @@ pub fn spawn_failure(e: &io::Error) -> Option<String> {
 /// What the child does between `fork` and `execve`: plain values only.
 #[derive(Clone, Debug)]
 struct ChildSetup {
+    /// The check directory (`fchdir` target); open until `spawn` returns.
+    dir: RawFd,
     parent: libc::pid_t,
     limits: rlimits::Limits,
     unshare: libc::c_int,
@@ -307,6 +337,8 @@ impl ChildSetup {
                 Err(tagged(layer, errno))
             }
         };
+        // Into the check directory by its descriptor: no path string to resolve.
+        enter(self.dir)?;
         // Die with the gate. PDEATHSIG fires when the forking *thread* ends:
         // checks are spawned from runtime worker threads, which outlive them.
         // SAFETY: integer arguments only.
@@ -333,6 +365,16 @@ impl ChildSetup {
         }
         Ok(())
     }
+}
+
+/// In the child: `fchdir` to the check directory (a close-on-exec
+/// descriptor, still open before `execve`). One raw system call.
+fn enter(dir: RawFd) -> io::Result<()> {
+    // SAFETY: a plain system call on a descriptor the parent keeps open.
+    if unsafe { libc::fchdir(dir) } != 0 {
+        return Err(tagged(Layer::CheckDirectory, landlock::errno()));
+    }
+    Ok(())
 }
 
 /// Whether a render asks for the system CA store (`ca-file @system-ca`),

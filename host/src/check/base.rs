@@ -1,0 +1,563 @@
+//! The base directory check directories are made in:
+//! `<work dir>/rendergate-<euid>`, a real directory (never a symlink) owned
+//! by this process's user, mode 0700, wiped at start-up so a crashed run
+//! leaves nothing behind.
+//!
+//! Several rendergate processes may share one base (a host running `serve`
+//! and `check` side by side; the tests run many at once), so the start-up
+//! wipe must take only what belongs to no live process. The choice made
+//! here: **one subdirectory per checker, `<pid>.<random>`, held by an
+//! exclusive `flock` for as long as the checker lives**, with that checker's
+//! check directories inside it:
+//!
+//! ```text
+//! <work dir>/rendergate-<euid>/          0700, ours
+//!     <pid>.<random>/                    0700, flock'd by a live checker
+//!         <uuid>/                        one check (cap-tempfile), 0700
+//!             haproxy.cfg, maps/…        0600, created exclusively
+//! ```
+//!
+//! At start-up every sibling whose lock can be taken belongs to no live
+//! process (the kernel drops a `flock` when its process dies, however it
+//! dies) and is removed with everything in it; anything else in the base
+//! (a file, a symlink) is never ours and is removed without being followed.
+//! A lock is better than `kill(pid, 0) == ESRCH` on the pid in the name: a
+//! reused pid would keep a crashed run's files (secrets) alive, and a
+//! process in another pid namespace sharing the directory would have its
+//! live directory wiped. The pid in the name is for people, and for a
+//! filesystem without `flock`, where liveness falls back to that pid test.
+//!
+//! Start-up (wipe, create and lock our subdirectory) and shut-down (remove
+//! our subdirectory, then the base itself when it is empty, so a clean exit
+//! leaves nothing either) both run under an exclusive lock on the base: a
+//! subdirectory is never seen between its creation and its lock, and a
+//! process that waited for the lock while another removed the base sees,
+//! after taking it, that the path no longer names the directory it locked,
+//! and starts over.
+
+use cap_std::fs::{Dir, MetadataExt as _};
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// How often start-up begins again when the base is removed under it.
+const ATTEMPTS: usize = 16;
+
+/// `rendergate-<euid>` in a work directory, with this checker's own
+/// locked subdirectory in it.
+#[derive(Debug)]
+pub struct BaseDir {
+    /// Canonical: the parent resolved once, then only names we made or checked.
+    path: PathBuf,
+    base: Dir,
+    /// Whether `flock` works on this filesystem.
+    locking: bool,
+    own_name: String,
+    /// Holds our lock; `None` only while dropping.
+    own: Option<Dir>,
+    own_path: PathBuf,
+}
+
+/// One check's directory: removed (with everything in it) when dropped.
+#[derive(Debug)]
+pub struct CheckDir {
+    dir: cap_tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl CheckDir {
+    /// The handle files are written through.
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// The absolute path, for HAProxy's `default-path origin` and for
+    /// taking the directory out of messages; nothing is opened by it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory's descriptor (`O_PATH`): the child `fchdir`s to it and
+    /// Landlock's rule is added from it.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+}
+
+impl BaseDir {
+    /// Makes (or checks) `<parent>/rendergate-<euid>`, wipes what no live
+    /// process holds in it, and makes this checker's subdirectory. The error
+    /// names the problem; the checker says it for every check.
+    pub fn open(parent: &Path) -> Result<BaseDir, String> {
+        let fail = |what: String| format!("cannot create a check directory in {}: {what}", parent.display());
+        let parent_real = std::fs::canonicalize(parent).map_err(|e| fail(e.to_string()))?;
+        // SAFETY: geteuid cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        let path = parent_real.join(format!("rendergate-{euid}"));
+        for _ in 0..ATTEMPTS {
+            let created = match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => true,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+                Err(e) => return Err(fail(format!("{}: {e}", path.display()))),
+            };
+            // None: removed by a process shutting down between the two steps
+            let Some(file) = open_private(&path, euid, created).map_err(fail)? else { continue };
+            let locking = match flock(file.as_fd(), libc::LOCK_EX) {
+                Ok(()) => true,
+                Err(e) if unsupported(&e) => false,
+                Err(e) => return Err(fail(format!("cannot lock {}: {e}", path.display()))),
+            };
+            // A process shutting down removed the base while we waited for its lock.
+            if !same_file(&path, &file) {
+                continue;
+            }
+            let base = Dir::from_std_file(file);
+            for problem in wipe(&base, locking) {
+                tracing::warn!("{}: a stale check directory could not be removed: {problem}", path.display());
+            }
+            let (own_name, own) = make_own(&base, locking).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            if locking {
+                let _ = flock(base.as_fd(), libc::LOCK_UN);
+            }
+            let own_path = path.join(&own_name);
+            return Ok(BaseDir { path, base, locking, own_name, own: Some(own), own_path });
+        }
+        Err(fail(format!("{} keeps being removed while it is set up", path.display())))
+    }
+
+    /// `<work dir>/rendergate-<euid>`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// This checker's subdirectory, where its check directories are made.
+    pub fn own_path(&self) -> &Path {
+        &self.own_path
+    }
+
+    /// A fresh, private, empty check directory in this checker's subdirectory.
+    pub fn check_dir(&self) -> io::Result<CheckDir> {
+        let own = self.own.as_ref().expect("the subdirectory lives as long as the base");
+        let dir = cap_tempfile::TempDir::new_in(own)?;
+        // cap-tempfile names it (a UUID) without saying the name: find it by
+        // its inode among this checker's few check directories.
+        let meta = dir.dir_metadata()?;
+        let name = own
+            .entries()?
+            .filter_map(Result::ok)
+            .find(|e| e.metadata().is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino()))
+            .map(|e| e.file_name())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the new check directory has no name"))?;
+        // cap-tempfile creates with the umask's mode; owner-only, since the
+        // render may hold secrets (the subdirectory around it is 0700 already).
+        let c_name = c_string(&name)?;
+        // SAFETY: `own` is an open directory; c_name is NUL-terminated; the
+        // entry is the directory just made in our private, locked subdirectory.
+        if unsafe { libc::fchmodat(own.as_raw_fd(), c_name.as_ptr(), 0o700, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(CheckDir { path: self.own_path.join(name), dir })
+    }
+}
+
+impl Drop for BaseDir {
+    /// Removes our subdirectory (no check is running: checks borrow the
+    /// checker), then the base if nobody else is in it.
+    fn drop(&mut self) {
+        if self.locking {
+            let _ = flock(self.base.as_fd(), libc::LOCK_EX);
+        }
+        drop(self.own.take());
+        let _ = self.base.remove_dir_all(&self.own_name);
+        // ENOTEMPTY while another process has its subdirectory here: fine.
+        let _ = std::fs::remove_dir(&self.path);
+        // closing `base` releases its lock
+    }
+}
+
+/// Opens the base without following a symlink and checks it is ours and
+/// private; `None` when it has just gone.
+fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<File>, String> {
+    let shown = path.display();
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(format!("{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"));
+        }
+        Ok(m) if !m.is_dir() => return Err(format!("{shown} exists and is not a directory; refusing it")),
+        Ok(_) => {}
+        Err(e) => return Err(format!("{shown}: {e}")),
+    }
+    let c_path = c_string(path.as_os_str()).map_err(|e| format!("{shown}: {e}"))?;
+    // SAFETY: c_path is NUL-terminated.
+    let fd = unsafe {
+        libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::ELOOP) => format!("{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"),
+            Some(libc::ENOTDIR) => format!("{shown} exists and is not a directory; refusing it"),
+            Some(libc::ENOENT) => return Ok(None),
+            _ => format!("{shown}: {e}"),
+        });
+    }
+    // SAFETY: open returned a fresh descriptor nobody else owns.
+    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    if meta.uid() != euid {
+        return Err(format!(
+            "{shown} is owned by uid {}, not by this process's uid {euid}; refusing it (remove it, or run with another TMPDIR or work directory)",
+            meta.uid()
+        ));
+    }
+    if created {
+        // made by us just now, with the umask's say in its mode
+        file.set_permissions(std::fs::Permissions::from_mode(0o700)).map_err(|e| format!("{shown}: {e}"))?;
+    } else if meta.mode() & 0o7777 != 0o700 {
+        return Err(format!(
+            "{shown} has mode {:04o}, not 0700; refusing it (it must be private to uid {euid})",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(Some(file))
+}
+
+/// Whether `path` still names the directory `file` has open.
+fn same_file(path: &Path, file: &File) -> bool {
+    match (std::fs::symlink_metadata(path), file.metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Removes every entry of the base that no live process holds; returns
+/// what could not be removed.
+fn wipe(base: &Dir, locking: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    let entries = match base.entries() {
+        Ok(entries) => entries,
+        Err(e) => return vec![e.to_string()],
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                problems.push(e.to_string());
+                continue;
+            }
+        };
+        let name = entry.file_name();
+        let shown = name.to_string_lossy().into_owned();
+        // the entry itself, never what a symlink points at
+        let removed = match entry.file_type() {
+            Ok(t) if t.is_dir() => match stale(base, &name, locking) {
+                Ok(true) => base.remove_dir_all(&name),
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
+            },
+            Ok(_) => base.remove_file(&name),
+            Err(e) => Err(e),
+        };
+        match removed {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => problems.push(format!("{shown}: {e}")),
+        }
+    }
+    problems
+}
+
+/// Whether the subdirectory `name` belongs to no live process: its lock
+/// can be taken (or, without `flock`, the pid in its name is gone).
+fn stale(base: &Dir, name: &OsStr, locking: bool) -> io::Result<bool> {
+    if locking {
+        let dir = open_dir_at(base, name)?;
+        match flock(dir.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
+            Ok(()) => return Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => return Ok(false),
+            Err(e) if unsupported(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let pid = name.to_str().and_then(|n| n.split('.').next()).and_then(|p| p.parse::<libc::pid_t>().ok());
+    Ok(match pid {
+        Some(pid) if pid > 0 => {
+            // SAFETY: signal 0 only checks that the process exists.
+            let r = unsafe { libc::kill(pid, 0) };
+            r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+        }
+        // not a name we make: nobody's
+        _ => true,
+    })
+}
+
+/// Makes and locks `<pid>.<random>` in the base.
+fn make_own(base: &Dir, locking: bool) -> io::Result<(String, Dir)> {
+    let mut builder = cap_std::fs::DirBuilder::new();
+    cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    loop {
+        let name = format!("{}.{}", std::process::id(), random_hex()?);
+        match base.create_dir_with(&name, &builder) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+        let dir = open_dir_at(base, OsStr::new(&name))?;
+        if locking {
+            flock(dir.as_fd(), libc::LOCK_EX | libc::LOCK_NB)?;
+        }
+        return Ok((name, Dir::from_std_file(dir)));
+    }
+}
+
+/// Opens `name` in `base` for reading (a lockable descriptor, unlike cap-std's
+/// `O_PATH` directories), never through a symlink.
+fn open_dir_at(base: &Dir, name: &OsStr) -> io::Result<File> {
+    let c_name = c_string(name)?;
+    // SAFETY: base is an open directory; c_name is NUL-terminated.
+    let fd = unsafe {
+        libc::openat(
+            base.as_raw_fd(),
+            c_name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat returned a fresh descriptor nobody else owns.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+fn flock(fd: BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
+    loop {
+        // SAFETY: a plain system call on an open descriptor.
+        if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The filesystem cannot `flock` (then liveness is judged by pid).
+fn unsupported(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::EINVAL))
+}
+
+fn c_string(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a name"))
+}
+
+fn random_hex() -> io::Result<String> {
+    let mut bytes = [0u8; 8];
+    // SAFETY: bytes is a valid buffer of the length given.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn euid() -> u32 {
+        // SAFETY: geteuid cannot fail.
+        unsafe { libc::geteuid() }
+    }
+
+    fn base_in(work: &Path) -> PathBuf {
+        std::fs::canonicalize(work).unwrap().join(format!("rendergate-{}", euid()))
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    /// A pid that was ours and is gone.
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn the_base_is_made_private_with_a_locked_subdirectory() {
+        let work = tempfile::tempdir().unwrap();
+        let base = BaseDir::open(work.path()).unwrap();
+        assert_eq!(base.path(), base_in(work.path()));
+        let meta = std::fs::symlink_metadata(base.path()).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(meta.mode() & 0o7777, 0o700);
+        assert_eq!(meta.uid(), euid());
+        let own = names(base.path());
+        assert_eq!(own.len(), 1, "{own:?}");
+        assert!(own[0].starts_with(&format!("{}.", std::process::id())), "{own:?}");
+        assert_eq!(base.own_path(), base.path().join(&own[0]));
+        assert_eq!(std::fs::metadata(base.own_path()).unwrap().mode() & 0o7777, 0o700);
+        // a clean exit leaves nothing
+        drop(base);
+        assert!(names(work.path()).is_empty(), "{:?}", names(work.path()));
+    }
+
+    #[test]
+    fn a_check_directory_is_private_named_and_removed_when_dropped() {
+        let work = tempfile::tempdir().unwrap();
+        let base = BaseDir::open(work.path()).unwrap();
+        let check = base.check_dir().unwrap();
+        assert_eq!(check.path().parent(), Some(base.own_path()));
+        let meta = std::fs::symlink_metadata(check.path()).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(meta.mode() & 0o7777, 0o700);
+        check.dir().write("probe", "x").unwrap();
+        assert_eq!(std::fs::read_to_string(check.path().join("probe")).unwrap(), "x");
+        let path = check.path().to_path_buf();
+        drop(check);
+        assert!(!path.exists());
+        assert!(names(base.own_path()).is_empty());
+    }
+
+    #[test]
+    fn a_symlink_is_refused_and_not_followed() {
+        let work = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(elsewhere.path().join("keep"), "x").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), base_in(work.path())).unwrap();
+        let err = BaseDir::open(work.path()).unwrap_err();
+        assert!(err.starts_with(&format!("cannot create a check directory in {}: ", work.path().display())), "{err}");
+        assert!(err.contains("is a symlink; refusing it"), "{err}");
+        assert_eq!(names(elsewhere.path()), ["keep"]);
+    }
+
+    #[test]
+    fn a_file_is_refused() {
+        let work = tempfile::tempdir().unwrap();
+        std::fs::write(base_in(work.path()), "x").unwrap();
+        let err = BaseDir::open(work.path()).unwrap_err();
+        assert!(err.contains("exists and is not a directory"), "{err}");
+    }
+
+    #[test]
+    fn a_base_owned_by_someone_else_is_refused() {
+        let work = tempfile::tempdir().unwrap();
+        let path = base_in(work.path());
+        std::fs::DirBuilder::new().mode(0o700).create(&path).unwrap();
+        std::fs::write(path.join("theirs"), "x").unwrap();
+        if std::os::unix::fs::chown(&path, Some(65534), Some(65534)).is_err() {
+            eprintln!("note: not root, cannot give the base away; skipped");
+            return;
+        }
+        let err = BaseDir::open(work.path()).unwrap_err();
+        assert!(err.contains(&format!("is owned by uid 65534, not by this process's uid {}", euid())), "{err}");
+        // nothing of theirs is touched
+        assert_eq!(names(&path), ["theirs"]);
+    }
+
+    #[test]
+    fn a_base_others_can_enter_is_refused() {
+        let work = tempfile::tempdir().unwrap();
+        let path = base_in(work.path());
+        std::fs::DirBuilder::new().mode(0o700).create(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = BaseDir::open(work.path()).unwrap_err();
+        assert!(err.contains("has mode 0755, not 0700"), "{err}");
+    }
+
+    #[test]
+    fn start_up_wipes_what_no_live_process_holds() {
+        let work = tempfile::tempdir().unwrap();
+        let path = base_in(work.path());
+        // a live checker in this process
+        let live_here = BaseDir::open(work.path()).unwrap();
+        let here = live_here.own_path().file_name().unwrap().to_string_lossy().into_owned();
+        // a crashed run: its subdirectory with a check directory and a secret in it
+        let dead = format!("{}.0123456789abcdef", dead_pid());
+        std::fs::create_dir_all(path.join(&dead).join("check")).unwrap();
+        std::fs::write(path.join(&dead).join("check/key.pem"), "secret").unwrap();
+        // odd entries: never ours
+        std::fs::write(path.join("stray-file"), "x").unwrap();
+        let target = tempfile::tempdir().unwrap();
+        std::fs::write(target.path().join("keep"), "x").unwrap();
+        std::os::unix::fs::symlink(target.path(), path.join("stray-link")).unwrap();
+        // a live one in another process
+        let other = "1.feedfacefeedface";
+        std::fs::create_dir(path.join(other)).unwrap();
+        let holder = hold_lock(&path.join(other));
+        std::fs::write(path.join(other).join("busy"), "x").unwrap();
+
+        let base = BaseDir::open(work.path()).unwrap();
+        let mine = base.own_path().file_name().unwrap().to_string_lossy().into_owned();
+        let mut expected = vec![other.to_owned(), here.clone(), mine.clone()];
+        expected.sort();
+        assert_eq!(names(&path), expected);
+        assert_eq!(names(&path.join(other)), ["busy"]);
+        assert_eq!(names(target.path()), ["keep"]);
+
+        // once the other process is gone, the next start-up takes its directory
+        kill(holder);
+        let again = BaseDir::open(work.path()).unwrap();
+        assert!(!path.join(other).exists());
+        // dropping one checker keeps the base while others are in it
+        drop(again);
+        drop(base);
+        assert_eq!(names(&path), [here]);
+        drop(live_here);
+        assert!(!path.exists());
+    }
+
+    /// A child process (`sleep`) holding an exclusive lock on `dir`: the
+    /// descriptor is opened and locked between fork and exec, without
+    /// close-on-exec, so the lock lives exactly as long as the child.
+    fn hold_lock(dir: &Path) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("60");
+        // SAFETY: only raw system calls on memory made before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+                if fd < 0 || libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.spawn().unwrap()
+    }
+
+    fn kill(mut child: std::process::Child) {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_base_removed_while_waiting_is_made_again() {
+        // the shut-down of one checker and the start-up of another, in turn
+        let work = tempfile::tempdir().unwrap();
+        for _ in 0..20 {
+            let a = BaseDir::open(work.path()).unwrap();
+            let b = std::thread::spawn({
+                let work = work.path().to_path_buf();
+                move || BaseDir::open(&work).unwrap()
+            });
+            drop(a);
+            let b = b.join().unwrap();
+            assert!(b.own_path().is_dir());
+            assert!(b.check_dir().is_ok());
+        }
+    }
+}

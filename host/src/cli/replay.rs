@@ -1,0 +1,317 @@
+//! `rendergate replay EVENTS.ndjson [--timeline FILE.svg|FILE.html] [--realtime]`:
+//! runs the gate over a recorded input stream exactly as `serve` does (the
+//! same flags, real checks, the same NDJSON loop), writes the outputs to
+//! stdout, and with `--timeline` draws the run.
+//!
+//! EVENTS is a `serve --record` recording ([`rendergate::record`]) or a plain
+//! NDJSON event stream. How lines are fed:
+//!
+//! - a recording, by default: each line once this run has written as many
+//!   outputs as the live run had when the line arrived, so every check ends
+//!   on the same side of every input line as it did live: the outputs are
+//!   the live run's, without its waiting. Should this run fall behind for
+//!   good (another haproxy, another policy), a line waits no longer than its
+//!   recorded gap or the time a check may take, whichever is longer, and the
+//!   lines after it are fed relative to where this run stands;
+//! - a recording with `--realtime`: each line at its recorded time;
+//! - a plain stream: line after line, as fast as the gate takes them, except
+//!   that after a `rendered` line the next waits for that render's verdict.
+//!   A run does not depend on how fast haproxy is; it is what a controller
+//!   that waits for each verdict would see.
+
+use super::serve;
+use rendergate::protocol;
+use rendergate::record::{self, Entry, Item};
+use rendergate::timeline::{self, Timeline};
+use rendergate::Event;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+#[derive(clap::Args)]
+#[group(skip)]
+pub struct Args {
+    /// A `serve --record` recording, or a plain NDJSON event stream.
+    #[arg(value_name = "EVENTS.ndjson")]
+    events: PathBuf,
+    /// Also draw the run on a time axis: FILE.svg, or FILE.html for a page around it.
+    #[arg(long, value_name = "FILE.svg|FILE.html", value_parser = timeline_path)]
+    timeline: Option<PathBuf>,
+    /// Feed a recording's lines at their recorded times (default: each once
+    /// this run has written the outputs the live run had by then).
+    #[arg(long)]
+    realtime: bool,
+    #[command(flatten)]
+    serve: serve::Args,
+}
+
+fn timeline_path(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "svg" | "html" | "htm" => Ok(path),
+        _ => Err("expected FILE.svg or FILE.html".into()),
+    }
+}
+
+/// How far this run's output has got.
+#[derive(Default)]
+struct Progress {
+    lines: u64,
+    /// Verdicts written, per render id.
+    verdicts: HashMap<String, u64>,
+}
+
+/// Capacity of the pipes to and from the serve loop.
+const PIPE: usize = 64 * 1024;
+
+pub async fn run(args: Args) -> ExitCode {
+    let file = match tokio::fs::File::open(&args.events).await {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("error: {}: {e}", args.events.display());
+            return ExitCode::from(2);
+        }
+    };
+    let name = args.events.file_name().map_or_else(|| args.events.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let timeline = args.timeline.as_ref().map(|_| {
+        let title = if args.realtime { format!("replay of {name} (real time)") } else { format!("replay of {name}") };
+        Arc::new(Mutex::new(Timeline::new(title)))
+    });
+    // A verdict comes within the interval and two checks (one in flight, then
+    // this one); past that the feeder stops waiting for an output.
+    let settle = args.serve.check_interval() + 2 * args.serve.check_timeout() + Duration::from_secs(5);
+    let feeder = Feeder {
+        path: args.events.clone(),
+        realtime: args.realtime,
+        settle,
+        start: Instant::now(),
+        timeline: timeline.clone(),
+    };
+    let (feed_end, serve_in) = tokio::io::duplex(PIPE);
+    let (serve_out, collect_end) = tokio::io::duplex(PIPE);
+    let (progress_tx, progress_rx) = watch::channel(Progress::default());
+    let start = feeder.start;
+    let collector = tokio::spawn(collect(collect_end, progress_tx, start, timeline.clone()));
+    let feeding = tokio::spawn(feeder.feed(BufReader::new(file), feed_end, progress_rx));
+
+    let code = serve::run_on(args.serve, serve_in, serve_out).await;
+
+    let fed = feeding.await.unwrap_or_else(|e| Err(format!("the feeder failed: {e}")));
+    let _ = collector.await;
+    if let Err(e) = fed {
+        eprintln!("error: {}: {e}", args.events.display());
+        return ExitCode::from(2);
+    }
+    if let (Some(path), Some(timeline)) = (&args.timeline, timeline) {
+        let timeline = timeline.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = timeline.write(path) {
+            eprintln!("error: --timeline {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        let kind = if timeline::is_html(path) { "page" } else { "picture" };
+        tracing::info!("timeline {kind} written to {}", path.display());
+    }
+    code
+}
+
+/// Copies the serve loop's output lines to stdout, noting each one's time
+/// and counting them for the feeder.
+async fn collect(output: DuplexStream, progress: watch::Sender<Progress>, start: Instant, timeline: Option<Arc<Mutex<Timeline>>>) {
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(default)]
+        render: String,
+    }
+    let mut lines = BufReader::new(output).lines();
+    let mut stdout = tokio::io::stdout();
+    let mut stdout_open = true;
+    loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::error!("replay: reading the outputs: {e}");
+                break;
+            }
+        };
+        let at = start.elapsed();
+        if stdout_open {
+            let written = async {
+                stdout.write_all(line.as_bytes()).await?;
+                stdout.write_all(b"\n").await?;
+                stdout.flush().await
+            };
+            if let Err(e) = written.await {
+                // Keep draining, or the gate would stall on a full pipe.
+                tracing::warn!("replay: stdout: {e}; outputs are no longer printed");
+                stdout_open = false;
+            }
+        }
+        if let Some(timeline) = &timeline {
+            timeline.lock().unwrap_or_else(|e| e.into_inner()).output(at, &line);
+        }
+        let verdict = serde_json::from_str::<Kind>(&line).ok().filter(|k| k.kind == "verdict").map(|k| k.render);
+        progress.send_modify(|p| {
+            p.lines += 1;
+            if let Some(render) = verdict {
+                *p.verdicts.entry(render).or_default() += 1;
+            }
+        });
+    }
+}
+
+struct Feeder {
+    path: PathBuf,
+    realtime: bool,
+    settle: Duration,
+    start: Instant,
+    timeline: Option<Arc<Mutex<Timeline>>>,
+}
+
+/// The serve loop stopped reading: nothing more to feed.
+struct Closed;
+
+impl Feeder {
+    async fn feed(
+        self,
+        mut file: BufReader<tokio::fs::File>,
+        mut input: DuplexStream,
+        mut progress: watch::Receiver<Progress>,
+    ) -> Result<(), String> {
+        let mut first = Vec::new();
+        file.read_until(b'\n', &mut first).await.map_err(|e| e.to_string())?;
+        let header = record::header(String::from_utf8_lossy(&first).trim())?;
+        let fed = match header {
+            Some(_) => self.feed_recording(file, &mut input, &mut progress).await?,
+            None => {
+                if self.realtime {
+                    tracing::warn!("--realtime: {} is not a recording (no times); feeding it as without", self.path.display());
+                }
+                self.feed_plain(first, file, &mut input, &mut progress).await?
+            }
+        };
+        if let Ok(()) = fed {
+            let _ = input.shutdown().await;
+        }
+        Ok(())
+    }
+
+    async fn feed_recording(
+        &self,
+        mut file: BufReader<tokio::fs::File>,
+        input: &mut DuplexStream,
+        progress: &mut watch::Receiver<Progress>,
+    ) -> Result<Result<(), Closed>, String> {
+        let mut number = 1u64;
+        let mut previous = Duration::ZERO;
+        // How many outputs this run lags behind the live run, once it did.
+        let mut lag = 0u64;
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            if file.read_until(b'\n', &mut buf).await.map_err(|e| e.to_string())? == 0 {
+                return Ok(Ok(()));
+            }
+            number += 1;
+            let text = std::str::from_utf8(&buf).map_err(|e| format!("line {number}: not UTF-8: {e}"))?;
+            if text.trim().is_empty() {
+                continue;
+            }
+            let entry = Entry::parse(text).map_err(|e| format!("line {number}: {e}"))?;
+            if self.realtime {
+                tokio::time::sleep_until(self.start + entry.at).await;
+            } else if let Some(outputs) = entry.outputs {
+                let target = outputs.saturating_sub(lag);
+                let gap = entry.at.saturating_sub(previous).max(self.settle);
+                let reached = tokio::time::timeout(gap, progress.wait_for(|p| p.lines >= target)).await.is_ok();
+                if !reached {
+                    let now = progress.borrow().lines;
+                    tracing::warn!(
+                        "replay: recording line {number}: the live run had written {outputs} outputs by then, this run {} after waiting {}ms; feeding it anyway",
+                        now + lag,
+                        gap.as_millis()
+                    );
+                    lag = outputs.saturating_sub(now);
+                }
+            }
+            previous = entry.at;
+            let sent = match entry.item {
+                Item::Line(line) => {
+                    self.note_input(&line);
+                    write_line(input, &line).await
+                }
+                Item::Overlong(length) => write_filler(input, length).await,
+                Item::End => return Ok(Ok(())),
+            };
+            if sent.is_err() {
+                return Ok(Err(Closed));
+            }
+        }
+    }
+
+    async fn feed_plain(
+        &self,
+        first: Vec<u8>,
+        mut file: BufReader<tokio::fs::File>,
+        input: &mut DuplexStream,
+        progress: &mut watch::Receiver<Progress>,
+    ) -> Result<Result<(), Closed>, String> {
+        let mut number = 0u64;
+        let mut buf = first;
+        loop {
+            if buf.is_empty() {
+                return Ok(Ok(()));
+            }
+            number += 1;
+            let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            // The same parse serve does: only a good `rendered` line gets a verdict.
+            let rendered = match std::str::from_utf8(line).ok().map(|text| protocol::parse_line(number, text)) {
+                Some(Ok(Some(Event::Rendered(render)))) => Some(render.id().to_owned()),
+                _ => None,
+            };
+            let before = rendered.as_ref().map(|id| progress.borrow().verdicts.get(id).copied().unwrap_or(0));
+            self.note_input(line);
+            if input.write_all(&buf).await.is_err() {
+                return Ok(Err(Closed));
+            }
+            if let (Some(id), Some(before)) = (&rendered, before) {
+                let judged = progress.wait_for(|p| p.verdicts.get(id).copied().unwrap_or(0) > before);
+                if tokio::time::timeout(self.settle, judged).await.is_err() {
+                    tracing::warn!("replay: line {number}: no verdict on render {id} within {}s; going on", self.settle.as_secs());
+                }
+            }
+            buf.clear();
+            file.read_until(b'\n', &mut buf).await.map_err(|e| e.to_string())?;
+        }
+    }
+
+    fn note_input(&self, line: &[u8]) {
+        if let (Some(timeline), Ok(text)) = (&self.timeline, std::str::from_utf8(line)) {
+            timeline.lock().unwrap_or_else(|e| e.into_inner()).input(self.start.elapsed(), text);
+        }
+    }
+}
+
+async fn write_line(input: &mut DuplexStream, line: &[u8]) -> std::io::Result<()> {
+    input.write_all(line).await?;
+    input.write_all(b"\n").await
+}
+
+/// A stand-in for a line too long for serve: as long, so it gets the same error.
+async fn write_filler(input: &mut DuplexStream, mut length: u64) -> std::io::Result<()> {
+    let chunk = vec![b'x'; PIPE];
+    while length > 0 {
+        let n = length.min(PIPE as u64) as usize;
+        input.write_all(&chunk[..n]).await?;
+        length -= n as u64;
+    }
+    input.write_all(b"\n").await
+}

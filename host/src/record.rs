@@ -1,0 +1,412 @@
+//! Recording what `rendergate serve` reads, so that an incident can be
+//! replayed (`serve --record FILE`, then `rendergate replay FILE`).
+//!
+//! A recording is NDJSON. Its first line names the format; then comes one
+//! line per input line, in the order received, and a last line at end of
+//! input:
+//!
+//! ```text
+//! {"recording":"rendergate","version":1,"started_unix_ms":1735689600000}
+//! {"at_ms":0,"outputs":0,"line":"{\"type\":\"pods_discovered\",\"pods\":[\"ns/a\"]}"}
+//! {"at_ms":40,"outputs":3,"line":"{not json"}
+//! {"at_ms":41,"outputs":4,"bytes":"7b2274797065223aff"}
+//! {"at_ms":45,"outputs":4,"overlong":268435457}
+//! {"at_ms":90,"outputs":6,"end":true}
+//! ```
+//!
+//! - `at_ms`: milliseconds since the recording started, when the line
+//!   arrived;
+//! - `outputs`: how many output lines `serve` had written by then. Replay
+//!   feeds each line once its own run has written as many, so the checks
+//!   finish on the same side of each input line as they did live, and the
+//!   outputs are the same without waiting out the recorded gaps;
+//! - `line`: the input line as received, without its newline; `bytes`
+//!   instead for a line that is not UTF-8 (hex); `overlong` (its length)
+//!   instead for a line longer than `serve` accepts, which only ever gives an
+//!   `error` output; `end`: the input ended (absent if `serve` was killed).
+//!
+//! Bad lines are recorded like good ones, so a replay gives the same `error`
+//! outputs. Every record is flushed as it is written: a recording is
+//! complete up to the moment `serve` died. A recording that cannot be
+//! written any more is abandoned with one warning; the gate goes on.
+
+use crate::serve::MAX_LINE;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The `recording` value of a recording's first line.
+pub const FORMAT: &str = "rendergate";
+/// The version of the format this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// A recording's first line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub recording: String,
+    pub version: u32,
+    pub started_unix_ms: u64,
+}
+
+/// What one record holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Item {
+    /// One input line, without its newline.
+    Line(Vec<u8>),
+    /// A line longer than `serve` accepts, by its length in bytes.
+    Overlong(u64),
+    /// The input ended.
+    End,
+}
+
+/// One record after the header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// When it arrived, since the recording started.
+    pub at: Duration,
+    /// Output lines written before it arrived (unknown in a hand-written file).
+    pub outputs: Option<u64>,
+    pub item: Item,
+}
+
+/// A record as it is spelled on disk.
+#[derive(Serialize, Deserialize)]
+struct Raw<'a> {
+    at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outputs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none", borrow)]
+    line: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bytes: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    overlong: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    end: Option<bool>,
+}
+
+impl Entry {
+    /// Parses one record (a line after the header).
+    pub fn parse(text: &str) -> Result<Entry, String> {
+        let raw: Raw = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let at = Duration::from_millis(raw.at_ms);
+        let item = match (raw.line, raw.bytes, raw.overlong, raw.end) {
+            (Some(line), None, None, None) => Item::Line(line.into_owned().into_bytes()),
+            (None, Some(hex), None, None) => Item::Line(from_hex(&hex)?),
+            (None, None, Some(n), None) => Item::Overlong(n),
+            (None, None, None, Some(true)) => Item::End,
+            _ => return Err("expected exactly one of `line`, `bytes`, `overlong`, `end: true`".into()),
+        };
+        Ok(Entry { at, outputs: raw.outputs, item })
+    }
+
+    /// The record's line on disk, without the newline.
+    pub fn to_line(&self) -> String {
+        let mut raw = Raw {
+            at_ms: self.at.as_millis() as u64,
+            outputs: self.outputs,
+            line: None,
+            bytes: None,
+            overlong: None,
+            end: None,
+        };
+        match &self.item {
+            Item::Line(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => raw.line = Some(text.into()),
+                Err(_) => raw.bytes = Some(to_hex(bytes)),
+            },
+            Item::Overlong(n) => raw.overlong = Some(*n),
+            Item::End => raw.end = Some(true),
+        }
+        serde_json::to_string(&raw).expect("records always serialize")
+    }
+}
+
+/// Whether `text` (a file's first non-blank line) is a recording's header;
+/// an error for a header of a version this build cannot read.
+pub fn header(text: &str) -> Result<Option<Header>, String> {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Ok(None);
+    };
+    if value.get("recording").is_none() {
+        return Ok(None);
+    }
+    let header: Header = serde_json::from_value(value).map_err(|e| format!("bad recording header: {e}"))?;
+    if header.recording != FORMAT || header.version != VERSION {
+        return Err(format!(
+            "a recording of format {:?} version {}; this build reads {FORMAT:?} version {VERSION}",
+            header.recording, header.version
+        ));
+    }
+    Ok(Some(header))
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Result<Vec<u8>, String> {
+    let digit = |b: u8| char::from(b).to_digit(16);
+    (text.as_bytes().chunks(2).enumerate())
+        .map(|(i, pair)| match pair {
+            [hi, lo] => match (digit(*hi), digit(*lo)) {
+                (Some(hi), Some(lo)) => Ok((hi * 16 + lo) as u8),
+                _ => Err(format!("`bytes`: not hex at {}", 2 * i)),
+            },
+            _ => Err("`bytes`: odd number of hex digits".into()),
+        })
+        .collect()
+}
+
+/// Writes a recording: give [`RecordedInput`] and [`CountedOutput`] a clone
+/// each. Cheap to clone.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    start: Instant,
+    /// Output lines written so far.
+    outputs: AtomicU64,
+    /// `None` once writing failed.
+    file: Mutex<Option<BufWriter<File>>>,
+}
+
+impl Recorder {
+    /// Creates (or truncates) `path` and writes the header.
+    pub fn create(path: &Path) -> io::Result<Recorder> {
+        let mut file = BufWriter::new(File::create(path)?);
+        let started_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let header = Header { recording: FORMAT.into(), version: VERSION, started_unix_ms };
+        serde_json::to_writer(&mut file, &header)?;
+        file.write_all(b"\n")?;
+        file.flush()?;
+        Ok(Recorder {
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                start: Instant::now(),
+                outputs: AtomicU64::new(0),
+                file: Mutex::new(Some(file)),
+            }),
+        })
+    }
+
+    /// [`Recorder::create`] when a path is given.
+    pub fn open(path: Option<&Path>) -> io::Result<Option<Recorder>> {
+        path.map(Recorder::create).transpose()
+    }
+
+    fn record(&self, item: Item) {
+        let entry = Entry {
+            at: self.inner.start.elapsed(),
+            outputs: Some(self.inner.outputs.load(Ordering::SeqCst)),
+            item,
+        };
+        let mut file = self.inner.file.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(writer) = file.as_mut() else { return };
+        let written = writer
+            .write_all(entry.to_line().as_bytes())
+            .and_then(|()| writer.write_all(b"\n"))
+            .and_then(|()| writer.flush());
+        if let Err(e) = written {
+            tracing::warn!("--record {}: cannot write, recording stopped: {e}", self.inner.path.display());
+            *file = None;
+        }
+    }
+
+    fn count_outputs(&self, lines: u64) {
+        self.inner.outputs.fetch_add(lines, Ordering::SeqCst);
+    }
+
+    fn uncount_outputs(&self, lines: u64) {
+        self.inner.outputs.fetch_sub(lines, Ordering::SeqCst);
+    }
+}
+
+/// The input of `serve`, recorded line by line as it is read (as it
+/// arrives, not as the gate takes it). Without a recorder it only passes the
+/// bytes on.
+pub struct RecordedInput<R> {
+    inner: R,
+    recorder: Option<Recorder>,
+    /// The line read so far.
+    pending: Vec<u8>,
+    /// Length of the current line once it is past [`MAX_LINE`].
+    overlong: Option<u64>,
+    ended: bool,
+}
+
+impl<R> RecordedInput<R> {
+    pub fn new(inner: R, recorder: Option<Recorder>) -> Self {
+        RecordedInput { inner, recorder, pending: Vec::new(), overlong: None, ended: false }
+    }
+
+    fn take_bytes(&mut self, mut bytes: &[u8]) {
+        let Some(recorder) = &self.recorder else { return };
+        while !bytes.is_empty() {
+            let (part, newline) = match bytes.iter().position(|b| *b == b'\n') {
+                Some(at) => (&bytes[..at], true),
+                None => (bytes, false),
+            };
+            bytes = &bytes[part.len() + usize::from(newline)..];
+            match &mut self.overlong {
+                Some(n) => *n += part.len() as u64,
+                None if self.pending.len() + part.len() > MAX_LINE => {
+                    self.overlong = Some((self.pending.len() + part.len()) as u64);
+                    self.pending = Vec::new();
+                }
+                None => self.pending.extend_from_slice(part),
+            }
+            if newline {
+                match self.overlong.take() {
+                    Some(n) => recorder.record(Item::Overlong(n)),
+                    None => recorder.record(Item::Line(std::mem::take(&mut self.pending))),
+                }
+            }
+        }
+    }
+
+    fn end(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let Some(recorder) = &self.recorder else { return };
+        // A last line without its newline is still a line.
+        if let Some(n) = self.overlong.take() {
+            recorder.record(Item::Overlong(n));
+        } else if !self.pending.is_empty() {
+            recorder.record(Item::Line(std::mem::take(&mut self.pending)));
+        }
+        recorder.record(Item::End);
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for RecordedInput<R> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let room = buf.remaining() > 0;
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        let new = &buf.filled()[before..];
+        if new.is_empty() && room {
+            this.end();
+        } else {
+            this.take_bytes(new);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The output of `serve`: counts the lines written, so that each recorded
+/// input line says how far the output had got.
+pub struct CountedOutput<W> {
+    inner: W,
+    recorder: Option<Recorder>,
+}
+
+impl<W> CountedOutput<W> {
+    pub fn new(inner: W, recorder: Option<Recorder>) -> Self {
+        CountedOutput { inner, recorder }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for CountedOutput<W> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let Some(recorder) = &this.recorder else {
+            return Pin::new(&mut this.inner).poll_write(cx, buf);
+        };
+        // Counted before the bytes go out: stdout may pass them on from
+        // another thread before poll_write returns, and a controller that
+        // answers a line must never be recorded as having answered too early.
+        let newlines = |bytes: &[u8]| bytes.iter().filter(|b| **b == b'\n').count() as u64;
+        recorder.count_outputs(newlines(buf));
+        let written = Pin::new(&mut this.inner).poll_write(cx, buf);
+        let unwritten = match &written {
+            Poll::Ready(Ok(n)) => &buf[*n..],
+            _ => buf,
+        };
+        recorder.uncount_outputs(newlines(unwritten));
+        written
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn records_round_trip() {
+        let entries = [
+            Entry { at: Duration::from_millis(12), outputs: Some(3), item: Item::Line(br#"{"type":"x","s":"a\"b"}"#.to_vec()) },
+            Entry { at: Duration::ZERO, outputs: Some(0), item: Item::Line(vec![b'{', 0xff, b'\r']) },
+            Entry { at: Duration::from_millis(5), outputs: None, item: Item::Overlong(300) },
+            Entry { at: Duration::from_millis(9), outputs: Some(7), item: Item::End },
+        ];
+        for entry in entries {
+            let line = entry.to_line();
+            assert_eq!(Entry::parse(&line).unwrap(), entry, "{line}");
+        }
+        assert!(Entry::parse(r#"{"at_ms":1,"line":"a","end":true}"#).is_err());
+        assert!(Entry::parse(r#"{"at_ms":1,"bytes":"0g"}"#).is_err());
+        assert!(Entry::parse(r#"{"at_ms":1,"bytes":"abc"}"#).is_err());
+        assert!(Entry::parse(r#"{"at_ms":1,"bytes":"é0"}"#).is_err());
+        assert!(Entry::parse(r#"{"type":"rendered"}"#).is_err());
+    }
+
+    #[test]
+    fn headers_are_told_from_events() {
+        assert_eq!(header(r#"{"type":"lost_leadership"}"#), Ok(None));
+        assert_eq!(header("{not json"), Ok(None));
+        assert!(header(r#"{"recording":"rendergate","version":1,"started_unix_ms":5}"#).unwrap().is_some());
+        assert!(header(r#"{"recording":"rendergate","version":99,"started_unix_ms":5}"#).is_err());
+    }
+
+    #[tokio::test]
+    async fn input_lines_and_output_counts_are_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rec.ndjson");
+        let recorder = Recorder::create(&path).unwrap();
+        let mut output = CountedOutput::new(Vec::new(), Some(recorder.clone()));
+        output.write_all(b"{\"type\":\"latch\"}\n{\"type\":").await.unwrap();
+        let input: &[u8] = b"first\n\n{bad\xff\nlast";
+        let mut reader = RecordedInput::new(input, Some(recorder));
+        let mut all = Vec::new();
+        reader.read_to_end(&mut all).await.unwrap();
+        assert_eq!(all, input, "the bytes pass through unchanged");
+
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines = text.lines();
+        assert!(header(lines.next().unwrap()).unwrap().is_some());
+        let items: Vec<(Option<u64>, Item)> = lines.map(|l| Entry::parse(l).unwrap()).map(|e| (e.outputs, e.item)).collect();
+        assert_eq!(
+            items,
+            [
+                (Some(1), Item::Line(b"first".to_vec())),
+                (Some(1), Item::Line(vec![])),
+                (Some(1), Item::Line(b"{bad\xff".to_vec())),
+                (Some(1), Item::Line(b"last".to_vec())),
+                (Some(1), Item::End),
+            ]
+        );
+    }
+}

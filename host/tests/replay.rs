@@ -1,0 +1,277 @@
+//! `serve --record` and `rendergate replay` with the real binary and real
+//! haproxy: a recording replays to the live run's outputs, bad lines
+//! included; `--timeline` draws one check mark per check that ran.
+//!
+//! `RENDERGATE_TEST_HAPROXY` names the haproxy to use (default: `haproxy`).
+
+#[allow(dead_code)]
+#[path = "../../tests/e2e/support.rs"]
+mod support;
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// `rendergate replay ARGS` with the test's haproxy and no check spacing.
+fn replay(events: &Path, extra: &[&str]) -> Output {
+    let haproxy = haproxy();
+    let mut args = vec!["replay", events.to_str().unwrap(), "--haproxy", &haproxy, "--check-interval", "0s"];
+    args.extend_from_slice(extra);
+    Command::new(BIN).args(&args).stdin(Stdio::null()).output().expect("start rendergate replay")
+}
+
+/// Outputs without what differs from one haproxy run to the next: a
+/// verdict's `duration_ms`, and the process id in haproxy's message lines
+/// (`[ALERT]    (2420) : …`).
+fn untimed(lines: &[Value]) -> Vec<Value> {
+    lines
+        .iter()
+        .cloned()
+        .map(|mut l| {
+            if let Some(o) = l.as_object_mut() {
+                o.remove("duration_ms");
+                if let Some(Value::String(message)) = o.get_mut("message") {
+                    *message = without_pids(message);
+                }
+            }
+            l
+        })
+        .collect()
+}
+
+/// `(1234)` becomes `(pid)`.
+fn without_pids(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('(') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        if digits > 0 && rest[digits..].starts_with(')') {
+            out.push_str("pid");
+            rest = &rest[digits..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A live `serve --record` run: a pass with promotions, a bad line, a
+/// refusal with a revert, the same broken content again (remembered), then
+/// a fix that is released and promoted. Each step waits for its outputs, so
+/// the live run itself is not a race. Returns its outputs.
+fn record_live_run(recording: &Path) -> Vec<Value> {
+    let mut gate = Serve::start(&["--record", recording.to_str().unwrap()]);
+    let mut out = vec![];
+    gate.send(&json!({"type": "pods_discovered", "pods": ["haptic/haproxy-0", "haptic/haproxy-1"]}));
+    gate.send(&applied("haptic/haproxy-0", "r-1", "plan-1", "plan-1", "plan-0"));
+    gate.send(&applied("haptic/haproxy-1", "r-1", "plan-1", "plan-1", "plan-0"));
+    gate.send(&rendered("plan-1", "r-1", &sample_config()));
+    out.extend(gate.until("verdict"));
+    out.push(gate.next());
+    out.push(gate.next());
+
+    gate.send_raw("{not json");
+    out.extend(gate.until("error"));
+
+    gate.send(&applied("haptic/haproxy-0", "r-2", "plan-2", "plan-1", "plan-1"));
+    gate.send(&applied("haptic/haproxy-1", "r-2", "plan-2", "plan-2", "plan-1"));
+    gate.send(&rendered("plan-2", "r-2", &broken_config()));
+    out.extend(gate.until("revert"));
+    gate.send(&rendered("plan-2", "r-3", &broken_config()));
+    out.extend(gate.until("revert"));
+
+    gate.send(&rendered("plan-3", "r-4", &sample_config().replace("30s", "31s")));
+    out.extend(gate.until("release"));
+    gate.send(&applied("haptic/haproxy-0", "r-4", "plan-3", "plan-3", "plan-1"));
+    out.extend(gate.until("promote"));
+    let (rest, status) = gate.finish();
+    assert!(status.success());
+    out.extend(rest);
+    out
+}
+
+#[test]
+fn a_replayed_recording_gives_the_live_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("incident.ndjson");
+    let live = record_live_run(&recording);
+    let kinds: Vec<&str> = live.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"error") && kinds.contains(&"revert") && kinds.contains(&"release"), "{kinds:?}");
+    assert!(live.iter().any(|l| l["refused"] == true && l["remembered"] == false), "{live:?}");
+
+    // The recording: a header, every input line verbatim (the bad one too), the end.
+    let text = std::fs::read_to_string(&recording).unwrap();
+    let records: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records[0]["recording"], "rendergate");
+    assert_eq!(records[0]["version"], 1);
+    let lines: Vec<&str> = records[1..].iter().filter_map(|r| r["line"].as_str()).collect();
+    assert_eq!(lines.len(), 11, "{text}");
+    assert_eq!(lines[4], "{not json");
+    assert_eq!(records.last().unwrap()["end"], true);
+    let times: Vec<u64> = records[1..].iter().map(|r| r["at_ms"].as_u64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    let counts: Vec<u64> = records[1..].iter().map(|r| r["outputs"].as_u64().unwrap()).collect();
+    assert_eq!(counts[4], 3, "the bad line came after the verdict and its two promotions");
+
+    let out = replay(&recording, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replayed = lines_of(&out);
+    assert_eq!(untimed(&replayed), untimed(&live), "same outputs, in the same order");
+    let error = replayed.iter().find(|l| l["type"] == "error").unwrap();
+    assert_eq!(error["line"], 5, "{error}");
+}
+
+#[test]
+fn the_timeline_has_one_bar_per_check_and_parses_as_svg_and_html() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("incident.ndjson");
+    let live = record_live_run(&recording);
+    let checks = live.iter().filter(|l| l["type"] == "verdict" && l["remembered"] == false).count();
+    let remembered = live.iter().filter(|l| l["type"] == "verdict" && l["remembered"] == true).count();
+    assert_eq!((checks, remembered), (3, 1), "{live:?}");
+
+    let svg_path = dir.path().join("x.svg");
+    let out = replay(&recording, &["--timeline", svg_path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("not XML: {e}"));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    assert_eq!(doc.root_element().tag_name().namespace(), Some("http://www.w3.org/2000/svg"));
+    assert_marks(&doc, &lines_of(&out));
+
+    let html_path = dir.path().join("x.html");
+    let out = replay(&recording, &["--timeline", html_path.to_str().unwrap()]);
+    assert!(out.status.success());
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    let options = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
+    let doc = roxmltree::Document::parse_with_options(&html, options).unwrap_or_else(|e| panic!("not well-formed: {e}"));
+    assert_eq!(doc.root_element().tag_name().name(), "html");
+    assert!(doc.descendants().any(|n| n.tag_name().name() == "svg"), "the page holds the SVG");
+    assert_marks(&doc, &lines_of(&out));
+}
+
+/// One `g.check` per verdict from a check that ran, in its outcome's class;
+/// one mark per remembered verdict, release, promotion and revert; a legend.
+fn assert_marks(doc: &roxmltree::Document, outputs: &[Value]) {
+    let groups = |class: &str| {
+        doc.descendants().filter(|n| n.tag_name().name() == "g" && n.attribute("class").is_some_and(|c| c.split(' ').any(|w| w == class))).count()
+    };
+    let verdicts = |f: &dyn Fn(&Value) -> bool| outputs.iter().filter(|l| l["type"] == "verdict" && f(l)).count();
+    let ran = |l: &Value| l["remembered"] == false;
+    assert_eq!(groups("check"), verdicts(&ran));
+    assert_eq!(groups("pass"), verdicts(&|l| ran(l) && l["ok"] == true));
+    assert_eq!(groups("refused"), verdicts(&|l| ran(l) && l["refused"] == true));
+    assert_eq!(groups("remembered"), verdicts(&|l| l["remembered"] == true));
+    for kind in ["release", "promote", "revert", "error"] {
+        assert_eq!(groups(kind), outputs.iter().filter(|l| l["type"] == kind).count(), "{kind}");
+    }
+    // Each check carries its details for a hover.
+    for check in doc.descendants().filter(|n| n.attribute("class").is_some_and(|c| c.starts_with("check "))) {
+        let title = check.children().find(|c| c.tag_name().name() == "title").and_then(|t| t.text()).unwrap_or("");
+        assert!(title.starts_with("check of render r-"), "{title}");
+        assert!(check.children().any(|c| c.tag_name().name() == "rect"), "the bar itself");
+    }
+    let texts: Vec<&str> = doc.descendants().filter(|n| n.tag_name().name() == "text").filter_map(|n| n.text()).map(str::trim).collect();
+    for entry in ["Legend", "check passed", "check refused", "check could not run", "release", "promote", "revert"] {
+        assert!(texts.contains(&entry), "legend entry {entry:?} in {texts:?}");
+    }
+}
+
+fn lines_of(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn a_plain_event_stream_is_judged_render_by_render() {
+    let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/events.ndjson");
+    let out = replay(&events, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = lines_of(&out);
+    let summary: Vec<String> = lines
+        .iter()
+        .map(|l| match l["type"].as_str().unwrap() {
+            "verdict" if l["remembered"] == true => format!("remembered {}", l["render"].as_str().unwrap()),
+            "verdict" if l["ok"] == true => format!("pass {}", l["render"].as_str().unwrap()),
+            "verdict" => format!("refused {}", l["render"].as_str().unwrap()),
+            "latch" => format!("latch {}", l["state"].as_str().unwrap()),
+            "release" => format!("release {}", l["render"].as_str().unwrap()),
+            "promote" => format!("promote {} {}", l["pod"].as_str().unwrap(), l["plan"].as_str().unwrap()),
+            "revert" => format!("revert {} {}", l["pod"].as_str().unwrap(), l["plan"].as_str().unwrap()),
+            other => other.to_owned(),
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "pass r-1",
+            "promote haptic/haproxy-0 plan-1",
+            "promote haptic/haproxy-1 plan-1",
+            "refused r-2",
+            "latch pessimistic",
+            "revert haptic/haproxy-0 plan-2",
+            "remembered r-3",
+            "revert haptic/haproxy-0 plan-2",
+            "pass r-4",
+            "latch optimistic",
+            "release r-4",
+        ]
+    );
+}
+
+#[test]
+fn realtime_keeps_the_recorded_gaps_and_bytes_and_ends_are_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("hand-made.ndjson");
+    let good = rendered("plan-1", "r-1", &sample_config()).to_string();
+    let records = [
+        json!({"recording": "rendergate", "version": 1, "started_unix_ms": 0}),
+        json!({"at_ms": 0, "outputs": 0, "bytes": "7bff7d"}),
+        json!({"at_ms": 700, "outputs": 1, "line": good}),
+        json!({"at_ms": 750, "outputs": 2, "end": true}),
+        json!({"at_ms": 800, "outputs": 2, "line": "{never fed"}),
+    ];
+    let text: String = records.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&recording, text).unwrap();
+
+    let started = Instant::now();
+    let out = replay(&recording, &["--realtime"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() >= Duration::from_millis(700), "the recorded gap was kept");
+    let lines = lines_of(&out);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["type"], "error");
+    assert!(lines[0]["message"].as_str().unwrap().contains("UTF-8"), "{}", lines[0]);
+    assert_eq!((lines[1]["type"].as_str(), lines[1]["ok"].as_bool()), (Some("verdict"), Some(true)));
+}
+
+#[test]
+fn bad_replay_arguments_exit_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/events.ndjson");
+    let png = dir.path().join("x.png");
+    let cases: [(Vec<&str>, &str); 3] = [
+        (vec!["replay", events.to_str().unwrap(), "--timeline", png.to_str().unwrap()], "FILE.svg or FILE.html"),
+        (vec!["replay", "/nonexistent/events.ndjson"], "/nonexistent/events.ndjson"),
+        (vec!["replay"], "required arguments"),
+    ];
+    for (args, expected) in cases {
+        let out = Command::new(BIN).args(&args).stdin(Stdio::null()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!png.exists());
+    }
+
+    let broken = dir.path().join("broken.ndjson");
+    std::fs::write(&broken, "{\"recording\":\"rendergate\",\"version\":1,\"started_unix_ms\":0}\n{\"at_ms\":\"soon\"}\n").unwrap();
+    let out = Command::new(BIN).args(["replay", broken.to_str().unwrap()]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&out.stderr));
+}
