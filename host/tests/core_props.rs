@@ -347,9 +347,12 @@ impl Run {
                     running_plan: running.map(plan_name),
                     baseline_plan: baseline.map(plan_name),
                 };
+                // A pod repeating its last report changes nothing and asks no policy.
+                let repeated = self.model.pods.get(&report.pod) == Some(&report);
                 self.model.pods.insert(report.pod.clone(), report.clone());
                 self.gate.handle_event(now, Event::Applied(report));
-                self.absorb(Expect { applied: Some(pod_name(pod)), ..Expect::default() });
+                let applied = (!repeated).then(|| pod_name(pod));
+                self.absorb(Expect { applied, ..Expect::default() });
             }
             Op::PodTerminated { pod } => {
                 self.model.pods.remove(&pod_name(pod));

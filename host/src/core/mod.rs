@@ -167,6 +167,8 @@ impl Gate {
     pub fn handle_event(&mut self, now: Instant, event: Event) {
         match event {
             Event::Rendered(render) => self.renders.push(Arc::new(render)),
+            // A pod repeating its last report changes nothing: no policy call.
+            Event::Applied(report) if self.pods.get(&report.pod) == Some(&report) => {}
             Event::Applied(report) => {
                 let trigger = Trigger::Applied(report.state());
                 self.pods.report(report);

@@ -41,6 +41,10 @@ impl Pods {
         self.by_name.insert(report.pod.clone(), report);
     }
 
+    pub fn get(&self, pod: &str) -> Option<&PodReport> {
+        self.by_name.get(pod)
+    }
+
     pub fn terminated(&mut self, pod: &str) {
         self.by_name.remove(pod);
     }

@@ -448,3 +448,14 @@ fn a_resent_render_id_replaces_the_earlier_occurrence() {
     assert_eq!(ids, ["r-1"], "r-1 in flight; the first r-2 is replaced");
     assert_eq!(h.gate.renders().newest().unwrap().render.plan(), "plan-3");
 }
+
+#[test]
+fn a_repeated_identical_report_does_not_ask_the_policy_again() {
+    let mut h = Harness::with_interval(Duration::ZERO);
+    h.event(applied("ns/a", "r-1", "plan-1", "plan-0", "plan-0"));
+    assert_eq!(h.take().len(), 1, "the first report asks the policy");
+    h.event(applied("ns/a", "r-1", "plan-1", "plan-0", "plan-0"));
+    assert!(h.take().is_empty(), "the same report again does not");
+    h.event(applied("ns/a", "r-1", "plan-1", "plan-1", "plan-0"));
+    assert_eq!(h.take().len(), 1, "a changed report does");
+}
