@@ -52,11 +52,7 @@ pub fn daemon_user_chroot_stats(s: &mut Scene) -> Spec {
     let jail = s.plant_dir("jail");
     let sock = s.outside.join(format!("stats-{}.sock", s.tag));
     let pid = s.outside.join(format!("haproxy-{}.pid", s.tag));
-    let group = if std::fs::read_to_string("/etc/group").unwrap_or_default().contains("\nnogroup:") {
-        "nogroup"
-    } else {
-        "nobody"
-    };
+    let group = nogroup();
     let global = format!(
         "  user nobody\n  group {group}\n  chroot {}\n  stats socket {} mode 600 level admin\n  daemon\n  pidfile {}\n",
         jail.display(),
@@ -64,6 +60,54 @@ pub fn daemon_user_chroot_stats(s: &mut Scene) -> Spec {
         pid.display()
     );
     Spec::check(config(&global, "", ""), PASS).watch(sock).watch(pid)
+}
+
+/// Names for users and groups in the other places HAProxy resolves them
+/// while parsing, and spelled the other ways HAProxy accepts: valid here
+/// (unsandboxed HAProxy passes each), so they must pass sandboxed too. A
+/// false refusal closes the latch and reverts pods.
+pub fn user_group_spellings(_: &mut Scene) -> Spec {
+    let global = format!("  user nobody # the unprivileged user\n  group \"{}\"\n", nogroup());
+    Spec::check(config(&global, "", ""), PASS)
+}
+
+pub fn stats_socket_user_group(s: &mut Scene) -> Spec {
+    let sock = s.outside.join(format!("stats-{}.sock", s.tag));
+    let global = format!("  stats socket {} mode 660 level admin user nobody group {}\n", sock.display(), nogroup());
+    Spec::check(config(&global, "", ""), PASS).watch(sock)
+}
+
+pub fn unix_bind_user_group(s: &mut Scene) -> Spec {
+    let global = format!("  unix-bind prefix {} mode 770 user nobody group {}\n", s.outside.display(), nogroup());
+    Spec::check(config(&global, "", ""), PASS)
+}
+
+/// Kubernetes-style service discovery: the resolvers take the host's name servers.
+pub fn parse_resolv_conf(_: &mut Scene) -> Spec {
+    if !std::path::Path::new("/etc/resolv.conf").exists() {
+        return Spec::skip("no /etc/resolv.conf on this host");
+    }
+    let tail =
+        "resolvers dns\n  parse-resolv-conf\nbackend app\n  server s1 127.0.0.1:8080 resolvers dns init-addr none\n";
+    Spec::check(config("", "  default_backend app\n", tail), PASS)
+}
+
+/// Variables the config sets for itself still expand (the gate's own are gone).
+pub fn setenv_in_global(_: &mut Scene) -> Spec {
+    let tail = "backend app\n  server s1 127.0.0.1:\"${BACKEND_PORT}\"\n";
+    Spec::check(config("  setenv BACKEND_PORT 8080\n", "  default_backend app\n", tail), PASS)
+}
+
+/// A directory of certificates in the render (`crt DIR` lists it).
+pub fn tls_crt_directory(_: &mut Scene) -> Spec {
+    let Some((cert, key)) = self_signed() else { return Spec::skip(NO_OPENSSL) };
+    let frontend = "  bind 127.0.0.1:18443 ssl crt ssl/certs/\n";
+    Spec::check(config("", frontend, ""), PASS)
+        .files(vec![file("ssl/certs/a.pem", format!("{cert}{key}")), file("ssl/certs/b.pem", format!("{cert}{key}"))])
+}
+
+fn nogroup() -> &'static str {
+    if std::fs::read_to_string("/etc/group").unwrap_or_default().contains("\nnogroup:") { "nogroup" } else { "nobody" }
 }
 
 // -- host paths named by the config -----------------------------------------
@@ -156,6 +200,21 @@ pub fn dotdot_in_render_path(s: &mut Scene) -> Spec {
         spec = spec.watch(p);
     }
     spec
+}
+
+/// A render file that would replace the config: the check must judge the
+/// render's own config, or not run at all.
+pub fn render_file_over_the_config(_: &mut Scene) -> Spec {
+    let broken = config("", "  http-request bogus-action\n", "");
+    Spec::serve(broken, &[Kind::Refused, Kind::CouldNotRun]).files(vec![file("./haproxy.cfg", config("", "", ""))])
+}
+
+/// A NUL byte in a render path: refused before anything is written.
+pub fn nul_in_render_path(s: &mut Scene) -> Spec {
+    let name = format!("{}-nul", s.tag);
+    Spec::serve(config("", "", ""), COULD_NOT_RUN)
+        .files(vec![file(&format!("maps/{name}\u{0}/../../../x.map"), "a b\n")])
+        .watch(s.root.join("x.map"))
 }
 
 pub fn double_slash_etc(_: &mut Scene) -> Spec {

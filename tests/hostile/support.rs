@@ -39,7 +39,10 @@ pub fn haproxy() -> &'static Path {
         if name.contains('/') {
             return std::path::absolute(&name).unwrap();
         }
-        which(&name).unwrap_or_else(|| panic!("no {name} on PATH: the hostile suite needs haproxy"))
+        // Debian puts it in /usr/sbin, which a user's PATH may lack
+        which(&name)
+            .or_else(|| ["/usr/sbin", "/usr/local/sbin"].iter().map(|d| Path::new(d).join(&name)).find(|p| p.is_file()))
+            .unwrap_or_else(|| panic!("no {name} on PATH: the hostile suite needs haproxy"))
     })
 }
 
@@ -594,8 +597,18 @@ fn run_serve(scene: &Scene, spec: &Spec, run: Run) -> Outcome {
     let wall = started.elapsed();
     drop(stdin);
     let status = wait_guarded(&mut child, Duration::from_secs(20));
-    let _ = reader.join();
-    lines.extend(rx.try_iter());
+    drop(reader); // it ends with the output; waited for through the channel below
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(l) => lines.push(l),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                lines.push("<the gate's output never ended: something still holds it open>".into());
+                break;
+            }
+        }
+    }
     let stderr = drained(err);
     let kind = match (&verdict, status) {
         (None, _) => Err("no verdict within 30 s".to_owned()),

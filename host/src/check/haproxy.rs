@@ -161,7 +161,7 @@ impl HaproxyChecker {
             return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary));
         }
         let time_left = deadline.saturating_duration_since(Instant::now());
-        let prepared = match self.sandbox.as_ref().map(|s| s.prepare(tmp.fd(), sandbox::wants_system_ca(render), time_left)) {
+        let prepared = match self.sandbox.as_ref().map(|s| s.prepare(tmp.fd(), sandbox::HostFiles::of(render), time_left)) {
             Some(Ok(prepared)) => prepared,
             Some(Err(reason)) => return unavailable(verdict::sanitise(&reason, dir, binary)),
             None => return unavailable("no sandbox for a missing binary".into()),

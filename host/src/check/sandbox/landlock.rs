@@ -141,6 +141,17 @@ impl Grants {
     }
 }
 
+impl Grants {
+    /// Adds read-only access to one more file.
+    pub fn with_file(mut self, path: &str) -> Grants {
+        self.rules.push((path.into(), FS_READ_FILE));
+        self
+    }
+}
+
+/// The resolver configuration, granted only for `parse-resolv-conf`.
+pub const RESOLV_CONF: &str = "/etc/resolv.conf";
+
 /// Builds a ruleset fd (close-on-exec) granting `grants` plus read-only on
 /// the check directory, given by its descriptor. Paths that do not exist are
 /// skipped (a host without `/lib64`).

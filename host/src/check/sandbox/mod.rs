@@ -156,12 +156,12 @@ impl Sandbox {
     /// Everything one check's child needs, made now in the parent.
     /// `check_dir`: the check directory's descriptor, which the child
     /// `fchdir`s to and Landlock grants (read-only) from; it must stay open
-    /// until `spawn` has returned. `system_ca`: the render mentions
-    /// `@system-ca`. `time_left` bounds CPU.
+    /// until `spawn` has returned. `host`: the host files the render asks
+    /// for. `time_left` bounds CPU.
     pub fn prepare<'a>(
         &self,
         check_dir: BorrowedFd<'a>,
-        system_ca: bool,
+        host: HostFiles,
         time_left: Duration,
     ) -> Result<Prepared<'a>, String> {
         if self.opts.mode == Mode::Off {
@@ -176,10 +176,17 @@ impl Sandbox {
         }
         let ruleset = match &self.probe.landlock {
             Ok(abi) => {
-                let grants = if system_ca {
+                let grants = if host.system_ca {
                     &self.grants_with_ca
                 } else {
                     &self.grants
+                };
+                let with_resolv_conf;
+                let grants = if host.resolv_conf {
+                    with_resolv_conf = grants.clone().with_file(landlock::RESOLV_CONF);
+                    &with_resolv_conf
+                } else {
+                    grants
                 };
                 let fd = landlock::ruleset(*abi, grants, check_dir)
                     .map_err(|e| format!("sandbox setup failed in layer 'landlock': {e}"))?;
@@ -382,6 +389,21 @@ fn enter(dir: RawFd) -> io::Result<()> {
 pub fn wants_system_ca(render: &crate::render::Render) -> bool {
     const MARK: &str = "@system-ca";
     render.config().contains(MARK) || render.files().iter().any(|f| f.content.contains(MARK))
+}
+
+/// Host files a check may read because the render asks for them by name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostFiles {
+    /// `@system-ca`: the system CA store.
+    pub system_ca: bool,
+    /// `parse-resolv-conf` in a `resolvers` section: `/etc/resolv.conf`.
+    pub resolv_conf: bool,
+}
+
+impl HostFiles {
+    pub fn of(render: &crate::render::Render) -> Self {
+        HostFiles { system_ca: wants_system_ca(render), resolv_conf: render.config().contains("parse-resolv-conf") }
+    }
 }
 
 #[cfg(test)]

@@ -253,7 +253,7 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
         .unwrap()
         .prepare(
             std::os::fd::AsFd::as_fd(&dir),
-            false,
+            HostFiles::default(),
             Duration::from_secs(10),
         )
         .unwrap();
@@ -279,7 +279,7 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
         .prepare(
             // SAFETY: a descriptor number far above any open one; never used but by fchdir
             unsafe { std::os::fd::BorrowedFd::borrow_raw(1_000_000) },
-            false,
+            HostFiles::default(),
             Duration::from_secs(10),
         )
         .unwrap();
