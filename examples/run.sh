@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets rendergate up on a fresh Debian machine and runs it on the sample
 # render: installs haproxy if it is missing, builds, checks examples/render,
-# then feeds examples/events.ndjson to `rendergate serve`.
+# then feeds examples/events.ndjson to `rendergate serve`, and replays it
+# into a timeline picture (rendergate-timeline.svg).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
@@ -19,3 +20,7 @@ echo "== rendergate check examples/render"
 echo
 echo "== rendergate serve < examples/events.ndjson"
 "$bin" serve --check-interval 0s < examples/events.ndjson
+echo
+echo "== rendergate replay examples/events.ndjson --timeline rendergate-timeline.svg"
+"$bin" replay examples/events.ndjson --timeline rendergate-timeline.svg > /dev/null
+echo "the timeline of that stream is in rendergate-timeline.svg"
