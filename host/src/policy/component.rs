@@ -19,7 +19,13 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 mod bindings {
-    wasmtime::component::bindgen!({ path: "../wit", world: "policy" });
+    // Borrowed parameter types: the fleet is lowered straight from the
+    // host's own strings, with no copy per pod and string.
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "policy",
+        ownership: Borrowing { duplicate_if_necessary: true },
+    });
 }
 use bindings::rendergate::policy::types as wit;
 
@@ -171,9 +177,13 @@ impl ComponentPolicy {
 
     /// Decides, and says how much fuel the decision burned (for sizing `--policy-fuel`).
     pub fn decide_metered(&self, trigger: &Trigger, fleet: &Fleet) -> Result<(Decision, u64), PolicyError> {
-        let (trigger, fleet) = (trigger_out(trigger), fleet_out(fleet));
+        let pods: Vec<wit::PodState<'_>> = fleet.pods.iter().map(pod_out).collect();
+        let passed: Vec<&str> = fleet.passed_plans.iter().map(String::as_str).collect();
+        let refused: Vec<&str> = fleet.refused_plans.iter().map(String::as_str).collect();
+        let fleet = wit::Fleet { pods: &pods, passed_plans: &passed, refused_plans: &refused };
+        let trigger = trigger_out(trigger);
         let fail = |failure| PolicyError { policy: self.name.clone(), failure };
-        let (decision, fuel) = self.call(|p, store| p.call_decide(store, &trigger, &fleet), &self.name).map_err(fail)?;
+        let (decision, fuel) = self.call(move |p, store| p.call_decide(store, trigger, fleet), &self.name).map_err(fail)?;
         let size = decision_size(&decision);
         if size > self.limits.decision_cap {
             return Err(fail(PolicyFailure::TooLarge { bytes: size, cap: self.limits.decision_cap }));
@@ -254,20 +264,20 @@ fn decision_size(d: &wit::Decision) -> usize {
     promote + revert + notes
 }
 
-fn pod_out(p: &policy_core::PodState) -> wit::PodState {
+fn pod_out(p: &policy_core::PodState) -> wit::PodState<'_> {
     wit::PodState {
-        pod: p.pod.clone(),
-        applied_plan: p.applied_plan.clone(),
-        running_plan: p.running_plan.clone(),
-        baseline_plan: p.baseline_plan.clone(),
+        pod: &p.pod,
+        applied_plan: p.applied_plan.as_deref(),
+        running_plan: p.running_plan.as_deref(),
+        baseline_plan: p.baseline_plan.as_deref(),
     }
 }
 
-fn trigger_out(t: &Trigger) -> wit::Trigger {
+fn trigger_out(t: &Trigger) -> wit::Trigger<'_> {
     match t {
         Trigger::Verdict(v) => wit::Trigger::Verdict(wit::Verdict {
-            plan: v.plan.clone(),
-            render: v.render.clone(),
+            plan: &v.plan,
+            render: &v.render,
             outcome: match v.outcome {
                 policy_core::Outcome::Passed => wit::Outcome::Passed,
                 policy_core::Outcome::Refused => wit::Outcome::Refused,
@@ -276,17 +286,9 @@ fn trigger_out(t: &Trigger) -> wit::Trigger {
             newest: v.newest,
             pinned: v.pinned,
             remembered: v.remembered,
-            message: v.message.clone(),
+            message: &v.message,
         }),
         Trigger::Applied(p) => wit::Trigger::Applied(pod_out(p)),
-    }
-}
-
-fn fleet_out(f: &Fleet) -> wit::Fleet {
-    wit::Fleet {
-        pods: f.pods.iter().map(pod_out).collect(),
-        passed_plans: f.passed_plans.clone(),
-        refused_plans: f.refused_plans.clone(),
     }
 }
 
