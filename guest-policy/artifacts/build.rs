@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
-    let guests = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    // Read at run time, not baked in with env!(): cargo may reuse this
+    // compiled script for another checkout sharing the target directory.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let guests = Path::new(&manifest_dir).parent().unwrap().to_path_buf();
     let wit = guests.parent().unwrap().join("wit");
     for watched in [guests.join("Cargo.toml"), guests.join("Cargo.lock"), wit] {
         println!("cargo:rerun-if-changed={}", watched.display());

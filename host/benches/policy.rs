@@ -12,14 +12,15 @@ use std::time::{Duration, Instant};
 
 fn fleet(pods: usize) -> Fleet {
     Fleet {
-        pods: (0..pods)
+        pods: std::sync::Arc::new(
+            (0..pods)
             .map(|i| PodState {
                 pod: format!("haptic/haproxy-{i}"),
                 applied_plan: Some("plan-2".into()),
                 running_plan: Some(if i % 3 == 0 { "plan-2" } else { "plan-1" }.into()),
                 baseline_plan: Some("plan-1".into()),
             })
-            .collect(),
+            .collect()),
         passed_plans: vec!["plan-1".into()],
         refused_plans: vec!["plan-2".into()],
     }

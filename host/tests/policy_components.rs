@@ -40,7 +40,7 @@ fn pod(i: usize) -> PodState {
 }
 
 fn fleet(pods: usize) -> Fleet {
-    Fleet { pods: (0..pods).map(pod).collect(), passed_plans: vec!["plan-1".into()], refused_plans: vec!["plan-2".into()] }
+    Fleet { pods: std::sync::Arc::new((0..pods).map(pod).collect()), passed_plans: vec!["plan-1".into()], refused_plans: vec!["plan-2".into()] }
 }
 
 fn refusal() -> Trigger {

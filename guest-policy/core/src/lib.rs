@@ -5,6 +5,8 @@
 //! same decision code: a guest converts its generated bindings into these
 //! types, calls [`decide`], and converts back.
 
+use std::sync::Arc;
+
 /// One HAProxy pod as the gate knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PodState {
@@ -50,7 +52,10 @@ pub enum Trigger {
 /// The fleet at the moment of the trigger.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Fleet {
-    pub pods: Vec<PodState>,
+    /// Shared, not copied: the gate hands the same pod list to every
+    /// decision and updates it in place between them. The gate keeps it
+    /// sorted by pod name.
+    pub pods: Arc<Vec<PodState>>,
     /// Plans HAProxy accepted, oldest first (bounded).
     pub passed_plans: Vec<String>,
     /// Plans HAProxy refused, oldest first (bounded).
@@ -182,7 +187,8 @@ mod tests {
                 pod("ns/b", "p2", "p2", "p1"), // took p2 and loaded it
                 pod("ns/c", "p1", "p1", "p1"), // never took p2
                 pod("ns/d", "p2", "", "p2"),   // baseline already p2
-            ],
+            ]
+            .into(),
             passed_plans: vec![],
             refused_plans: vec![],
         }

@@ -30,7 +30,7 @@ fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
         decision.notes.push("no passed plan known: reverting to baselines".into());
         return policy_core::decide(trigger, fleet);
     };
-    for pod in &fleet.pods {
+    for pod in fleet.pods.iter() {
         if pod.running_plan.as_deref() == Some(good) && pod.applied_plan.as_deref() == Some(good) {
             continue;
         }

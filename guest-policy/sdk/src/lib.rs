@@ -67,7 +67,7 @@ fn trigger_in(t: Trigger) -> plain::Trigger {
 
 fn fleet_in(f: Fleet) -> plain::Fleet {
     plain::Fleet {
-        pods: f.pods.into_iter().map(pod_in).collect(),
+        pods: std::sync::Arc::new(f.pods.into_iter().map(pod_in).collect()),
         passed_plans: f.passed_plans,
         refused_plans: f.refused_plans,
     }

@@ -182,7 +182,7 @@ impl PodJson {
 impl FleetJson {
     pub fn to_plain(&self) -> plain::Fleet {
         plain::Fleet {
-            pods: self.pods.iter().map(PodJson::to_plain).collect(),
+            pods: std::sync::Arc::new(self.pods.iter().map(PodJson::to_plain).collect()),
             passed_plans: self.passed_plans.clone(),
             refused_plans: self.refused_plans.clone(),
         }

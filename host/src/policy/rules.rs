@@ -25,7 +25,12 @@ pub struct Dropped {
 pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
     let mut checked = Checked::default();
     let passed = |plan: &str| fleet.passed_plans.iter().any(|p| p == plan);
-    let pod = |name: &str| fleet.pods.iter().find(|p| p.pod == name);
+    // The gate's fleet is sorted by name: a binary search finds a pod; the
+    // linear scan covers fleets from elsewhere (fixtures) in any order.
+    let pod = |name: &str| match fleet.pods.binary_search_by(|p| p.pod.as_str().cmp(name)) {
+        Ok(at) => Some(&fleet.pods[at]),
+        Err(_) => fleet.pods.iter().find(|p| p.pod == name),
+    };
     for p in decision.promote {
         let why = match pod(&p.pod) {
             None => Some(("unknown-pod", "the pod is not in the fleet")),
@@ -68,7 +73,8 @@ mod tests {
                 applied_plan: Some("p2".into()),
                 running_plan: Some("p1".into()),
                 baseline_plan: Some("p1".into()),
-            }],
+            }]
+            .into(),
             passed_plans: vec!["p1".into(), "p2".into()],
             refused_plans: vec!["p3".into()],
         }
