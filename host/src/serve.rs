@@ -20,6 +20,8 @@ where
 {
     let (errors_tx, mut errors) = mpsc::unbounded_channel::<LineError>();
     let writer = tokio::spawn(async move {
+        // Buffered: tokio's stdout does each write on a blocking thread.
+        let mut output = tokio::io::BufWriter::new(output);
         let (mut outputs_open, mut errors_open) = (true, true);
         while outputs_open || errors_open {
             let line = tokio::select! {
@@ -34,8 +36,12 @@ where
             };
             output.write_all(line.as_bytes()).await?;
             output.write_all(b"\n").await?;
-            output.flush().await?;
+            // Flush when nothing else is ready: one write per burst, not per line.
+            if outputs.is_empty() && errors.is_empty() {
+                output.flush().await?;
+            }
         }
+        output.flush().await?;
         Ok::<_, std::io::Error>(())
     });
 

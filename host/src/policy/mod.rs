@@ -139,9 +139,13 @@ impl PolicySeat {
             tracing::warn!(policy = policy.name(), rule = dropped.rule, "dropped {}", dropped.item);
         }
         let (promote, revert, dropped) = (checked.promote.len(), checked.revert.len(), checked.dropped.len());
-        if promote + revert + dropped > 0 {
+        // Reverts and dropped items matter to an operator; promotions are
+        // routine (one per pod per passed plan) and would flood the log.
+        if revert + dropped > 0 {
             let dropped_items: Vec<&str> = checked.dropped.iter().map(|d| d.item.as_str()).collect();
             tracing::info!(policy = policy.name(), promote, revert, dropped, dropped_items = ?dropped_items, "policy decided");
+        } else if promote > 0 {
+            tracing::debug!(policy = policy.name(), promote, "policy decided");
         }
         Settled { promote: checked.promote, revert: checked.revert, failure, dropped: checked.dropped, notes }
     }
