@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 pub const MAX_LINE: usize = 256 * 1024 * 1024;
 
 /// Runs the gate over `input` until end of input, writing to `output`.
-pub async fn serve<R, W>(mut input: R, mut output: W, gate: Gate, mut outputs: mpsc::Receiver<Output>) -> std::io::Result<()>
+pub async fn serve<R, W>(mut input: R, output: W, gate: Gate, mut outputs: mpsc::Receiver<Output>) -> std::io::Result<()>
 where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,

@@ -34,7 +34,7 @@ fn pod(i: usize) -> PodState {
     PodState {
         pod: format!("ns/haproxy-{i}"),
         applied_plan: Some("plan-2".into()),
-        running_plan: Some(if i % 2 == 0 { "plan-1" } else { "plan-2" }.into()),
+        running_plan: Some(if i.is_multiple_of(2) { "plan-1" } else { "plan-2" }.into()),
         baseline_plan: Some("plan-1".into()),
     }
 }

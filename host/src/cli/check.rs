@@ -32,14 +32,18 @@ pub struct Args {
 fn explain(checker: &HaproxyChecker) -> ExitCode {
     use rendergate::check::sandbox::{landlock, rlimits, seccomp};
     println!("{}", checker.sandbox_report());
-    if let Some(s) = checker.sandbox() {
-        if s.mode() != Mode::Off {
-            println!("  landlock: read-only on the check directory, the haproxy binary and its loader (execute),");
-            println!("            {}, {}; the CA store only for @system-ca", landlock::LIBRARY_DIRS.join(" "), landlock::LOADER_CACHE);
-            println!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
-            println!("  rlimits:  address space, CPU seconds (the timeout), file size 0, {} open files, core 0", rlimits::OPEN_FILES);
-            println!("  env:      haproxy starts with an empty environment; stdin /dev/null");
-        }
+    if let Some(s) = checker.sandbox()
+        && s.mode() != Mode::Off
+    {
+        println!("  landlock: read-only on the check directory, the haproxy binary and its loader (execute),");
+        println!(
+            "            {}, {}; the CA store only for @system-ca, /etc/resolv.conf only for parse-resolv-conf",
+            landlock::LIBRARY_DIRS.join(" "),
+            landlock::LOADER_CACHE
+        );
+        println!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
+        println!("  rlimits:  address space, CPU seconds (the timeout), file size 0, {} open files, core 0", rlimits::OPEN_FILES);
+        println!("  env:      haproxy starts with an empty environment; stdin /dev/null");
     }
     ExitCode::SUCCESS
 }

@@ -3,7 +3,7 @@
 
 use rendergate::policy::fixture::{self, CaseResult};
 use rendergate::policy::{ComponentPolicy, Policy, PolicyLimits};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Subcommand)]
@@ -38,7 +38,7 @@ pub fn run(command: Command) -> ExitCode {
     }
 }
 
-fn test(component: &PathBuf, fixtures: &[PathBuf]) -> ExitCode {
+fn test(component: &Path, fixtures: &[PathBuf]) -> ExitCode {
     let policy = match ComponentPolicy::load(component, PolicyLimits::default(), None) {
         Ok(policy) => policy,
         Err(e) => {

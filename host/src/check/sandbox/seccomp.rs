@@ -135,7 +135,7 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 pub fn program() -> Result<Vec<libc::sock_filter>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENIED.iter().map(|(_, nr)| (*nr as i64, vec![])).collect();
+        DENIED.iter().map(|(_, nr)| (*nr, vec![])).collect();
     // clone: only threads (CLONE_THREAD set) may be made
     let no_thread = SeccompCondition::new(
         0,
@@ -145,9 +145,9 @@ pub fn program() -> Result<Vec<libc::sock_filter>, String> {
     )
     .and_then(|c| SeccompRule::new(vec![c]))
     .map_err(|e| format!("seccomp: {e}"))?;
-    rules.insert(libc::SYS_clone as i64, vec![no_thread]);
+    rules.insert(libc::SYS_clone, vec![no_thread]);
     rules.insert(
-        libc::SYS_socket as i64,
+        libc::SYS_socket,
         socket_rules().map_err(|e| format!("seccomp: {e}"))?,
     );
     let filter = SeccompFilter::new(
