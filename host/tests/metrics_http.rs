@@ -16,30 +16,11 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_rendergate");
-
-fn haproxy() -> String {
-    std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into())
-}
-
-fn sample_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render")
-}
-
-fn sample_config() -> String {
-    std::fs::read_to_string(sample_dir().join("haproxy.cfg")).unwrap()
-}
-
-/// The sample config with one line HAProxy refuses.
-fn broken_config() -> String {
-    sample_config().replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n")
-}
-
-fn rendered(plan: &str, render: &str, config: &str) -> Value {
-    let map = std::fs::read_to_string(sample_dir().join("maps/hosts.map")).unwrap();
-    json!({"type": "rendered", "plan": plan, "render": render, "config": config,
-           "files": [{"kind": "map", "path": "maps/hosts.map", "content": map}]})
-}
+// The end-to-end tests' helpers: the binary, haproxy, the sample render.
+#[allow(dead_code)]
+#[path = "../../tests/e2e/support.rs"]
+mod support;
+use support::{BIN, broken_config, haproxy, rendered, sample_config};
 
 /// One HTTP response: status, headers (lower-case names), body.
 struct Reply {

@@ -45,9 +45,6 @@ pub struct Pods {
 
 impl Pods {
     pub fn report(&mut self, report: PodReport) {
-        if let Some(old) = self.by_name.get(&report.pod).cloned() {
-            self.unhold(&old);
-        }
         self.hold(&report);
         let state = report.state();
         let states = Arc::make_mut(&mut self.states);
@@ -55,7 +52,9 @@ impl Pods {
             Ok(at) => states[at] = state,
             Err(at) => states.insert(at, state),
         }
-        self.by_name.insert(report.pod.clone(), report);
+        if let Some(old) = self.by_name.insert(report.pod.clone(), report) {
+            self.unhold(&old);
+        }
     }
 
     pub fn get(&self, pod: &str) -> Option<&PodReport> {

@@ -171,10 +171,6 @@ impl ComponentPolicy {
         Ok(policy)
     }
 
-    pub fn limits(&self) -> &PolicyLimits {
-        &self.limits
-    }
-
     /// Decides, and says how much fuel the decision burned (for sizing `--policy-fuel`).
     pub fn decide_metered(&self, trigger: &Trigger, fleet: &Fleet) -> Result<(Decision, u64), PolicyError> {
         let pods: Vec<wit::PodState<'_>> = fleet.pods.iter().map(pod_out).collect();

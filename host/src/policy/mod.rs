@@ -123,7 +123,7 @@ impl PolicySeat {
     pub fn decide(&self, trigger: &Trigger, fleet: &Fleet, metrics: &Metrics) -> Settled {
         let policy = self.live.current();
         let started = Instant::now();
-        let (decision, failure) = match policy.decide(trigger, fleet) {
+        let (mut decision, failure) = match policy.decide(trigger, fleet) {
             Ok(d) => (d, None),
             Err(e) => (policy_core::decide(trigger, fleet), Some(e)),
         };
@@ -132,7 +132,7 @@ impl PolicySeat {
             metrics.policy_failed(&e.policy, e.failure.reason());
             tracing::warn!(policy = e.policy, reason = e.failure.reason(), "{e}; the default policy decided instead");
         }
-        let notes = decision.notes.clone();
+        let notes = std::mem::take(&mut decision.notes);
         let checked = rules::enforce(decision, fleet);
         for dropped in &checked.dropped {
             metrics.policy_dropped(policy.name(), dropped.rule);
