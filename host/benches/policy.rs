@@ -21,8 +21,8 @@ fn fleet(pods: usize) -> Fleet {
                 baseline_plan: Some("plan-1".into()),
             })
             .collect()),
-        passed_plans: vec!["plan-1".into()],
-        refused_plans: vec!["plan-2".into()],
+        passed_plans: vec!["plan-1".into()].into(),
+        refused_plans: vec!["plan-2".into()].into(),
     }
 }
 

@@ -6,7 +6,7 @@
 //! and sleeps until the core's next timer. Nothing here decides anything.
 
 use crate::check::Checker;
-use crate::core::{self, CheckId, CheckOutcome, CheckRequest, Effect, Event, LatchState, Verdict};
+use crate::core::{self, CheckId, CheckOutcome, CheckRequest, Effect, Event, LatchState, Reason, Verdict};
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::policy::{PolicySeat, Promote, Revert};
@@ -92,6 +92,7 @@ impl Gate {
             outputs: outputs_tx,
             config,
             check: None,
+            shown_latch: None,
         };
         let driver = tokio::spawn(driver.run(events_rx));
         (Gate { events: events_tx, driver, metrics, health }, outputs_rx)
@@ -119,6 +120,11 @@ impl Gate {
     }
 }
 
+/// Events taken from the channel at once. Taking them together frees their
+/// slots together, so a sender that waits for room wakes once per batch, not
+/// once per event.
+const EVENT_BATCH: usize = 64;
+
 /// A check running on the worker.
 struct RunningCheck {
     id: CheckId,
@@ -134,11 +140,14 @@ struct Driver {
     outputs: mpsc::Sender<Output>,
     config: GateConfig,
     check: Option<RunningCheck>,
+    /// The latch as the gauges last showed it: they move only when it does.
+    shown_latch: Option<(LatchState, Option<Reason>)>,
 }
 
 impl Driver {
     async fn run(mut self, mut events: mpsc::Receiver<Event>) {
         let mut input_open = true;
+        let mut batch = Vec::with_capacity(EVENT_BATCH);
         loop {
             self.health.turn_started(now());
             if self.carry_out_effects().await.is_err() {
@@ -150,11 +159,12 @@ impl Driver {
             let timer = self.core.poll_timeout();
             self.health.turn_ended();
             tokio::select! {
-                event = events.recv(), if input_open => match event {
-                    Some(event) => self.core.handle_event(now(), event),
-                    None => {
+                n = events.recv_many(&mut batch, EVENT_BATCH), if input_open => {
+                    if n == 0 {
                         input_open = false;
                         self.core.drain(now());
+                    } else if self.handle_events(&mut batch).await.is_err() {
+                        break; // nobody listens any more
                     }
                 },
                 result = async { (&mut self.check.as_mut().expect("guarded").task).await }, if self.check.is_some() => {
@@ -187,10 +197,26 @@ impl Driver {
         }
     }
 
+    /// Feeds a batch of events to the core, carrying out each one's effects
+    /// before the next: a pending decision shares the fleet, which the next
+    /// event would otherwise have to copy before changing it.
+    async fn handle_events(&mut self, batch: &mut Vec<Event>) -> Result<(), mpsc::error::SendError<Output>> {
+        self.health.turn_started(now());
+        for event in batch.drain(..) {
+            self.core.handle_event(now(), event);
+            self.carry_out_effects().await?;
+        }
+        Ok(())
+    }
+
     async fn carry_out_effects(&mut self) -> Result<(), mpsc::error::SendError<Output>> {
         // The gauges first, so whoever reads an output finds them moved.
-        self.metrics.set_pinned(self.core.latch().pinned());
-        self.metrics.set_latch(self.core.latch().state());
+        let latch = (self.core.latch().state(), self.core.latch().pinned());
+        if self.shown_latch != Some(latch) {
+            self.metrics.set_latch(latch.0);
+            self.metrics.set_pinned(latch.1);
+            self.shown_latch = Some(latch);
+        }
         self.metrics.set_renders_retained(self.core.renders().len());
         while let Some(effect) = self.core.poll_effect() {
             match effect {

@@ -40,7 +40,7 @@ fn pod(i: usize) -> PodState {
 }
 
 fn fleet(pods: usize) -> Fleet {
-    Fleet { pods: std::sync::Arc::new((0..pods).map(pod).collect()), passed_plans: vec!["plan-1".into()], refused_plans: vec!["plan-2".into()] }
+    Fleet { pods: std::sync::Arc::new((0..pods).map(pod).collect()), passed_plans: vec!["plan-1".into()].into(), refused_plans: vec!["plan-2".into()].into() }
 }
 
 fn refusal() -> Trigger {
@@ -156,7 +156,7 @@ fn a_rule_breaking_decision_loses_every_item_and_each_rule_is_counted() {
     let metrics = Metrics::default();
     let seat = PolicySeat::new(Arc::new(load(built::HOSTILE_RULE_BREAKER)));
     let mut f = fleet(2);
-    f.passed_plans.push("plan-3".into());
+    f.passed_plans = ["plan-1".into(), "plan-3".into()].into();
     let settled = seat.decide(&refusal(), &f, &metrics);
     assert!(settled.promote.is_empty() && settled.revert.is_empty(), "{settled:?}");
     assert!(settled.failure.is_none());

@@ -56,10 +56,11 @@ pub struct Fleet {
     /// decision and updates it in place between them. The gate keeps it
     /// sorted by pod name.
     pub pods: Arc<Vec<PodState>>,
-    /// Plans HAProxy accepted, oldest first (bounded).
-    pub passed_plans: Vec<String>,
+    /// Plans HAProxy accepted, oldest first (bounded). Shared like `pods`:
+    /// they change only with a verdict, not with every decision.
+    pub passed_plans: Arc<[String]>,
     /// Plans HAProxy refused, oldest first (bounded).
-    pub refused_plans: Vec<String>,
+    pub refused_plans: Arc<[String]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -189,8 +190,8 @@ mod tests {
                 pod("ns/d", "p2", "", "p2"),   // baseline already p2
             ]
             .into(),
-            passed_plans: vec![],
-            refused_plans: vec![],
+            passed_plans: Arc::from([]),
+            refused_plans: Arc::from([]),
         }
     }
 
@@ -220,19 +221,19 @@ mod tests {
     #[test]
     fn late_report_of_a_passed_plan_promotes_and_of_a_refused_plan_reverts() {
         let mut f = fleet();
-        f.passed_plans = vec!["p2".into()];
+        f.passed_plans = vec!["p2".into()].into();
         let late = pod("ns/e", "p2", "p1", "p1");
         let d = decide(&Trigger::Applied(late.clone()), &f);
         assert_eq!(d.promote, vec![Promote { pod: "ns/e".into(), plan: "p2".into() }]);
 
-        f.passed_plans.clear();
-        f.refused_plans = vec!["p2".into()];
+        f.passed_plans = Arc::from([]);
+        f.refused_plans = vec!["p2".into()].into();
         let d = decide(&Trigger::Applied(late), &f);
         assert_eq!(d.revert.len(), 1);
         assert!(d.promote.is_empty());
 
         // An unjudged plan: nothing either way.
-        f.refused_plans.clear();
+        f.refused_plans = Arc::from([]);
         assert_eq!(decide(&Trigger::Applied(pod("ns/e", "p2", "p1", "p1")), &f), Decision::default());
     }
 }

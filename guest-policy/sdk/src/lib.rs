@@ -68,8 +68,8 @@ fn trigger_in(t: Trigger) -> plain::Trigger {
 fn fleet_in(f: Fleet) -> plain::Fleet {
     plain::Fleet {
         pods: std::sync::Arc::new(f.pods.into_iter().map(pod_in).collect()),
-        passed_plans: f.passed_plans,
-        refused_plans: f.refused_plans,
+        passed_plans: f.passed_plans.into(),
+        refused_plans: f.refused_plans.into(),
     }
 }
 

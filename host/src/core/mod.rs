@@ -117,8 +117,9 @@ pub struct Gate {
     renders: Renders,
     memory: VerdictMemory,
     pods: Pods,
-    passed_plans: VecDeque<String>,
-    refused_plans: VecDeque<String>,
+    /// Shared with every decision; rebuilt only when a verdict changes them.
+    passed_plans: Arc<[String]>,
+    refused_plans: Arc<[String]>,
     in_flight: Option<CheckRequest>,
     last_start: Option<Instant>,
     next_id: u64,
@@ -137,8 +138,8 @@ impl Gate {
             judge: judge.into(),
             latch: Latch::default(),
             pods: Pods::default(),
-            passed_plans: VecDeque::new(),
-            refused_plans: VecDeque::new(),
+            passed_plans: Arc::from([]),
+            refused_plans: Arc::from([]),
             in_flight: None,
             last_start: None,
             next_id: 0,
@@ -168,11 +169,10 @@ impl Gate {
         match event {
             Event::Rendered(render) => self.renders.push(Arc::new(render)),
             // A pod repeating its last report changes nothing: no policy call.
-            Event::Applied(report) if self.pods.get(&report.pod) == Some(&report) => {}
             Event::Applied(report) => {
-                let trigger = Trigger::Applied(report.state());
-                self.pods.report(report);
-                self.decide(trigger);
+                if let Some(pod) = self.pods.report(report) {
+                    self.decide(Trigger::Applied(pod));
+                }
             }
             Event::PodTerminated { pod } => self.pods.terminated(&pod),
             Event::PodsDiscovered { pods } => self.pods.discovered(&pods),
@@ -326,8 +326,8 @@ impl Gate {
     fn decide(&mut self, trigger: Trigger) {
         let fleet = Fleet {
             pods: self.pods.states(),
-            passed_plans: self.passed_plans.iter().cloned().collect(),
-            refused_plans: self.refused_plans.iter().cloned().collect(),
+            passed_plans: self.passed_plans.clone(),
+            refused_plans: self.refused_plans.clone(),
         };
         self.effects.push_back(Effect::Decide { trigger, fleet });
     }
@@ -350,21 +350,22 @@ impl Gate {
         self.renders.clear();
         self.pods.clear();
         self.memory.clear();
-        self.passed_plans.clear();
-        self.refused_plans.clear();
+        self.passed_plans = Arc::from([]);
+        self.refused_plans = Arc::from([]);
         self.in_flight = None;
     }
 }
 
 /// Appends `plan` to `into` (oldest first, bounded, no repeats) and drops it
 /// from `from`: a plan's latest judgement is the one that counts.
-fn record(into: &mut VecDeque<String>, from: &mut VecDeque<String>, plan: &str, bound: usize) {
-    from.retain(|p| p != plan);
-    into.retain(|p| p != plan);
-    into.push_back(plan.to_owned());
-    while into.len() > bound {
-        into.pop_front();
+fn record(into: &mut Arc<[String]>, from: &mut Arc<[String]>, plan: &str, bound: usize) {
+    if from.iter().any(|p| p == plan) {
+        *from = from.iter().filter(|p| *p != plan).cloned().collect();
     }
+    let mut plans: Vec<String> = into.iter().filter(|p| *p != plan).cloned().collect();
+    plans.push(plan.to_owned());
+    plans.drain(..plans.len().saturating_sub(bound));
+    *into = plans.into();
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! HAProxy runs, and the baseline it falls back to.
 
 use policy_core::PodState;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A pod's latest `applied` report.
@@ -35,37 +35,59 @@ impl PodReport {
 /// proportion to the fleet: the reports by name; the policy's view, sorted by
 /// name and shared (`Arc`, updated in place when no decision still holds it);
 /// and how many pods hold each render id (or, without an id, each plan).
+/// A report from a known pod allocates nothing here but the copy it returns,
+/// and finds the pod's place in the view without a search.
 #[derive(Debug, Default)]
 pub struct Pods {
-    by_name: BTreeMap<String, PodReport>,
+    by_name: HashMap<String, Held>,
     states: Arc<Vec<PodState>>,
+    holders: Holders,
+}
+
+/// A pod's report and where its state sits in the sorted view. The slot is a
+/// hint: a new pod inserted before it shifts it, and the next lookup that
+/// misses searches and corrects it.
+#[derive(Debug)]
+struct Held {
+    report: PodReport,
+    slot: usize,
+}
+
+/// How many pods hold each render id, or, for reports without one, each plan.
+#[derive(Debug, Default)]
+struct Holders {
     by_render: HashMap<String, usize>,
     by_plan_only: HashMap<String, usize>,
 }
 
 impl Pods {
-    pub fn report(&mut self, report: PodReport) {
-        self.hold(&report);
-        let state = report.state();
-        let states = Arc::make_mut(&mut self.states);
-        match states.binary_search_by(|s| s.pod.cmp(&state.pod)) {
-            Ok(at) => states[at] = state,
-            Err(at) => states.insert(at, state),
+    /// Records a pod's report. Returns the pod as the policy now sees it, or
+    /// `None` when the report repeats the pod's last one (nothing changed).
+    pub fn report(&mut self, report: PodReport) -> Option<PodState> {
+        let Pods { by_name, states, holders } = self;
+        if let Some(held) = by_name.get_mut(report.pod.as_str()) {
+            if held.report == report {
+                return None;
+            }
+            holders.add(&report);
+            let old = std::mem::replace(&mut held.report, report);
+            holders.remove(&old);
+            return Some(set_state(states, &held.report, &mut held.slot));
         }
-        if let Some(old) = self.by_name.insert(report.pod.clone(), report) {
-            self.unhold(&old);
-        }
+        holders.add(&report);
+        let held = by_name.entry(report.pod.clone()).or_insert(Held { report, slot: 0 });
+        Some(set_state(states, &held.report, &mut held.slot))
     }
 
     pub fn get(&self, pod: &str) -> Option<&PodReport> {
-        self.by_name.get(pod)
+        self.by_name.get(pod).map(|held| &held.report)
     }
 
     pub fn terminated(&mut self, pod: &str) {
         if let Some(old) = self.by_name.remove(pod) {
-            self.unhold(&old);
+            self.holders.remove(&old.report);
             let states = Arc::make_mut(&mut self.states);
-            if let Ok(at) = states.binary_search_by(|s| s.pod.as_str().cmp(pod)) {
+            if let Ok(at) = find(states, pod, old.slot) {
                 states.remove(at);
             }
         }
@@ -82,13 +104,13 @@ impl Pods {
 
     /// Whether some pod reports holding this render id.
     pub fn hold_render(&self, render_id: &str) -> bool {
-        self.by_render.contains_key(render_id)
+        self.holders.by_render.contains_key(render_id)
     }
 
     /// Whether some pod reports holding this plan without naming a render:
     /// it holds the latest render of the plan the gate knows.
     pub fn hold_plan(&self, plan: &str) -> bool {
-        self.by_plan_only.contains_key(plan)
+        self.holders.by_plan_only.contains_key(plan)
     }
 
     /// The pods as the policy sees them: shared, sorted by name.
@@ -107,26 +129,66 @@ impl Pods {
     pub fn clear(&mut self) {
         *self = Pods::default();
     }
+}
 
-    fn hold(&mut self, report: &PodReport) {
-        let (map, key) = self.holding(report);
-        *map.entry(key).or_default() += 1;
+/// Where `pod` sits in the sorted view (or would be inserted): at `hint`
+/// if it is still there, else found by binary search.
+fn find(states: &[PodState], pod: &str, hint: usize) -> Result<usize, usize> {
+    match states.get(hint) {
+        Some(state) if state.pod == pod => Ok(hint),
+        _ => states.binary_search_by(|s| s.pod.as_str().cmp(pod)),
     }
+}
 
-    fn unhold(&mut self, report: &PodReport) {
-        let (map, key) = self.holding(report);
-        if let Some(n) = map.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&key);
+/// Brings the policy's view of one pod up to date, in place (reusing its
+/// strings' buffers), and returns a copy for the trigger.
+fn set_state(states: &mut Arc<Vec<PodState>>, report: &PodReport, slot: &mut usize) -> PodState {
+    let states = Arc::make_mut(states);
+    match find(states, &report.pod, *slot) {
+        Ok(at) => {
+            *slot = at;
+            let state = &mut states[at];
+            match &mut state.applied_plan {
+                Some(plan) => plan.clone_from(&report.plan),
+                None => state.applied_plan = Some(report.plan.clone()),
+            }
+            state.running_plan.clone_from(&report.running_plan);
+            state.baseline_plan.clone_from(&report.baseline_plan);
+            state.clone()
+        }
+        Err(at) => {
+            *slot = at;
+            states.insert(at, report.state());
+            states[at].clone()
+        }
+    }
+}
+
+impl Holders {
+    fn add(&mut self, report: &PodReport) {
+        let (map, key) = self.counts(report);
+        match map.get_mut(key) {
+            Some(n) => *n += 1,
+            None => {
+                map.insert(key.to_owned(), 1);
             }
         }
     }
 
-    fn holding(&mut self, report: &PodReport) -> (&mut HashMap<String, usize>, String) {
+    fn remove(&mut self, report: &PodReport) {
+        let (map, key) = self.counts(report);
+        if let Some(n) = map.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(key);
+            }
+        }
+    }
+
+    fn counts<'a>(&'a mut self, report: &'a PodReport) -> (&'a mut HashMap<String, usize>, &'a str) {
         match &report.render {
-            Some(render) => (&mut self.by_render, render.clone()),
-            None => (&mut self.by_plan_only, report.plan.clone()),
+            Some(render) => (&mut self.by_render, render),
+            None => (&mut self.by_plan_only, &report.plan),
         }
     }
 }
@@ -167,7 +229,26 @@ mod tests {
         assert_eq!(before[0].applied_plan.as_deref(), Some("p1"), "a decision's fleet never changes under it");
         drop(before);
         let ptr = Arc::as_ptr(&pods.states);
-        pods.report(report("ns/a", Some("r-3"), "p3"));
+        let state = pods.report(report("ns/a", Some("r-3"), "p3")).expect("a new report");
         assert_eq!(Arc::as_ptr(&pods.states), ptr, "no copy when nobody else holds the view");
+        assert_eq!(state, pods.states()[0], "the trigger's copy is the view's pod");
+        assert_eq!(pods.report(report("ns/a", Some("r-3"), "p3")), None, "a repeated report changes nothing");
+        assert!(pods.hold_render("r-3") && !pods.hold_render("r-2"));
+    }
+
+    #[test]
+    fn a_slot_shifted_by_a_new_pod_is_found_again() {
+        let mut pods = Pods::default();
+        pods.report(report("ns/c", Some("r-1"), "p1"));
+        pods.report(report("ns/b", Some("r-1"), "p1")); // c moves from slot 0 to 1
+        pods.report(report("ns/a", Some("r-1"), "p1")); // and to 2
+        pods.report(report("ns/c", Some("r-2"), "p2"));
+        pods.report(report("ns/b", Some("r-2"), "p2"));
+        let view: Vec<_> = pods.states().iter().map(|s| (s.pod.clone(), s.applied_plan.clone().unwrap())).collect();
+        assert_eq!(view, [("ns/a".into(), "p1".into()), ("ns/b".into(), "p2".into()), ("ns/c".into(), "p2".into())]);
+        pods.terminated("ns/a"); // b and c shift back
+        pods.terminated("ns/c");
+        assert_eq!(pods.states().iter().map(|s| s.pod.as_str()).collect::<Vec<_>>(), ["ns/b"]);
+        assert!(pods.hold_render("r-2") && !pods.hold_render("r-1"));
     }
 }

@@ -183,8 +183,8 @@ impl FleetJson {
     pub fn to_plain(&self) -> plain::Fleet {
         plain::Fleet {
             pods: std::sync::Arc::new(self.pods.iter().map(PodJson::to_plain).collect()),
-            passed_plans: self.passed_plans.clone(),
-            refused_plans: self.refused_plans.clone(),
+            passed_plans: self.passed_plans.as_slice().into(),
+            refused_plans: self.refused_plans.as_slice().into(),
         }
     }
 }

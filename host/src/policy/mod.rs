@@ -179,7 +179,7 @@ mod tests {
             running_plan: None,
             baseline_plan: None,
         };
-        let fleet = Fleet { pods: vec![pod.clone()].into(), passed_plans: vec!["p1".into()], refused_plans: vec![] };
+        let fleet = Fleet { pods: vec![pod.clone()].into(), passed_plans: vec!["p1".into()].into(), refused_plans: Arc::from([]) };
         let metrics = Metrics::default();
         let settled = PolicySeat::new(Arc::new(Broken)).decide(&Trigger::Applied(pod), &fleet, &metrics);
         assert_eq!(settled.promote, vec![Promote { pod: "ns/a".into(), plan: "p1".into() }]);

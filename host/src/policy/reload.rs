@@ -114,8 +114,8 @@ fn samples() -> Vec<(&'static str, Trigger, Fleet)> {
     };
     let fleet = Fleet {
         pods: vec![pod("ns/a", "plan-2", "plan-1"), pod("ns/b", "plan-2", "plan-2"), pod("ns/c", "plan-1", "plan-1")].into(),
-        passed_plans: vec!["plan-1".into()],
-        refused_plans: vec![],
+        passed_plans: vec!["plan-1".into()].into(),
+        refused_plans: std::sync::Arc::from([]),
     };
     let verdict = |outcome| {
         Trigger::Verdict(Verdict {

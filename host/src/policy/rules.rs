@@ -75,8 +75,8 @@ mod tests {
                 baseline_plan: Some("p1".into()),
             }]
             .into(),
-            passed_plans: vec!["p1".into(), "p2".into()],
-            refused_plans: vec!["p3".into()],
+            passed_plans: vec!["p1".into(), "p2".into()].into(),
+            refused_plans: vec!["p3".into()].into(),
         }
     }
     fn promote(pod: &str, plan: &str) -> Promote {
