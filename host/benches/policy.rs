@@ -15,7 +15,7 @@ fn fleet(pods: usize) -> Fleet {
         pods: std::sync::Arc::new(
             (0..pods)
             .map(|i| PodState {
-                pod: format!("haptic/haproxy-{i}"),
+                pod: format!("haptic/haproxy-{i}").into(),
                 applied_plan: Some("plan-2".into()),
                 running_plan: Some(if i % 3 == 0 { "plan-2" } else { "plan-1" }.into()),
                 baseline_plan: Some("plan-1".into()),

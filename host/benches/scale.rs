@@ -192,10 +192,10 @@ impl Checker for Instant0 {
 
 fn report(pod: u64, plan: u64) -> PodReport {
     PodReport {
-        pod: format!("ns/pod-{pod}"),
-        render: Some(format!("r-{plan}")),
-        plan: format!("plan-{plan}"),
-        running_plan: Some(format!("plan-{plan}")),
+        pod: format!("ns/pod-{pod}").into(),
+        render: Some(format!("r-{plan}").into()),
+        plan: format!("plan-{plan}").into(),
+        running_plan: Some(format!("plan-{plan}").into()),
         baseline_plan: Some("plan-1".into()),
     }
 }
@@ -266,7 +266,7 @@ fn core_rate(pods: u64, n: u64, distinct: bool) -> f64 {
 }
 
 fn throughput(quick: bool, serve: bool) {
-    let rounds = 3;
+    let rounds: usize = std::env::var("SCALE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let pods = 10_000;
     let n_distinct: u64 = std::env::var("SCALE_DISTINCT_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
     let n_repeat: u64 = 1_000_000;

@@ -77,7 +77,13 @@ pub fn parse_line(line: u64, text: &str) -> Result<Option<Event>, LineError> {
             Event::Rendered(Render::new(plan, render, config, files).with_correlation(correlation))
         }
         Input::Applied { pod, plan, render, running_plan, baseline_plan } => {
-            Event::Applied(PodReport { pod, render, plan, running_plan, baseline_plan })
+            Event::Applied(PodReport {
+                pod: pod.into(),
+                render: render.map(Into::into),
+                plan: plan.into(),
+                running_plan: running_plan.map(Into::into),
+                baseline_plan: baseline_plan.map(Into::into),
+            })
         }
         Input::PodTerminated { pod } => Event::PodTerminated { pod },
         Input::PodsDiscovered { pods } => Event::PodsDiscovered { pods },

@@ -215,11 +215,11 @@ fn a_long_stream_keeps_the_retained_state_bounded() {
                     let back = next() % 3;
                     let held = renders.saturating_sub(back).max(1);
                     PodReport {
-                        pod: format!("ns/pod-{pod}"),
-                        render: Some(format!("r-{held}")),
-                        plan: format!("plan-{held}"),
-                        running_plan: Some(format!("plan-{}", held.saturating_sub(1))),
-                        baseline_plan: Some(format!("plan-{}", held.saturating_sub(2))),
+                        pod: format!("ns/pod-{pod}").into(),
+                        render: Some(format!("r-{held}").into()),
+                        plan: format!("plan-{held}").into(),
+                        running_plan: Some(format!("plan-{}", held.saturating_sub(1)).into()),
+                        baseline_plan: Some(format!("plan-{}", held.saturating_sub(2)).into()),
                     }
                 }
             };

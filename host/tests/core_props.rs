@@ -168,7 +168,7 @@ struct Model {
     /// Verdict memory, least recently used first.
     memory: VecDeque<Content>,
     memory_capacity: usize,
-    pods: BTreeMap<String, PodReport>,
+    pods: BTreeMap<policy_core::Name, PodReport>,
     /// Render ids handed to the checker in this term.
     started: HashSet<String>,
     /// The check in flight: its id, render id and content.
@@ -227,8 +227,8 @@ impl Model {
 
     fn holds(&self, id: &str, plan: &str) -> bool {
         self.pods.values().any(|p| match &p.render {
-            Some(r) => r == id,
-            None => p.plan == plan,
+            Some(r) => **r == *id,
+            None => *p.plan == *plan,
         })
     }
 
@@ -341,11 +341,11 @@ impl Run {
                     n => self.model.rendered[pick % n],
                 };
                 let report = PodReport {
-                    pod: pod_name(pod),
-                    render: with_id.then(|| id_name(id)),
-                    plan: plan_name(plan),
-                    running_plan: running.map(plan_name),
-                    baseline_plan: baseline.map(plan_name),
+                    pod: pod_name(pod).into(),
+                    render: with_id.then(|| id_name(id).into()),
+                    plan: plan_name(plan).into(),
+                    running_plan: running.map(|p| plan_name(p).into()),
+                    baseline_plan: baseline.map(|p| plan_name(p).into()),
                 };
                 // A pod repeating its last report changes nothing and asks no policy.
                 let repeated = self.model.pods.get(&report.pod) == Some(&report);
@@ -355,13 +355,13 @@ impl Run {
                 self.absorb(Expect { applied, ..Expect::default() });
             }
             Op::PodTerminated { pod } => {
-                self.model.pods.remove(&pod_name(pod));
+                self.model.pods.remove(pod_name(pod).as_str());
                 self.gate.handle_event(now, Event::PodTerminated { pod: pod_name(pod) });
                 self.absorb(Expect::default());
             }
             Op::PodsDiscovered { alive } => {
                 let alive: Vec<String> = (0..PODS).filter(|p| alive & (1 << p) != 0).map(pod_name).collect();
-                self.model.pods.retain(|name, _| alive.contains(name));
+                self.model.pods.retain(|name, _| alive.iter().any(|a| **a == **name));
                 self.gate.handle_event(now, Event::PodsDiscovered { pods: alive });
                 self.absorb(Expect::default());
             }
@@ -440,7 +440,7 @@ impl Run {
         if let Some(pod) = expect.applied {
             match it.next() {
                 Some(Effect::Decide { trigger: Trigger::Applied(state), fleet }) => {
-                    assert_eq!(state.pod, pod);
+                    assert_eq!(*state.pod, *pod);
                     assert_eq!(fleet.pods.len(), self.model.pods.len());
                 }
                 other => panic!("a pod report must first ask the policy, got {other:?}"),

@@ -32,7 +32,7 @@ fn failure(path: &str, limits: PolicyLimits) -> PolicyFailure {
 
 fn pod(i: usize) -> PodState {
     PodState {
-        pod: format!("ns/haproxy-{i}"),
+        pod: format!("ns/haproxy-{i}").into(),
         applied_plan: Some("plan-2".into()),
         running_plan: Some(if i.is_multiple_of(2) { "plan-1" } else { "plan-2" }.into()),
         baseline_plan: Some("plan-1".into()),
@@ -142,7 +142,7 @@ fn hostile_guests_fail_with_the_right_typed_error() {
 #[test]
 fn a_failing_policy_gets_the_default_decision_and_is_counted() {
     let metrics = Metrics::default();
-    let seat = PolicySeat::new(Arc::new(load(built::HOSTILE_PANIC)));
+    let mut seat = PolicySeat::new(Arc::new(load(built::HOSTILE_PANIC)));
     let settled = seat.decide(&refusal(), &fleet(4), &metrics);
     let expected = policy_core::decide(&refusal(), &fleet(4));
     assert_eq!(settled.revert, expected.revert);
@@ -154,7 +154,7 @@ fn a_failing_policy_gets_the_default_decision_and_is_counted() {
 #[test]
 fn a_rule_breaking_decision_loses_every_item_and_each_rule_is_counted() {
     let metrics = Metrics::default();
-    let seat = PolicySeat::new(Arc::new(load(built::HOSTILE_RULE_BREAKER)));
+    let mut seat = PolicySeat::new(Arc::new(load(built::HOSTILE_RULE_BREAKER)));
     let mut f = fleet(2);
     f.passed_plans = ["plan-1".into(), "plan-3".into()].into();
     let settled = seat.decide(&refusal(), &f, &metrics);
@@ -178,7 +178,7 @@ fn every_decision_gets_a_fresh_store() {
 #[test]
 fn the_host_survives_hostile_guests_in_a_running_gate() {
     // The gate keeps deciding with the default while the guest fails.
-    let seat = PolicySeat::new(Arc::new(load(built::HOSTILE_SPIN)));
+    let mut seat = PolicySeat::new(Arc::new(load(built::HOSTILE_SPIN)));
     let metrics = Metrics::default();
     for _ in 0..3 {
         let settled = seat.decide(&refusal(), &fleet(2), &metrics);

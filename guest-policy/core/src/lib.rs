@@ -7,17 +7,22 @@
 
 use std::sync::Arc;
 
+/// A pod or plan name. Shared: cloning one copies a pointer, not the text,
+/// so a report, the fleet, a trigger and a promotion can all name the same
+/// pod without a copy each. Build one with `.into()` from `&str` or `String`.
+pub type Name = Arc<str>;
+
 /// One HAProxy pod as the gate knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PodState {
     /// "namespace/name".
-    pub pod: String,
+    pub pod: Name,
     /// The plan the pod was last given.
-    pub applied_plan: Option<String>,
+    pub applied_plan: Option<Name>,
     /// The plan the pod's own HAProxy last loaded.
-    pub running_plan: Option<String>,
+    pub running_plan: Option<Name>,
     /// The plan the pod falls back to on a revert.
-    pub baseline_plan: Option<String>,
+    pub baseline_plan: Option<Name>,
 }
 
 /// What HAProxy said about a render.
@@ -58,28 +63,28 @@ pub struct Fleet {
     pub pods: Arc<Vec<PodState>>,
     /// Plans HAProxy accepted, oldest first (bounded). Shared like `pods`:
     /// they change only with a verdict, not with every decision.
-    pub passed_plans: Arc<[String]>,
+    pub passed_plans: Arc<[Name]>,
     /// Plans HAProxy refused, oldest first (bounded).
-    pub refused_plans: Arc<[String]>,
+    pub refused_plans: Arc<[Name]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RevertTarget {
     Baseline,
-    Plan(String),
+    Plan(Name),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Promote {
-    pub pod: String,
-    pub plan: String,
+    pub pod: Name,
+    pub plan: Name,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Revert {
-    pub pod: String,
+    pub pod: Name,
     /// The plan being reverted away from.
-    pub plan: String,
+    pub plan: Name,
     pub target: RevertTarget,
 }
 
@@ -108,19 +113,22 @@ pub const DEFAULT_NAME: &str = "default";
 pub fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
     let mut decision = Decision::default();
     match trigger {
-        Trigger::Verdict(verdict) => match verdict.outcome {
-            Outcome::Passed => {
-                for pod in fleet.pods.iter().filter(|p| applied_is(p, &verdict.plan)) {
-                    push_promote(&mut decision, pod, &verdict.plan);
+        Trigger::Verdict(verdict) => {
+            let plan: Name = verdict.plan.as_str().into(); // one copy, shared by every item
+            match verdict.outcome {
+                Outcome::Passed => {
+                    for pod in fleet.pods.iter().filter(|p| applied_is(p, &plan)) {
+                        push_promote(&mut decision, pod, &plan);
+                    }
                 }
-            }
-            Outcome::Refused => {
-                for pod in fleet.pods.iter().filter(|p| applied_is(p, &verdict.plan)) {
-                    push_revert(&mut decision, pod, &verdict.plan);
+                Outcome::Refused => {
+                    for pod in fleet.pods.iter().filter(|p| applied_is(p, &plan)) {
+                        push_revert(&mut decision, pod, &plan);
+                    }
                 }
+                Outcome::Unavailable => {}
             }
-            Outcome::Unavailable => {}
-        },
+        }
         Trigger::Applied(pod) => {
             if let Some(plan) = &pod.applied_plan {
                 if fleet.passed_plans.contains(plan) {
@@ -138,19 +146,19 @@ fn applied_is(pod: &PodState, plan: &str) -> bool {
     pod.applied_plan.as_deref() == Some(plan)
 }
 
-fn push_promote(decision: &mut Decision, pod: &PodState, plan: &str) {
-    if pod.baseline_plan.as_deref() != Some(plan) {
-        decision.promote.push(Promote { pod: pod.pod.clone(), plan: plan.to_owned() });
+fn push_promote(decision: &mut Decision, pod: &PodState, plan: &Name) {
+    if pod.baseline_plan.as_deref() != Some(&**plan) {
+        decision.promote.push(Promote { pod: pod.pod.clone(), plan: plan.clone() });
     }
 }
 
-fn push_revert(decision: &mut Decision, pod: &PodState, plan: &str) {
-    if pod.running_plan.as_deref() == Some(plan) {
+fn push_revert(decision: &mut Decision, pod: &PodState, plan: &Name) {
+    if pod.running_plan.as_deref() == Some(&**plan) {
         return; // its own HAProxy loaded the plan: stronger evidence than `-c`
     }
     decision.revert.push(Revert {
         pod: pod.pod.clone(),
-        plan: plan.to_owned(),
+        plan: plan.clone(),
         target: RevertTarget::Baseline,
     });
 }
@@ -160,7 +168,7 @@ mod tests {
     use super::*;
 
     fn pod(name: &str, applied: &str, running: &str, baseline: &str) -> PodState {
-        let opt = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        let opt = |s: &str| (!s.is_empty()).then(|| s.into());
         PodState {
             pod: name.into(),
             applied_plan: opt(applied),
@@ -198,18 +206,18 @@ mod tests {
     #[test]
     fn pass_promotes_pods_that_applied_the_plan_unless_already_baseline() {
         let d = decide(&verdict("p2", Outcome::Passed), &fleet());
-        let pods: Vec<_> = d.promote.iter().map(|p| p.pod.as_str()).collect();
+        let pods: Vec<_> = d.promote.iter().map(|p| &*p.pod).collect();
         assert_eq!(pods, ["ns/a", "ns/b"]);
-        assert!(d.promote.iter().all(|p| p.plan == "p2"));
+        assert!(d.promote.iter().all(|p| &*p.plan == "p2"));
         assert!(d.revert.is_empty());
     }
 
     #[test]
     fn refusal_reverts_only_pods_that_did_not_load_the_plan() {
         let d = decide(&verdict("p2", Outcome::Refused), &fleet());
-        let pods: Vec<_> = d.revert.iter().map(|r| r.pod.as_str()).collect();
+        let pods: Vec<_> = d.revert.iter().map(|r| &*r.pod).collect();
         assert_eq!(pods, ["ns/a", "ns/d"]);
-        assert!(d.revert.iter().all(|r| r.plan == "p2" && r.target == RevertTarget::Baseline));
+        assert!(d.revert.iter().all(|r| &*r.plan == "p2" && r.target == RevertTarget::Baseline));
         assert!(d.promote.is_empty());
     }
 

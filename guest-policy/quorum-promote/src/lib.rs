@@ -18,8 +18,8 @@ impl Guest for QuorumPromote {
 }
 
 fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
-    let plan = match trigger {
-        Trigger::Verdict(v) if v.outcome == Outcome::Passed => v.plan.clone(),
+    let plan: policy_core::Name = match trigger {
+        Trigger::Verdict(v) if v.outcome == Outcome::Passed => v.plan.as_str().into(),
         Trigger::Applied(p) => match &p.applied_plan {
             Some(plan) if fleet.passed_plans.contains(plan) => plan.clone(),
             _ => return policy_core::decide(trigger, fleet),
@@ -27,13 +27,13 @@ fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
         _ => return policy_core::decide(trigger, fleet),
     };
     let mut decision = Decision::default();
-    let holders: Vec<_> = fleet.pods.iter().filter(|p| p.applied_plan.as_deref() == Some(plan.as_str())).collect();
+    let holders: Vec<_> = fleet.pods.iter().filter(|p| p.applied_plan.as_deref() == Some(&*plan)).collect();
     if fleet.pods.is_empty() || holders.len() * 2 < fleet.pods.len() {
         decision.notes.push(format!("{plan}: {} of {} pods hold it, below quorum", holders.len(), fleet.pods.len()));
         return decision;
     }
     for pod in holders {
-        if pod.baseline_plan.as_deref() != Some(plan.as_str()) {
+        if pod.baseline_plan.as_deref() != Some(&*plan) {
             decision.promote.push(Promote { pod: pod.pod.clone(), plan: plan.clone() });
         }
     }

@@ -43,7 +43,12 @@ pub fn plain(trigger: Trigger, fleet: Fleet, decide: impl FnOnce(&plain::Trigger
 }
 
 fn pod_in(p: PodState) -> plain::PodState {
-    plain::PodState { pod: p.pod, applied_plan: p.applied_plan, running_plan: p.running_plan, baseline_plan: p.baseline_plan }
+    plain::PodState {
+        pod: p.pod.into(),
+        applied_plan: p.applied_plan.map(Into::into),
+        running_plan: p.running_plan.map(Into::into),
+        baseline_plan: p.baseline_plan.map(Into::into),
+    }
 }
 
 fn trigger_in(t: Trigger) -> plain::Trigger {
@@ -68,23 +73,23 @@ fn trigger_in(t: Trigger) -> plain::Trigger {
 fn fleet_in(f: Fleet) -> plain::Fleet {
     plain::Fleet {
         pods: std::sync::Arc::new(f.pods.into_iter().map(pod_in).collect()),
-        passed_plans: f.passed_plans.into(),
-        refused_plans: f.refused_plans.into(),
+        passed_plans: f.passed_plans.into_iter().map(Into::into).collect(),
+        refused_plans: f.refused_plans.into_iter().map(Into::into).collect(),
     }
 }
 
 fn decision_out(d: plain::Decision) -> Decision {
     Decision {
-        promote: d.promote.into_iter().map(|p| Promote { pod: p.pod, plan: p.plan }).collect(),
+        promote: d.promote.into_iter().map(|p| Promote { pod: p.pod.to_string(), plan: p.plan.to_string() }).collect(),
         revert: d
             .revert
             .into_iter()
             .map(|r| Revert {
-                pod: r.pod,
-                plan: r.plan,
+                pod: r.pod.to_string(),
+                plan: r.plan.to_string(),
                 target: match r.target {
                     plain::RevertTarget::Baseline => RevertTarget::Baseline,
-                    plain::RevertTarget::Plan(p) => RevertTarget::Plan(p),
+                    plain::RevertTarget::Plan(p) => RevertTarget::Plan(p.to_string()),
                 },
             })
             .collect(),

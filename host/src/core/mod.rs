@@ -21,7 +21,7 @@ pub use pods::{PodReport, Pods};
 pub use renders::{Entry, Next, Renders, backoff};
 
 use crate::render::{Checksum, Render};
-use policy_core::{Fleet, Outcome, Trigger};
+use policy_core::{Fleet, Name, Outcome, Trigger};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -118,8 +118,8 @@ pub struct Gate {
     memory: VerdictMemory,
     pods: Pods,
     /// Shared with every decision; rebuilt only when a verdict changes them.
-    passed_plans: Arc<[String]>,
-    refused_plans: Arc<[String]>,
+    passed_plans: Arc<[Name]>,
+    refused_plans: Arc<[Name]>,
     in_flight: Option<CheckRequest>,
     last_start: Option<Instant>,
     next_id: u64,
@@ -358,12 +358,12 @@ impl Gate {
 
 /// Appends `plan` to `into` (oldest first, bounded, no repeats) and drops it
 /// from `from`: a plan's latest judgement is the one that counts.
-fn record(into: &mut Arc<[String]>, from: &mut Arc<[String]>, plan: &str, bound: usize) {
-    if from.iter().any(|p| p == plan) {
-        *from = from.iter().filter(|p| *p != plan).cloned().collect();
+fn record(into: &mut Arc<[Name]>, from: &mut Arc<[Name]>, plan: &str, bound: usize) {
+    if from.iter().any(|p| &**p == plan) {
+        *from = from.iter().filter(|p| &***p != plan).cloned().collect();
     }
-    let mut plans: Vec<String> = into.iter().filter(|p| *p != plan).cloned().collect();
-    plans.push(plan.to_owned());
+    let mut plans: Vec<Name> = into.iter().filter(|p| &***p != plan).cloned().collect();
+    plans.push(plan.into());
     plans.drain(..plans.len().saturating_sub(bound));
     *into = plans.into();
 }

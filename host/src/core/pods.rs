@@ -1,22 +1,22 @@
 //! Pod bookkeeping: which render and plan each pod holds, which plan its own
 //! HAProxy runs, and the baseline it falls back to.
 
-use policy_core::PodState;
+use policy_core::{Name, PodState};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A pod's latest `applied` report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodReport {
-    pub pod: String,
+    pub pod: Name,
     /// The render the pod holds, when the controller knows it.
-    pub render: Option<String>,
+    pub render: Option<Name>,
     /// The plan the pod holds.
-    pub plan: String,
+    pub plan: Name,
     /// The plan the pod's HAProxy last loaded.
-    pub running_plan: Option<String>,
+    pub running_plan: Option<Name>,
     /// The plan the pod would be reverted to.
-    pub baseline_plan: Option<String>,
+    pub baseline_plan: Option<Name>,
 }
 
 impl PodReport {
@@ -35,11 +35,11 @@ impl PodReport {
 /// proportion to the fleet: the reports by name; the policy's view, sorted by
 /// name and shared (`Arc`, updated in place when no decision still holds it);
 /// and how many pods hold each render id (or, without an id, each plan).
-/// A report from a known pod allocates nothing here but the copy it returns,
-/// and finds the pod's place in the view without a search.
+/// A report from a known pod allocates nothing here (names are shared), and
+/// finds the pod's place in the view without a search.
 #[derive(Debug, Default)]
 pub struct Pods {
-    by_name: HashMap<String, Held>,
+    by_name: HashMap<Name, Held>,
     states: Arc<Vec<PodState>>,
     holders: Holders,
 }
@@ -56,8 +56,8 @@ struct Held {
 /// How many pods hold each render id, or, for reports without one, each plan.
 #[derive(Debug, Default)]
 struct Holders {
-    by_render: HashMap<String, usize>,
-    by_plan_only: HashMap<String, usize>,
+    by_render: HashMap<Name, usize>,
+    by_plan_only: HashMap<Name, usize>,
 }
 
 impl Pods {
@@ -65,7 +65,7 @@ impl Pods {
     /// `None` when the report repeats the pod's last one (nothing changed).
     pub fn report(&mut self, report: PodReport) -> Option<PodState> {
         let Pods { by_name, states, holders } = self;
-        if let Some(held) = by_name.get_mut(report.pod.as_str()) {
+        if let Some(held) = by_name.get_mut(&*report.pod) {
             if held.report == report {
                 return None;
             }
@@ -96,7 +96,7 @@ impl Pods {
     /// Forgets every pod not in `alive`.
     pub fn discovered(&mut self, alive: &[String]) {
         let alive: HashSet<&str> = alive.iter().map(String::as_str).collect();
-        let gone: Vec<String> = self.by_name.keys().filter(|name| !alive.contains(name.as_str())).cloned().collect();
+        let gone: Vec<Name> = self.by_name.keys().filter(|name| !alive.contains(&name[..])).cloned().collect();
         for pod in gone {
             self.terminated(&pod);
         }
@@ -135,23 +135,20 @@ impl Pods {
 /// if it is still there, else found by binary search.
 fn find(states: &[PodState], pod: &str, hint: usize) -> Result<usize, usize> {
     match states.get(hint) {
-        Some(state) if state.pod == pod => Ok(hint),
-        _ => states.binary_search_by(|s| s.pod.as_str().cmp(pod)),
+        Some(state) if *state.pod == *pod => Ok(hint),
+        _ => states.binary_search_by(|s| (*s.pod).cmp(pod)),
     }
 }
 
-/// Brings the policy's view of one pod up to date, in place (reusing its
-/// strings' buffers), and returns a copy for the trigger.
+/// Brings the policy's view of one pod up to date, in place, and returns a
+/// copy for the trigger (names are shared: the copy copies pointers).
 fn set_state(states: &mut Arc<Vec<PodState>>, report: &PodReport, slot: &mut usize) -> PodState {
     let states = Arc::make_mut(states);
     match find(states, &report.pod, *slot) {
         Ok(at) => {
             *slot = at;
             let state = &mut states[at];
-            match &mut state.applied_plan {
-                Some(plan) => plan.clone_from(&report.plan),
-                None => state.applied_plan = Some(report.plan.clone()),
-            }
+            state.applied_plan = Some(report.plan.clone());
             state.running_plan.clone_from(&report.running_plan);
             state.baseline_plan.clone_from(&report.baseline_plan);
             state.clone()
@@ -170,7 +167,7 @@ impl Holders {
         match map.get_mut(key) {
             Some(n) => *n += 1,
             None => {
-                map.insert(key.to_owned(), 1);
+                map.insert(key.clone(), 1);
             }
         }
     }
@@ -185,7 +182,7 @@ impl Holders {
         }
     }
 
-    fn counts<'a>(&'a mut self, report: &'a PodReport) -> (&'a mut HashMap<String, usize>, &'a str) {
+    fn counts<'a>(&'a mut self, report: &'a PodReport) -> (&'a mut HashMap<Name, usize>, &'a Name) {
         match &report.render {
             Some(render) => (&mut self.by_render, render),
             None => (&mut self.by_plan_only, &report.plan),
@@ -208,7 +205,8 @@ mod tests {
         pods.report(report("ns/a", Some("r-1"), "p1"));
         pods.report(report("ns/c", None, "p2"));
         assert!(pods.hold_render("r-1") && pods.hold_plan("p2") && !pods.hold_plan("p1"));
-        let names: Vec<_> = pods.states().iter().map(|s| s.pod.clone()).collect();
+        let states = pods.states();
+        let names: Vec<&str> = states.iter().map(|s| &*s.pod).collect();
         assert_eq!(names, ["ns/a", "ns/b", "ns/c"], "the policy's view is sorted by name");
         pods.report(report("ns/a", Some("r-2"), "p2"));
         assert!(pods.hold_render("r-1"), "ns/b still holds r-1");
@@ -248,7 +246,7 @@ mod tests {
         assert_eq!(view, [("ns/a".into(), "p1".into()), ("ns/b".into(), "p2".into()), ("ns/c".into(), "p2".into())]);
         pods.terminated("ns/a"); // b and c shift back
         pods.terminated("ns/c");
-        assert_eq!(pods.states().iter().map(|s| s.pod.as_str()).collect::<Vec<_>>(), ["ns/b"]);
+        assert_eq!(pods.states().iter().map(|s| &*s.pod).collect::<Vec<_>>(), ["ns/b"]);
         assert!(pods.hold_render("r-2") && !pods.hold_render("r-1"));
     }
 }

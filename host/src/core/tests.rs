@@ -208,10 +208,10 @@ fn superseded_refused_plan_a_pod_reports_is_checked_and_drives_a_revert() {
     assert!(!v.newest && v.outcome.label() == "refused");
     assert!(!h.gate.latch().is_pessimistic(), "a stale refusal leaves the latch alone");
     let Effect::Decide { trigger, fleet } = effects.last().unwrap() else { panic!() };
-    assert_eq!(*fleet.refused_plans, ["plan-2"]);
+    assert_eq!(*fleet.refused_plans, [Name::from("plan-2")]);
     let decision = policy_core::decide(trigger, fleet);
     assert_eq!(decision.revert.len(), 1);
-    assert_eq!(decision.revert[0].pod, "ns/a");
+    assert_eq!(&*decision.revert[0].pod, "ns/a");
     assert_eq!(decision.revert[0].target, RevertTarget::Baseline);
 }
 
@@ -407,7 +407,7 @@ fn applied_reports_ask_the_policy_with_the_pod_and_the_plans_judged() {
     h.event(applied("ns/a", "r-1", "plan-1", "plan-0", "plan-0"));
     let effects = h.take();
     let [Effect::Decide { trigger, fleet }] = effects.as_slice() else { panic!("{effects:?}") };
-    assert_eq!(*fleet.passed_plans, ["plan-1"]);
+    assert_eq!(*fleet.passed_plans, [Name::from("plan-1")]);
     let decision = policy_core::decide(trigger, fleet);
     assert_eq!(decision.promote.len(), 1, "a late report of a passed plan promotes");
 }
@@ -420,7 +420,7 @@ fn plan_lists_keep_the_latest_judgement_of_each_plan() {
     h.event(render("plan-1", "r-2", "b"));
     h.finish(pass());
     let Some(Effect::Decide { fleet, .. }) = h.take().pop() else { panic!() };
-    assert_eq!(*fleet.passed_plans, ["plan-1"]);
+    assert_eq!(*fleet.passed_plans, [Name::from("plan-1")]);
     assert!(fleet.refused_plans.is_empty());
 }
 

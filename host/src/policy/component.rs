@@ -174,8 +174,8 @@ impl ComponentPolicy {
     /// Decides, and says how much fuel the decision burned (for sizing `--policy-fuel`).
     pub fn decide_metered(&self, trigger: &Trigger, fleet: &Fleet) -> Result<(Decision, u64), PolicyError> {
         let pods: Vec<wit::PodState<'_>> = fleet.pods.iter().map(pod_out).collect();
-        let passed: Vec<&str> = fleet.passed_plans.iter().map(String::as_str).collect();
-        let refused: Vec<&str> = fleet.refused_plans.iter().map(String::as_str).collect();
+        let passed: Vec<&str> = fleet.passed_plans.iter().map(|p| &**p).collect();
+        let refused: Vec<&str> = fleet.refused_plans.iter().map(|p| &**p).collect();
         let fleet = wit::Fleet { pods: &pods, passed_plans: &passed, refused_plans: &refused };
         let trigger = trigger_out(trigger);
         let fail = |failure| PolicyError { policy: self.name.clone(), failure };
@@ -290,16 +290,16 @@ fn trigger_out(t: &Trigger) -> wit::Trigger<'_> {
 
 fn decision_in(d: wit::Decision) -> Decision {
     Decision {
-        promote: d.promote.into_iter().map(|p| policy_core::Promote { pod: p.pod, plan: p.plan }).collect(),
+        promote: d.promote.into_iter().map(|p| policy_core::Promote { pod: p.pod.into(), plan: p.plan.into() }).collect(),
         revert: d
             .revert
             .into_iter()
             .map(|r| policy_core::Revert {
-                pod: r.pod,
-                plan: r.plan,
+                pod: r.pod.into(),
+                plan: r.plan.into(),
                 target: match r.target {
                     wit::RevertTarget::Baseline => policy_core::RevertTarget::Baseline,
-                    wit::RevertTarget::Plan(p) => policy_core::RevertTarget::Plan(p),
+                    wit::RevertTarget::Plan(p) => policy_core::RevertTarget::Plan(p.into()),
                 },
             })
             .collect(),

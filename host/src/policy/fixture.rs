@@ -171,10 +171,10 @@ impl TriggerJson {
 impl PodJson {
     fn to_plain(&self) -> plain::PodState {
         plain::PodState {
-            pod: self.pod.clone(),
-            applied_plan: self.applied_plan.clone(),
-            running_plan: self.running_plan.clone(),
-            baseline_plan: self.baseline_plan.clone(),
+            pod: self.pod.as_str().into(),
+            applied_plan: self.applied_plan.as_deref().map(Into::into),
+            running_plan: self.running_plan.as_deref().map(Into::into),
+            baseline_plan: self.baseline_plan.as_deref().map(Into::into),
         }
     }
 }
@@ -183,8 +183,8 @@ impl FleetJson {
     pub fn to_plain(&self) -> plain::Fleet {
         plain::Fleet {
             pods: std::sync::Arc::new(self.pods.iter().map(PodJson::to_plain).collect()),
-            passed_plans: self.passed_plans.as_slice().into(),
-            refused_plans: self.refused_plans.as_slice().into(),
+            passed_plans: self.passed_plans.iter().map(|p| p.as_str().into()).collect(),
+            refused_plans: self.refused_plans.iter().map(|p| p.as_str().into()).collect(),
         }
     }
 }
@@ -193,7 +193,7 @@ impl TargetJson {
     fn to_plain(&self) -> plain::RevertTarget {
         match self {
             TargetJson::Baseline => plain::RevertTarget::Baseline,
-            TargetJson::Plan(p) => plain::RevertTarget::Plan(p.clone()),
+            TargetJson::Plan(p) => plain::RevertTarget::Plan(p.as_str().into()),
         }
     }
 }

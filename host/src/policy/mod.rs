@@ -19,6 +19,7 @@ pub use native::NativeDefault;
 pub use policy_core::{Decision, Fleet, PodState, Promote, Revert, RevertTarget, Trigger};
 
 use crate::metrics::Metrics;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -67,23 +68,41 @@ pub trait Policy: Send + Sync {
     /// The policy's own name, for logs and metrics.
     fn name(&self) -> &str;
     fn decide(&self, trigger: &Trigger, fleet: &Fleet) -> Result<Decision, PolicyError>;
+    /// Whether the seat times each decision (`rendergate_policy_decision_seconds`).
+    /// The built-in default decides in well under a microsecond, less than
+    /// timing it would cost, and says no.
+    fn timed(&self) -> bool {
+        true
+    }
 }
 
 /// The policy in force; [`reload`] replaces it.
 #[derive(Clone)]
-pub struct LivePolicy(Arc<RwLock<Arc<dyn Policy>>>);
+pub struct LivePolicy(Arc<Live>);
+
+struct Live {
+    policy: RwLock<Arc<dyn Policy>>,
+    /// Bumped by every replacement, so a seat can keep its own handle and
+    /// look at one atomic per decision instead of taking the lock.
+    generation: AtomicU64,
+}
 
 impl LivePolicy {
     pub fn new(policy: Arc<dyn Policy>) -> Self {
-        LivePolicy(Arc::new(RwLock::new(policy)))
+        LivePolicy(Arc::new(Live { policy: RwLock::new(policy), generation: AtomicU64::new(0) }))
     }
 
     pub fn current(&self) -> Arc<dyn Policy> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.0.policy.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn replace(&self, policy: Arc<dyn Policy>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = policy;
+        *self.0.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
+        self.0.generation.fetch_add(1, Ordering::Release);
+    }
+
+    fn generation(&self) -> u64 {
+        self.0.generation.load(Ordering::Acquire)
     }
 }
 
@@ -103,16 +122,20 @@ pub struct Settled {
 #[derive(Clone)]
 pub struct PolicySeat {
     live: LivePolicy,
+    /// The live policy as of `generation`.
+    policy: Arc<dyn Policy>,
+    generation: u64,
 }
 
 impl PolicySeat {
     pub fn new(policy: Arc<dyn Policy>) -> Self {
-        PolicySeat { live: LivePolicy::new(policy) }
+        PolicySeat::live(LivePolicy::new(policy))
     }
 
     /// A seat whose policy a [`reload::Reloader`] may replace.
     pub fn live(live: LivePolicy) -> Self {
-        PolicySeat { live }
+        let generation = live.generation();
+        PolicySeat { policy: live.current(), live, generation }
     }
 
     pub fn name(&self) -> String {
@@ -120,14 +143,20 @@ impl PolicySeat {
     }
 
     /// Decides one trigger; records failures, drops and timing in `metrics`.
-    pub fn decide(&self, trigger: &Trigger, fleet: &Fleet, metrics: &Metrics) -> Settled {
-        let policy = self.live.current();
-        let started = Instant::now();
+    pub fn decide(&mut self, trigger: &Trigger, fleet: &Fleet, metrics: &Metrics) -> Settled {
+        let generation = self.live.generation();
+        if generation != self.generation {
+            (self.policy, self.generation) = (self.live.current(), generation);
+        }
+        let policy = &self.policy;
+        let started = policy.timed().then(Instant::now);
         let (mut decision, failure) = match policy.decide(trigger, fleet) {
             Ok(d) => (d, None),
             Err(e) => (policy_core::decide(trigger, fleet), Some(e)),
         };
-        metrics.policy_decided(started.elapsed());
+        if let Some(started) = started {
+            metrics.policy_decided(started.elapsed());
+        }
         if let Some(e) = &failure {
             metrics.policy_failed(&e.policy, e.failure.reason());
             tracing::warn!(policy = e.policy, reason = e.failure.reason(), "{e}; the default policy decided instead");
@@ -185,5 +214,19 @@ mod tests {
         assert_eq!(settled.promote, vec![Promote { pod: "ns/a".into(), plan: "p1".into() }]);
         assert_eq!(settled.failure.unwrap().failure.reason(), "trap");
         assert_eq!(metrics.policy_failures("broken", "trap"), 1);
+    }
+
+    #[test]
+    fn a_seat_follows_its_live_policy_when_it_is_replaced() {
+        let pod = PodState { pod: "ns/a".into(), applied_plan: Some("p1".into()), running_plan: None, baseline_plan: None };
+        let fleet = Fleet { pods: vec![pod.clone()].into(), passed_plans: vec!["p1".into()].into(), refused_plans: Arc::from([]) };
+        let metrics = Metrics::default();
+        let live = LivePolicy::new(Arc::new(NativeDefault));
+        let mut seat = PolicySeat::live(live.clone());
+        assert!(seat.decide(&Trigger::Applied(pod.clone()), &fleet, &metrics).failure.is_none());
+        live.replace(Arc::new(Broken));
+        let settled = seat.decide(&Trigger::Applied(pod), &fleet, &metrics);
+        assert_eq!(settled.failure.map(|e| e.policy).as_deref(), Some("broken"), "the seat took the new policy");
+        assert_eq!(seat.name(), "broken");
     }
 }

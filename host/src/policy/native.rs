@@ -14,4 +14,8 @@ impl Policy for NativeDefault {
     fn decide(&self, trigger: &Trigger, fleet: &Fleet) -> Result<Decision, PolicyError> {
         Ok(policy_core::decide(trigger, fleet))
     }
+
+    fn timed(&self) -> bool {
+        false
+    }
 }

@@ -24,18 +24,18 @@ pub struct Dropped {
 
 pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
     let mut checked = Checked::default();
-    let passed = |plan: &str| fleet.passed_plans.iter().any(|p| p == plan);
+    let passed = |plan: &str| fleet.passed_plans.iter().any(|p| **p == *plan);
     // The gate's fleet is sorted by name: a binary search finds a pod; the
     // linear scan covers fleets from elsewhere (fixtures) in any order.
-    let pod = |name: &str| match fleet.pods.binary_search_by(|p| p.pod.as_str().cmp(name)) {
+    let pod = |name: &str| match fleet.pods.binary_search_by(|p| (*p.pod).cmp(name)) {
         Ok(at) => Some(&fleet.pods[at]),
-        Err(_) => fleet.pods.iter().find(|p| p.pod == name),
+        Err(_) => fleet.pods.iter().find(|p| *p.pod == *name),
     };
     for p in decision.promote {
         let why = match pod(&p.pod) {
             None => Some(("unknown-pod", "the pod is not in the fleet")),
             Some(_) if !passed(&p.plan) => Some(("plan-not-passed", "the plan has not passed")),
-            Some(state) if state.applied_plan.as_deref() != Some(p.plan.as_str()) => {
+            Some(state) if state.applied_plan.as_deref() != Some(&*p.plan) => {
                 Some(("plan-not-held", "the pod does not hold the plan"))
             }
             Some(_) => None,
