@@ -93,6 +93,8 @@ impl Gate {
             config,
             check: None,
             shown_latch: None,
+            pending: Vec::new(),
+            pending_since: None,
         };
         let driver = tokio::spawn(driver.run(events_rx));
         (Gate { events: events_tx, driver, metrics, health }, outputs_rx)
@@ -125,6 +127,12 @@ impl Gate {
 /// once per event.
 const EVENT_BATCH: usize = 64;
 
+/// Within a batch, outputs wait for the batch's end so that a reader who
+/// keeps up wakes once per burst, not once per output; but never longer
+/// than this, nor in greater numbers than [`OUTPUT_BURST`].
+const OUTPUT_HOLD: Duration = Duration::from_millis(1);
+const OUTPUT_BURST: usize = 256;
+
 /// A check running on the worker.
 struct RunningCheck {
     id: CheckId,
@@ -142,6 +150,9 @@ struct Driver {
     check: Option<RunningCheck>,
     /// The latch as the gauges last showed it: they move only when it does.
     shown_latch: Option<(LatchState, Option<Reason>)>,
+    /// Outputs not yet sent, in order, and since when the first has waited.
+    pending: Vec<Output>,
+    pending_since: Option<std::time::Instant>,
 }
 
 impl Driver {
@@ -150,7 +161,8 @@ impl Driver {
         let mut batch = Vec::with_capacity(EVENT_BATCH);
         loop {
             self.health.turn_started(now());
-            if self.carry_out_effects().await.is_err() {
+            self.carry_out_effects();
+            if self.flush().await.is_err() {
                 break; // nobody listens any more
             }
             if !input_open && self.core.is_drained() {
@@ -203,13 +215,35 @@ impl Driver {
     async fn handle_events(&mut self, batch: &mut Vec<Event>) -> Result<(), mpsc::error::SendError<Output>> {
         self.health.turn_started(now());
         for event in batch.drain(..) {
-            self.core.handle_event(now(), event);
-            self.carry_out_effects().await?;
+            let now = now();
+            self.core.handle_event(now, event);
+            self.carry_out_effects();
+            let held_long = self.pending_since.is_some_and(|since| now.saturating_duration_since(since) >= OUTPUT_HOLD);
+            if self.pending.len() >= OUTPUT_BURST || held_long {
+                self.flush().await?;
+            }
+        }
+        self.flush().await
+    }
+
+    /// Sends the pending outputs, waiting for room as the reader frees it.
+    async fn flush(&mut self) -> Result<(), mpsc::error::SendError<Output>> {
+        self.pending_since = None;
+        for output in self.pending.drain(..) {
+            self.outputs.send(output).await?;
         }
         Ok(())
     }
 
-    async fn carry_out_effects(&mut self) -> Result<(), mpsc::error::SendError<Output>> {
+    fn emit(&mut self, output: Output) {
+        if self.pending.is_empty() {
+            self.pending_since = Some(now());
+        }
+        self.pending.push(output);
+    }
+
+    /// Carries out the core's effects; their outputs wait in `pending`.
+    fn carry_out_effects(&mut self) {
         // The gauges first, so whoever reads an output finds them moved.
         let latch = (self.core.latch().state(), self.core.latch().pinned());
         if self.shown_latch != Some(latch) {
@@ -226,13 +260,13 @@ impl Driver {
                         self.metrics.verdict_remembered();
                     }
                     log_verdict(&v);
-                    self.outputs.send(Output::Verdict(v)).await?;
+                    self.emit(Output::Verdict(v));
                 }
                 Effect::Latch(state) => {
                     tracing::info!(?state, "latch changed");
-                    self.outputs.send(Output::Latch(state)).await?;
+                    self.emit(Output::Latch(state));
                 }
-                Effect::Release { plan, render } => self.outputs.send(Output::Release { plan, render }).await?,
+                Effect::Release { plan, render } => self.emit(Output::Release { plan, render }),
                 Effect::Decide { trigger, fleet } => {
                     // Bounded by the policy's deadline (50 ms by default), so
                     // deciding inline never stalls the gate for long.
@@ -241,15 +275,14 @@ impl Driver {
                         tracing::debug!(policy = self.policy.name(), "note: {note}");
                     }
                     for p in settled.promote {
-                        self.outputs.send(Output::Promote(p)).await?;
+                        self.emit(Output::Promote(p));
                     }
                     for r in settled.revert {
-                        self.outputs.send(Output::Revert(r)).await?;
+                        self.emit(Output::Revert(r));
                     }
                 }
             }
         }
-        Ok(())
     }
 
     fn start_check(&mut self, request: CheckRequest) {

@@ -23,7 +23,7 @@ pub struct Dropped {
 }
 
 pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
-    let mut checked = Checked::default();
+    let mut dropped = Vec::new();
     let passed = |plan: &str| fleet.passed_plans.iter().any(|p| **p == *plan);
     // The gate's fleet is sorted by name: a binary search finds a pod; the
     // linear scan covers fleets from elsewhere (fixtures) in any order.
@@ -31,7 +31,7 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
         Ok(at) => Some(&fleet.pods[at]),
         Err(_) => fleet.pods.iter().find(|p| *p.pod == *name),
     };
-    for p in decision.promote {
+    let promote = keep(decision.promote, |p| {
         let why = match pod(&p.pod) {
             None => Some(("unknown-pod", "the pod is not in the fleet")),
             Some(_) if !passed(&p.plan) => Some(("plan-not-passed", "the plan has not passed")),
@@ -40,25 +40,34 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
             }
             Some(_) => None,
         };
-        match why {
-            Some((rule, why)) => checked.dropped.push(Dropped { rule, item: format!("promote {} to {}: {why}", p.pod, p.plan) }),
-            None if checked.promote.contains(&p) => {}
-            None => checked.promote.push(p),
-        }
-    }
-    for r in decision.revert {
+        why.map(|(rule, why)| Dropped { rule, item: format!("promote {} to {}: {why}", p.pod, p.plan) })
+    }, &mut dropped);
+    let revert = keep(decision.revert, |r| {
         let why = match (&r.target, pod(&r.pod)) {
             (_, None) => Some(("unknown-pod", "the pod is not in the fleet")),
             (RevertTarget::Plan(plan), _) if !passed(plan) => Some(("target-not-passed", "the target plan has not passed")),
             _ => None,
         };
-        match why {
-            Some((rule, why)) => checked.dropped.push(Dropped { rule, item: format!("revert {} from {}: {why}", r.pod, r.plan) }),
-            None if checked.revert.contains(&r) => {}
-            None => checked.revert.push(r),
+        why.map(|(rule, why)| Dropped { rule, item: format!("revert {} from {}: {why}", r.pod, r.plan) })
+    }, &mut dropped);
+    Checked { promote, revert, dropped }
+}
+
+/// Keeps the items `broken` finds nothing wrong with, in order and without
+/// repeats, in the vector they came in (a decision is checked on every
+/// event: no allocation when nothing is dropped).
+fn keep<T: PartialEq>(mut items: Vec<T>, broken: impl Fn(&T) -> Option<Dropped>, dropped: &mut Vec<Dropped>) -> Vec<T> {
+    let mut kept = 0;
+    for at in 0..items.len() {
+        if let Some(why) = broken(&items[at]) {
+            dropped.push(why);
+        } else if !items[..kept].contains(&items[at]) {
+            items.swap(kept, at);
+            kept += 1;
         }
     }
-    checked
+    items.truncate(kept);
+    items
 }
 
 #[cfg(test)]
