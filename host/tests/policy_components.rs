@@ -167,6 +167,21 @@ fn a_rule_breaking_decision_loses_every_item_and_each_rule_is_counted() {
 }
 
 #[test]
+fn a_guest_decides_a_fleet_of_ten_thousand_within_the_default_limits() {
+    // The guests allocate by bumping a pointer and never free (policy-guest's
+    // `bump-allocator`): the whole decision must still fit the default memory
+    // limit, and agree with the native default item for item. (The deadline
+    // is widened: a debug build beside other tests is no measure of time.)
+    let limits = PolicyLimits { deadline: Duration::from_secs(10), ..PolicyLimits::default() };
+    let policy = ComponentPolicy::load(Path::new(built::SCOPED_REVERT), limits, None).expect("loads");
+    let f = fleet(10_000);
+    let (decision, fuel) = policy.decide_metered(&refusal(), &f).expect("fits the default limits");
+    assert_eq!(decision, NativeDefault.decide(&refusal(), &f).unwrap());
+    assert_eq!(decision.revert.len(), 5_000, "the half that did not load plan-2 is reverted");
+    assert!(fuel < PolicyLimits::default().fuel, "fuel {fuel}");
+}
+
+#[test]
 fn every_decision_gets_a_fresh_store() {
     let policy = load(built::HOSTILE_STATEFUL);
     for _ in 0..3 {

@@ -7,10 +7,17 @@
 
 use std::sync::Arc;
 
-/// A pod or plan name. Shared: cloning one copies a pointer, not the text,
-/// so a report, the fleet, a trigger and a promotion can all name the same
-/// pod without a copy each. Build one with `.into()` from `&str` or `String`.
+/// A pod or plan name. On the host it is shared (`Arc<str>`): cloning one
+/// copies a pointer, not the text, so a report, the fleet, a trigger and a
+/// promotion name the same pod without a copy each. Inside a WebAssembly
+/// guest it is a plain `String`: names arrive there owned, one per value,
+/// from the component ABI, and turning each into an `Arc` would only copy
+/// it again. Code that builds names with `.into()` and reads them through
+/// `&*name` or `as_deref()` compiles for both.
+#[cfg(not(target_arch = "wasm32"))]
 pub type Name = Arc<str>;
+#[cfg(target_arch = "wasm32")]
+pub type Name = String;
 
 /// One HAProxy pod as the gate knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

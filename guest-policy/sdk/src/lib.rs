@@ -15,6 +15,13 @@
 //! policy_guest::export_policy!(MyPolicy with_types_in policy_guest::bindings);
 //! ```
 
+#[cfg(all(feature = "bump-allocator", target_arch = "wasm32"))]
+pub mod bump;
+
+#[cfg(all(feature = "bump-allocator", target_arch = "wasm32"))]
+#[global_allocator]
+static ALLOCATOR: bump::Bump = bump::Bump::new();
+
 /// The generated bindings (a module of their own: the exported macros live
 /// at the crate root, and must not collide with re-exports there).
 pub mod bindings {
@@ -43,12 +50,8 @@ pub fn plain(trigger: Trigger, fleet: Fleet, decide: impl FnOnce(&plain::Trigger
 }
 
 fn pod_in(p: PodState) -> plain::PodState {
-    plain::PodState {
-        pod: p.pod.into(),
-        applied_plan: p.applied_plan.map(Into::into),
-        running_plan: p.running_plan.map(Into::into),
-        baseline_plan: p.baseline_plan.map(Into::into),
-    }
+    // `Name` is `String` inside a guest: the values move, nothing is copied.
+    plain::PodState { pod: p.pod, applied_plan: p.applied_plan, running_plan: p.running_plan, baseline_plan: p.baseline_plan }
 }
 
 fn trigger_in(t: Trigger) -> plain::Trigger {
@@ -73,23 +76,23 @@ fn trigger_in(t: Trigger) -> plain::Trigger {
 fn fleet_in(f: Fleet) -> plain::Fleet {
     plain::Fleet {
         pods: std::sync::Arc::new(f.pods.into_iter().map(pod_in).collect()),
-        passed_plans: f.passed_plans.into_iter().map(Into::into).collect(),
-        refused_plans: f.refused_plans.into_iter().map(Into::into).collect(),
+        passed_plans: f.passed_plans.into(),
+        refused_plans: f.refused_plans.into(),
     }
 }
 
 fn decision_out(d: plain::Decision) -> Decision {
     Decision {
-        promote: d.promote.into_iter().map(|p| Promote { pod: p.pod.to_string(), plan: p.plan.to_string() }).collect(),
+        promote: d.promote.into_iter().map(|p| Promote { pod: p.pod, plan: p.plan }).collect(),
         revert: d
             .revert
             .into_iter()
             .map(|r| Revert {
-                pod: r.pod.to_string(),
-                plan: r.plan.to_string(),
+                pod: r.pod,
+                plan: r.plan,
                 target: match r.target {
                     plain::RevertTarget::Baseline => RevertTarget::Baseline,
-                    plain::RevertTarget::Plan(p) => RevertTarget::Plan(p.to_string()),
+                    plain::RevertTarget::Plan(p) => RevertTarget::Plan(p),
                 },
             })
             .collect(),

@@ -55,8 +55,9 @@ impl Default for PolicyLimits {
     fn default() -> Self {
         PolicyLimits {
             deadline: Duration::from_millis(50),
-            // Measured (benches/policy.rs): scoped-revert burns 30.9 M fuel
-            // deciding a refusal over 10,000 pods; 10x headroom, rounded up.
+            // Measured (benches/policy.rs): scoped-revert burns 10.9 M fuel
+            // deciding a refusal over 10,000 pods (30.9 M before the guests'
+            // bump allocator); ample headroom for heavier policies.
             fuel: 400_000_000,
             memory: 32 << 20,
             decision_cap: 4 << 20,
