@@ -298,7 +298,7 @@ fn throughput(quick: bool, serve: bool) {
     }
 
     let pods = 100;
-    let n = if quick { 5_000 } else { 20_000 };
+    let n = if quick { 20_000 } else { 100_000 };
     println!("## `serve --policy scoped-revert.wasm` vs native default, {pods} pods, same stream\n");
     println!("| stream | E | native events/s | wasm events/s | ratio native/wasm |");
     println!("|---|---:|---:|---:|---:|");
