@@ -51,6 +51,6 @@ pub mod timeline;
 pub use check::{Checker, HaproxyChecker, HaproxyOptions};
 pub use core::{CheckOutcome, Event, LatchState, PodReport, Reason, Verdict};
 pub use metrics::Metrics;
-pub use policy::{Policy, PolicySeat};
+pub use policy::{Name, Policy, PolicySeat};
 pub use render::{FileKind, Render, RenderFile};
 pub use runtime::{Gate, GateConfig, Output};

@@ -16,7 +16,7 @@ pub mod rules;
 
 pub use component::{ComponentPolicy, PolicyLimits};
 pub use native::NativeDefault;
-pub use policy_core::{Decision, Fleet, PodState, Promote, Revert, RevertTarget, Trigger};
+pub use policy_core::{Decision, Fleet, Name, PodState, Promote, Revert, RevertTarget, Trigger};
 
 use crate::metrics::Metrics;
 use std::sync::atomic::{AtomicU64, Ordering};
