@@ -128,8 +128,9 @@ impl Gate {
 const EVENT_BATCH: usize = 64;
 
 /// Within a batch, outputs wait for the batch's end so that a reader who
-/// keeps up wakes once per burst, not once per output; but never longer
-/// than this, nor in greater numbers than [`OUTPUT_BURST`].
+/// keeps up wakes once per burst, not once per output. The wait is checked
+/// after each event: an output waits at most this long plus one event's
+/// handling, and no more than [`OUTPUT_BURST`] wait at once.
 const OUTPUT_HOLD: Duration = Duration::from_millis(1);
 const OUTPUT_BURST: usize = 256;
 
@@ -215,10 +216,12 @@ impl Driver {
     async fn handle_events(&mut self, batch: &mut Vec<Event>) -> Result<(), mpsc::error::SendError<Output>> {
         self.health.turn_started(now());
         for event in batch.drain(..) {
-            let now = now();
-            self.core.handle_event(now, event);
+            self.core.handle_event(now(), event);
+            // Before the effects: a lost term must stop its check before the
+            // next render of this batch can start another.
+            self.cancel_abandoned_check();
             self.carry_out_effects();
-            let held_long = self.pending_since.is_some_and(|since| now.saturating_duration_since(since) >= OUTPUT_HOLD);
+            let held_long = self.pending_since.is_some_and(|since| now().saturating_duration_since(since) >= OUTPUT_HOLD);
             if self.pending.len() >= OUTPUT_BURST || held_long {
                 self.flush().await?;
             }
@@ -286,6 +289,11 @@ impl Driver {
     }
 
     fn start_check(&mut self, request: CheckRequest) {
+        // The core asks for one check at a time; a check still held here
+        // was abandoned, and must not keep its process or the check slot.
+        if let Some(stale) = self.check.take() {
+            stale.task.abort();
+        }
         let deadline = Instant::now() + self.config.check_timeout;
         let timeout = self.config.check_timeout;
         let checker = self.checker.clone();

@@ -128,6 +128,21 @@ async fn a_check_in_flight_when_leadership_is_lost_publishes_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_lost_term_and_a_new_render_in_one_batch_stop_the_old_check_first() {
+    // No spacing: the new render's check starts within the same batch of
+    // events, so the old one must be stopped between the two events.
+    let (checker, gate, mut outputs) = start(GateConfig { check_interval: Duration::ZERO, ..GateConfig::default() });
+    gate.send(rendered("r-1", "slow")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await; // the check is running
+    gate.send(Event::LostLeadership).await.unwrap();
+    gate.send(rendered("r-2", "refuse")).await.unwrap();
+    let v = verdict(&mut outputs).await;
+    assert_eq!(v.render, "r-2", "r-1's check was cancelled, not published");
+    assert_eq!(checker.dropped.load(Ordering::SeqCst), 1, "r-1's check was stopped, not left running");
+    gate.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn finish_drains_the_queue_and_closes_the_outputs() {
     let (checker, gate, mut outputs) = start(GateConfig::default());
     gate.send(rendered("r-1", "slow")).await.unwrap();

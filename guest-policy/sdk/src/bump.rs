@@ -18,15 +18,15 @@ use core::arch::wasm32;
 use core::cell::Cell;
 
 const PAGE: usize = 65536;
-/// Pages added at a time: fewer calls into the host than one page each.
-const GROW_PAGES: usize = 16;
 
 pub struct Bump {
+    /// Where the next block may start, and the end of the current region.
     next: Cell<usize>,
     end: Cell<usize>,
 }
 
-// A policy guest is one thread: nothing here is shared between threads.
+// A policy guest is one thread (the allocator is only installed for targets
+// without shared-memory atomics): nothing here is shared between threads.
 unsafe impl Sync for Bump {}
 
 impl Bump {
@@ -36,29 +36,37 @@ impl Bump {
 
     /// Makes room for `size` bytes at `align`; the block's address, or None.
     fn reserve(&self, size: usize, align: usize) -> Option<usize> {
-        let start = self.next.get().checked_add(align - 1)? & !(align - 1);
-        let end = start.checked_add(size)?;
-        if end <= self.end.get() && self.end.get() != 0 {
-            self.next.set(end);
-            return Some(start);
+        loop {
+            let start = self.next.get().checked_next_multiple_of(align)?;
+            let end = start.checked_add(size)?;
+            if self.end.get() != 0 && end <= self.end.get() {
+                self.next.set(end);
+                return Some(start);
+            }
+            let missing = if self.end.get() == 0 { size.checked_add(align)? } else { end - self.end.get() };
+            self.grow(missing)?;
         }
-        // Grow. Something else in the guest (WASI's libc) may have grown
-        // memory too, so the new pages start where the host says they do.
-        let pages = size.checked_add(align)?.div_ceil(PAGE).max(GROW_PAGES);
+    }
+
+    /// Adds the pages for at least `bytes` more: exactly as many as needed,
+    /// so a guest can use memory up to the host's limit. Returns whether they
+    /// follow the current region. When they do not (first use, or something
+    /// else in the guest, WASI's libc, grew memory meanwhile), they become
+    /// the current region.
+    fn grow(&self, bytes: usize) -> Option<bool> {
+        let pages = bytes.div_ceil(PAGE);
         let previous = wasm32::memory_grow(0, pages);
         if previous == usize::MAX {
             return None;
         }
-        let base = previous * PAGE;
-        let (from, to) = if base == self.end.get() { (self.next.get(), base + pages * PAGE) } else { (base, base + pages * PAGE) };
-        let start = from.checked_add(align - 1)? & !(align - 1);
-        let end = start.checked_add(size)?;
-        if end > to {
-            return None;
+        let base = previous.checked_mul(PAGE)?;
+        let end = base.checked_add(pages.checked_mul(PAGE)?)?;
+        let follows = self.end.get() != 0 && base == self.end.get();
+        if !follows {
+            self.next.set(base);
         }
-        self.next.set(end);
-        self.end.set(to);
-        Some(start)
+        self.end.set(end);
+        Some(follows)
     }
 }
 
@@ -81,15 +89,19 @@ unsafe impl GlobalAlloc for Bump {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // The newest block grows or shrinks in place when there is room.
         let at = ptr as usize;
         if at + layout.size() == self.next.get() {
-            if let Some(end) = at.checked_add(new_size).filter(|end| *end <= self.end.get()) {
+            // The newest block shrinks or grows in place, growing memory
+            // under it when the new pages follow: a `Vec` doubling at the
+            // top of the heap does not leave its old copies behind.
+            let Some(end) = at.checked_add(new_size) else {
+                return core::ptr::null_mut();
+            };
+            if end <= self.end.get() || self.grow(end - self.end.get()) == Some(true) {
                 self.next.set(end);
                 return ptr;
             }
-        }
-        if new_size <= layout.size() {
+        } else if new_size <= layout.size() {
             return ptr;
         }
         let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
@@ -97,7 +109,7 @@ unsafe impl GlobalAlloc for Bump {
         };
         let new = unsafe { self.alloc(new_layout) };
         if !new.is_null() {
-            unsafe { core::ptr::copy_nonoverlapping(ptr, new, layout.size()) };
+            unsafe { core::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
         }
         new
     }

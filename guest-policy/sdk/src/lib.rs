@@ -15,10 +15,10 @@
 //! policy_guest::export_policy!(MyPolicy with_types_in policy_guest::bindings);
 //! ```
 
-#[cfg(all(feature = "bump-allocator", target_arch = "wasm32"))]
+#[cfg(all(feature = "bump-allocator", target_arch = "wasm32", not(target_feature = "atomics")))]
 pub mod bump;
 
-#[cfg(all(feature = "bump-allocator", target_arch = "wasm32"))]
+#[cfg(all(feature = "bump-allocator", target_arch = "wasm32", not(target_feature = "atomics")))]
 #[global_allocator]
 static ALLOCATOR: bump::Bump = bump::Bump::new();
 
@@ -50,8 +50,13 @@ pub fn plain(trigger: Trigger, fleet: Fleet, decide: impl FnOnce(&plain::Trigger
 }
 
 fn pod_in(p: PodState) -> plain::PodState {
-    // `Name` is `String` inside a guest: the values move, nothing is copied.
-    plain::PodState { pod: p.pod, applied_plan: p.applied_plan, running_plan: p.running_plan, baseline_plan: p.baseline_plan }
+    // `Name` is `String` inside a guest: these conversions are moves there.
+    plain::PodState {
+        pod: p.pod.into(),
+        applied_plan: p.applied_plan.map(Into::into),
+        running_plan: p.running_plan.map(Into::into),
+        baseline_plan: p.baseline_plan.map(Into::into),
+    }
 }
 
 fn trigger_in(t: Trigger) -> plain::Trigger {
@@ -76,26 +81,38 @@ fn trigger_in(t: Trigger) -> plain::Trigger {
 fn fleet_in(f: Fleet) -> plain::Fleet {
     plain::Fleet {
         pods: std::sync::Arc::new(f.pods.into_iter().map(pod_in).collect()),
-        passed_plans: f.passed_plans.into(),
-        refused_plans: f.refused_plans.into(),
+        passed_plans: f.passed_plans.into_iter().map(Into::into).collect(),
+        refused_plans: f.refused_plans.into_iter().map(Into::into).collect(),
     }
 }
 
 fn decision_out(d: plain::Decision) -> Decision {
     Decision {
-        promote: d.promote.into_iter().map(|p| Promote { pod: p.pod, plan: p.plan }).collect(),
+        promote: d.promote.into_iter().map(|p| Promote { pod: text(p.pod), plan: text(p.plan) }).collect(),
         revert: d
             .revert
             .into_iter()
             .map(|r| Revert {
-                pod: r.pod,
-                plan: r.plan,
+                pod: text(r.pod),
+                plan: text(r.plan),
                 target: match r.target {
                     plain::RevertTarget::Baseline => RevertTarget::Baseline,
-                    plain::RevertTarget::Plan(p) => RevertTarget::Plan(p),
+                    plain::RevertTarget::Plan(p) => RevertTarget::Plan(text(p)),
                 },
             })
             .collect(),
         notes: d.notes,
     }
+}
+
+/// A name as the world's `string`: a move inside a guest, where `Name` is
+/// `String`; a copy where it is `Arc<str>` (native builds of this crate).
+#[cfg(target_arch = "wasm32")]
+fn text(name: plain::Name) -> String {
+    name
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn text(name: plain::Name) -> String {
+    name.to_string()
 }

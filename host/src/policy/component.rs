@@ -55,7 +55,7 @@ impl Default for PolicyLimits {
     fn default() -> Self {
         PolicyLimits {
             deadline: Duration::from_millis(50),
-            // Measured (benches/policy.rs): scoped-revert burns 10.9 M fuel
+            // Measured (benches/policy.rs): scoped-revert burns 11.5 M fuel
             // deciding a refusal over 10,000 pods (30.9 M before the guests'
             // bump allocator); ample headroom for heavier policies.
             fuel: 400_000_000,
