@@ -7,12 +7,13 @@
 
 #[path = "../../examples/gen_render.rs"]
 mod gen_render;
+#[allow(dead_code)]
+#[path = "../../tests/e2e/support.rs"]
+mod support;
 
 use rendergate::check::{CheckFuture, Checker};
 use rendergate::core::{self, CoreConfig, Effect};
 use rendergate::{CheckOutcome, Event, Gate, GateConfig, Output, PodReport, PolicySeat, Render};
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -107,29 +108,11 @@ async fn library_the_same_content_rendered_100_times_in_sequence_runs_1_check() 
 
 // --- the real binary, with real haproxy ----------------------------------
 
-fn haproxy() -> String {
-    std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into())
-}
-
 /// `rendergate serve` over `input`; the parsed verdict lines.
 fn serve(input: &str) -> Vec<serde_json::Value> {
-    let haproxy = haproxy();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rendergate"))
-        .args(["serve", "--check-interval", "0s", "--haproxy", haproxy.as_str()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start rendergate");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = support::run(&["serve", "--check-interval", "0s", "--haproxy", &support::haproxy()], input, &[]);
     assert!(out.status.success(), "serve failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v["type"] == "verdict")
-        .collect()
+    support::lines(&out).into_iter().filter(|v| v["type"] == "verdict").collect()
 }
 
 fn generated(seed: u64, backends: usize) -> gen_render::Generated {

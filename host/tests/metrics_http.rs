@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 #[path = "../../tests/e2e/support.rs"]
 mod support;
-use support::{BIN, broken_config, haproxy, rendered, sample_config};
+use support::{BIN, broken_config, haproxy, rendered, sample_config, serve_command};
 
 /// One HTTP response: status, headers (lower-case names), body.
 struct Reply {
@@ -85,16 +85,8 @@ struct Serve {
 
 impl Serve {
     fn start(extra: &[&str]) -> Serve {
-        let haproxy = haproxy();
-        let mut args = vec!["serve", "--metrics-addr", "127.0.0.1:0", "--check-interval", "0s"];
-        if !extra.contains(&"--haproxy") {
-            args.extend(["--haproxy", haproxy.as_str()]);
-        }
-        args.extend_from_slice(extra);
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+        let mut child = serve_command(extra)
+            .args(["--metrics-addr", "127.0.0.1:0"])
             .stderr(Stdio::piped())
             .spawn()
             .expect("start rendergate serve");

@@ -118,7 +118,7 @@ fn a_replayed_recording_gives_the_live_outputs() {
 
     let out = replay(&recording, &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let replayed = lines_of(&out);
+    let replayed = support::lines(&out);
     assert_eq!(untimed(&replayed), untimed(&live), "same outputs, in the same order");
     let error = replayed.iter().find(|l| l["type"] == "error").unwrap();
     assert_eq!(error["line"], 5, "{error}");
@@ -140,7 +140,7 @@ fn the_timeline_has_one_bar_per_check_and_parses_as_svg_and_html() {
     let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("not XML: {e}"));
     assert_eq!(doc.root_element().tag_name().name(), "svg");
     assert_eq!(doc.root_element().tag_name().namespace(), Some("http://www.w3.org/2000/svg"));
-    assert_marks(&doc, &lines_of(&out));
+    assert_marks(&doc, &lines(&out));
 
     let html_path = dir.path().join("x.html");
     let out = replay(&recording, &["--timeline", html_path.to_str().unwrap()]);
@@ -151,7 +151,7 @@ fn the_timeline_has_one_bar_per_check_and_parses_as_svg_and_html() {
     let doc = roxmltree::Document::parse_with_options(&html, options).unwrap_or_else(|e| panic!("not well-formed: {e}"));
     assert_eq!(doc.root_element().tag_name().name(), "html");
     assert!(doc.descendants().any(|n| n.tag_name().name() == "svg"), "the page holds the SVG");
-    assert_marks(&doc, &lines_of(&out));
+    assert_marks(&doc, &lines(&out));
 }
 
 /// One `g.check` per verdict from a check that ran, in its outcome's class;
@@ -181,19 +181,12 @@ fn assert_marks(doc: &roxmltree::Document, outputs: &[Value]) {
     }
 }
 
-fn lines_of(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
-}
-
 #[test]
 fn a_plain_event_stream_is_judged_render_by_render() {
     let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/events.ndjson");
     let out = replay(&events, &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let lines = lines_of(&out);
+    let lines = lines(&out);
     let summary: Vec<String> = lines
         .iter()
         .map(|l| match l["type"].as_str().unwrap() {
@@ -244,7 +237,7 @@ fn realtime_keeps_the_recorded_gaps_and_bytes_and_ends_are_honoured() {
     let out = replay(&recording, &["--realtime"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(started.elapsed() >= Duration::from_millis(700), "the recorded gap was kept");
-    let lines = lines_of(&out);
+    let lines = lines(&out);
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert_eq!(lines[0]["type"], "error");
     assert!(lines[0]["message"].as_str().unwrap().contains("UTF-8"), "{}", lines[0]);

@@ -63,6 +63,18 @@ pub fn lines(output: &Output) -> Vec<Value> {
         .collect()
 }
 
+/// `rendergate serve --check-interval 0s [--haproxy H] EXTRA...`, with
+/// stdin and stdout piped (the test haproxy unless EXTRA names one).
+pub fn serve_command(extra: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command.args(["serve", "--check-interval", "0s"]);
+    if !extra.contains(&"--haproxy") {
+        command.args(["--haproxy", &haproxy()]);
+    }
+    command.args(extra).stdin(Stdio::piped()).stdout(Stdio::piped());
+    command
+}
+
 /// A running `rendergate serve`, fed line by line.
 pub struct Serve {
     child: Child,
@@ -72,19 +84,7 @@ pub struct Serve {
 
 impl Serve {
     pub fn start(extra: &[&str]) -> Serve {
-        let haproxy = haproxy();
-        let mut args = vec!["serve", "--check-interval", "0s"];
-        if !extra.contains(&"--haproxy") {
-            args.extend(["--haproxy", haproxy.as_str()]);
-        }
-        args.extend_from_slice(extra);
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start rendergate serve");
+        let mut child = serve_command(extra).stderr(Stdio::inherit()).spawn().expect("start rendergate serve");
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {

@@ -324,11 +324,8 @@ pub fn alert_flood(_: &mut Scene) -> Spec {
 /// file there it can see (as root) and has HAProxy read it as a pattern
 /// file: its first line (`-----BEGIN … PRIVATE KEY-----`) must not show.
 pub fn system_ca_keeps_private_keys(_: &mut Scene) -> Spec {
-    let Some(key) = std::fs::read_dir("/etc/ssl/private")
-        .ok()
-        .and_then(|d| d.flatten().map(|e| e.path()).find(|p| std::fs::File::open(p).is_ok() && p.is_file()))
-    else {
-        return Spec::skip("no readable file in /etc/ssl/private on this host (or not root)");
+    let Some(key) = readable_private_key() else {
+        return Spec::skip(NO_PRIVATE_KEY);
     };
     let frontend = format!("  acl bad src -f {}\n  http-request deny if bad\n  default_backend tls\n", key.display());
     let tail = "backend tls\n  server s1 127.0.0.1:8443 ssl verify required ca-file @system-ca sni str(hostile.test)\n";

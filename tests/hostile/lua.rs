@@ -226,11 +226,8 @@ pub fn check_directory_is_private(_: &mut Scene) -> Spec {
 /// that sit next to the certificates. The script reports how many bytes it
 /// read, never the key itself.
 pub fn lua_system_ca_mark_keeps_private_keys(_: &mut Scene) -> Spec {
-    let Some(key) = std::fs::read_dir("/etc/ssl/private")
-        .ok()
-        .and_then(|d| d.flatten().map(|e| e.path()).find(|p| std::fs::File::open(p).is_ok() && p.is_file()))
-    else {
-        return Spec::skip("no readable file in /etc/ssl/private on this host (or not root)");
+    let Some(key) = readable_private_key() else {
+        return Spec::skip(NO_PRIVATE_KEY);
     };
     let script = format!(
         "-- trusts @system-ca\n\

@@ -90,6 +90,18 @@ pub fn self_signed() -> Option<&'static (String, String)> {
     .as_ref()
 }
 
+/// A file in /etc/ssl/private this process can open (as root), if any: the
+/// private keys that sit next to the system CA store.
+pub fn readable_private_key() -> Option<PathBuf> {
+    std::fs::read_dir("/etc/ssl/private")
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| std::fs::File::open(p).is_ok() && p.is_file())
+}
+
+pub const NO_PRIVATE_KEY: &str = "no readable file in /etc/ssl/private on this host (or not root)";
+
 /// A fresh random hex string (the markers are unguessable and unique per case).
 pub fn random_hex() -> String {
     use std::hash::{BuildHasher, Hasher};
