@@ -37,6 +37,7 @@ pub mod check;
 pub mod core;
 pub mod duration;
 pub mod health;
+pub(crate) mod hex;
 pub mod http;
 pub mod metrics;
 pub mod policy;

@@ -120,7 +120,7 @@ impl Entry {
         match &self.item {
             Item::Line(bytes) => match std::str::from_utf8(bytes) {
                 Ok(text) => raw.line = Some(text.into()),
-                Err(_) => raw.bytes = Some(to_hex(bytes)),
+                Err(_) => raw.bytes = Some(crate::hex::hex(bytes)),
             },
             Item::Overlong(n) => raw.overlong = Some(*n),
             Item::End => raw.end = Some(true),
@@ -146,10 +146,6 @@ pub fn header(text: &str) -> Result<Option<Header>, String> {
         ));
     }
     Ok(Some(header))
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn from_hex(text: &str) -> Result<Vec<u8>, String> {

@@ -131,8 +131,7 @@ fn checksum(config: &str, files: &[RenderFile]) -> Checksum {
         field(f.content.as_bytes());
     }
     let digest = h.finalize();
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    Checksum(format!("sha256:{hex}"))
+    Checksum(format!("sha256:{}", crate::hex::hex(&digest)))
 }
 
 #[cfg(test)]

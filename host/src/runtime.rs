@@ -289,11 +289,9 @@ impl Driver {
     }
 
     fn start_check(&mut self, request: CheckRequest) {
-        // The core asks for one check at a time; a check still held here
-        // was abandoned, and must not keep its process or the check slot.
-        if let Some(stale) = self.check.take() {
-            stale.task.abort();
-        }
+        // The core asks for one check at a time, and every input is followed
+        // by `cancel_abandoned_check` before the effects are carried out.
+        debug_assert!(self.check.is_none(), "a check still running when the next starts");
         let deadline = Instant::now() + self.config.check_timeout;
         let timeout = self.config.check_timeout;
         let checker = self.checker.clone();
@@ -335,7 +333,7 @@ fn log_verdict(v: &Verdict) {
     }
 }
 
-/// The core's clock: the only place the gate reads time.
+/// The time the core is given: tokio's clock, so paused time in tests moves it.
 fn now() -> std::time::Instant {
     Instant::now().into_std()
 }

@@ -363,7 +363,7 @@ fn random_hex() -> io::Result<String> {
     if n != bytes.len() as isize {
         return Err(io::Error::last_os_error());
     }
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::hex::hex(&bytes))
 }
 
 #[cfg(test)]

@@ -288,21 +288,12 @@ fn cap_message(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
         }
         text
     };
-    match outcome {
-        CheckOutcome::Passed { message } => CheckOutcome::Passed { message: cut(message) },
-        CheckOutcome::Refused { message } => CheckOutcome::Refused { message: cut(message) },
-        CheckOutcome::Unavailable { reason } => CheckOutcome::Unavailable { reason: cut(reason) },
-    }
+    outcome.map_message(cut)
 }
 
 fn note_truncation(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
     let note = format!("(HAProxy's output was cut at {cap} bytes)");
-    let add = |text: String| if text.is_empty() { note.clone() } else { format!("{text}\n{note}") };
-    match outcome {
-        CheckOutcome::Passed { message } => CheckOutcome::Passed { message: add(message) },
-        CheckOutcome::Refused { message } => CheckOutcome::Refused { message: add(message) },
-        CheckOutcome::Unavailable { reason } => CheckOutcome::Unavailable { reason: add(reason) },
-    }
+    outcome.map_message(|text| if text.is_empty() { note } else { format!("{text}\n{note}") })
 }
 
 /// Kills a process group when dropped, so a cancelled check leaves nothing running.
@@ -404,7 +395,7 @@ fn hash_file(path: &Path) -> io::Result<String> {
             Err(e) => return Err(e),
         }
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::hex::hex(&hasher.finalize()))
 }
 
 #[cfg(test)]

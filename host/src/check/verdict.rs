@@ -64,7 +64,7 @@ pub fn classify(exit: Exit, output: &str, config: &str, check_dir: &Path, haprox
         return CheckOutcome::Passed { message: warnings_note(&lines) };
     }
     if lines.iter().any(|l| is_judging(l)) {
-        return CheckOutcome::Refused { message: refusal_message(&lines, &scrub(config)) };
+        return CheckOutcome::Refused { message: refusal_message(&lines, config) };
     }
     let mut has_line = false;
     let mut no_listener = false;
@@ -194,7 +194,8 @@ fn alert_block(lines: &[&str], at: usize, config: &[&str]) -> String {
         let last = (number + CONFIG_AFTER).min(config.len());
         for n in first..=last {
             let marker = if n == number { "→ " } else { "  " };
-            out.push(format!("  {marker}{n:4}  {}", config[n - 1]));
+            // Only the lines shown are scrubbed, not the whole render.
+            out.push(format!("  {marker}{n:4}  {}", scrub(config[n - 1])));
         }
     }
     out.join("\n")

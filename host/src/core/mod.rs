@@ -237,7 +237,7 @@ impl Gate {
                 }
                 Next::Ready(render) => render,
             };
-            if let Some(outcome) = self.memory.get(&self.key(&render)) {
+            if let Some(outcome) = self.memory.find(render.plan(), render.checksum(), &self.judge) {
                 self.renders.judged(&render);
                 self.publish(&render, outcome, true, Duration::ZERO);
                 continue;
@@ -359,7 +359,11 @@ impl Gate {
 /// Appends `plan` to `into` (oldest first, bounded, no repeats) and drops it
 /// from `from`: a plan's latest judgement is the one that counts.
 fn record(into: &mut Arc<[Name]>, from: &mut Arc<[Name]>, plan: &str, bound: usize) {
-    if from.iter().any(|p| &**p == plan) {
+    let in_from = from.iter().any(|p| &**p == plan);
+    if !in_from && into.last().is_some_and(|p| &**p == plan) {
+        return; // already the latest judgement: the shared lists stay as they are
+    }
+    if in_from {
         *from = from.iter().filter(|p| &***p != plan).cloned().collect();
     }
     let mut plans: Vec<Name> = into.iter().filter(|p| &***p != plan).cloned().collect();

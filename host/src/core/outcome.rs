@@ -27,6 +27,15 @@ impl CheckOutcome {
         }
     }
 
+    /// The same outcome with its text rewritten.
+    pub fn map_message(self, f: impl FnOnce(String) -> String) -> Self {
+        match self {
+            CheckOutcome::Passed { message } => CheckOutcome::Passed { message: f(message) },
+            CheckOutcome::Refused { message } => CheckOutcome::Refused { message: f(message) },
+            CheckOutcome::Unavailable { reason } => CheckOutcome::Unavailable { reason: f(reason) },
+        }
+    }
+
     /// The label used by metrics and logs.
     pub fn label(&self) -> &'static str {
         match self {

@@ -79,10 +79,6 @@ impl Pods {
         Some(set_state(states, &held.report, &mut held.slot))
     }
 
-    pub fn get(&self, pod: &str) -> Option<&PodReport> {
-        self.by_name.get(pod).map(|held| &held.report)
-    }
-
     pub fn terminated(&mut self, pod: &str) {
         if let Some(old) = self.by_name.remove(pod) {
             self.holders.remove(&old.report);

@@ -112,12 +112,14 @@ impl Renders {
         if pods.hold_render(render.id()) {
             return true;
         }
-        let latest_of_plan = self
-            .newest
-            .iter()
-            .chain(self.superseded.iter().rev())
-            .find(|e| e.render.plan() == render.plan());
-        latest_of_plan.is_some_and(|e| Arc::ptr_eq(&e.render, render)) && pods.hold_plan(render.plan())
+        // The hash lookup first: the scan only matters for plan-only pods.
+        pods.hold_plan(render.plan())
+            && self
+                .newest
+                .iter()
+                .chain(self.superseded.iter().rev())
+                .find(|e| e.render.plan() == render.plan())
+                .is_some_and(|e| Arc::ptr_eq(&e.render, render))
     }
 
     /// The unjudged entry holding this very render (the same `Arc`: a

@@ -3,6 +3,7 @@
 //! engine's compatibility hash, and carry the hash of the compiled bytes;
 //! an entry that does not verify is ignored and rebuilt, never trusted.
 
+use crate::hex::hex;
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -96,10 +97,6 @@ impl ComponentCache {
         }
         Ok((component, if found { CacheUse::Rebuilt } else { CacheUse::Compiled }))
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The engine's compatibility hash, stable for one build and configuration.

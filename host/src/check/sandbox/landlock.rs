@@ -122,8 +122,8 @@ pub struct Grants {
 }
 
 impl Grants {
-    /// The fixed part: binary, loader, libraries; plus the CA store when asked.
-    pub fn for_binary(binary: &Path, system_ca: bool) -> Grants {
+    /// The fixed part: binary, loader, libraries.
+    pub fn for_binary(binary: &Path) -> Grants {
         let mut rules = vec![(binary.to_path_buf(), FS_EXECUTE | FS_READ_FILE)];
         if let Some(interp) = elf_interpreter(binary) {
             rules.push((interp, FS_EXECUTE | FS_READ_FILE));
@@ -132,12 +132,15 @@ impl Grants {
             rules.push((dir.into(), FS_READ_FILE | FS_READ_DIR));
         }
         rules.push((LOADER_CACHE.into(), FS_READ_FILE));
-        if system_ca {
-            for dir in SYSTEM_CA_DIRS {
-                rules.push((dir.into(), FS_READ_FILE | FS_READ_DIR));
-            }
-        }
         Grants { rules }
+    }
+
+    /// Adds the system CA store (for renders that ask for `@system-ca`).
+    pub fn with_system_ca(mut self) -> Grants {
+        for dir in SYSTEM_CA_DIRS {
+            self.rules.push((dir.into(), FS_READ_FILE | FS_READ_DIR));
+        }
+        self
     }
 }
 
@@ -349,7 +352,7 @@ mod tests {
     fn a_ruleset_builds_on_this_host_and_skips_missing_paths() {
         let Ok(abi) = abi() else { return };
         let dir = tempfile::tempdir().unwrap();
-        let mut grants = Grants::for_binary(Path::new("/bin/sh"), false);
+        let mut grants = Grants::for_binary(Path::new("/bin/sh"));
         grants.rules.push(("/does/not/exist".into(), FS_READ_FILE));
         let handle = std::fs::File::open(dir.path()).unwrap();
         ruleset(abi, &grants, std::os::fd::AsFd::as_fd(&handle)).unwrap();

@@ -99,12 +99,8 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// The sandbox for checks running `binary`, on this host's probe.
-    pub fn new(opts: SandboxOptions, binary: &Path) -> Sandbox {
-        Sandbox::with_probe(opts, binary, Probe::current().clone())
-    }
-
-    /// As [`Sandbox::new`] with a given probe (tests force layers absent).
+    /// The sandbox for checks running `binary`, given this host's probe
+    /// (tests pass one with layers forced absent).
     pub fn with_probe(opts: SandboxOptions, binary: &Path, probe: Probe) -> Sandbox {
         let mut refusal = None;
         let mut seccomp = None;
@@ -114,15 +110,17 @@ impl Sandbox {
             }
             if probe.seccomp.is_ok() {
                 match seccomp::program() {
-                    Ok(prog) => seccomp = Some(Arc::new(prog)),
+                    Ok(prog) => seccomp = Some(prog),
                     Err(e) if opts.mode == Mode::Strict => refusal = Some(e),
                     Err(_) => {}
                 }
             }
         }
+        // Reading the binary's ELF header once: the CA variant only adds rules.
+        let grants = landlock::Grants::for_binary(binary);
         Sandbox {
-            grants: landlock::Grants::for_binary(binary, false),
-            grants_with_ca: landlock::Grants::for_binary(binary, true),
+            grants_with_ca: grants.clone().with_system_ca(),
+            grants,
             opts,
             probe,
             refusal,
@@ -240,10 +238,6 @@ impl Prepared<'_> {
         unsafe {
             cmd.pre_exec(move || setup.run());
         }
-    }
-
-    pub fn is_sandboxed(&self) -> bool {
-        self.setup.is_some()
     }
 }
 

@@ -17,6 +17,7 @@ use seccompiler::{
     TargetArch,
 };
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 /// Refused outright with EPERM.
 const DENIED: &[(&str, libc::c_long)] = &[
@@ -130,9 +131,15 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// The whole program, ready to install. Errors only if this architecture
-/// is not supported by `seccompiler`.
-pub fn program() -> Result<Vec<libc::sock_filter>, String> {
+/// The whole program, ready to install, built once per process (the probe
+/// and every checker share it). Errors only if this architecture is not
+/// supported by `seccompiler`.
+pub fn program() -> Result<Arc<Vec<libc::sock_filter>>, String> {
+    static PROGRAM: OnceLock<Result<Arc<Vec<libc::sock_filter>>, String>> = OnceLock::new();
+    PROGRAM.get_or_init(|| build().map(Arc::new)).clone()
+}
+
+fn build() -> Result<Vec<libc::sock_filter>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|(_, nr)| (*nr, vec![])).collect();
