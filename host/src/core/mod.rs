@@ -265,12 +265,13 @@ impl Gate {
     /// order of protocol.md: verdict, latch, release, then the policy.
     fn publish(&mut self, render: &Arc<Render>, outcome: CheckOutcome, remembered: bool, duration: Duration) {
         let newest = self.renders.is_newest(render);
+        let kind = outcome.kind();
         let mut transition = None;
         let pinned = if newest {
-            let judgement = match outcome {
-                CheckOutcome::Passed { .. } => Judgement::Pass,
-                CheckOutcome::Refused { .. } => Judgement::Fail(Reason::Refused),
-                CheckOutcome::Unavailable { .. } => Judgement::Fail(Reason::Unavailable),
+            let judgement = match kind {
+                Outcome::Passed => Judgement::Pass,
+                Outcome::Refused => Judgement::Fail(Reason::Refused),
+                Outcome::Unavailable => Judgement::Fail(Reason::Unavailable),
             };
             let t = self.latch.judge(judgement);
             transition = Some(t);
@@ -278,10 +279,10 @@ impl Gate {
         } else {
             self.latch.pinned() // a stale verdict leaves the latch alone
         };
-        match &outcome {
-            CheckOutcome::Passed { .. } => record(&mut self.passed_plans, &mut self.refused_plans, render.plan(), self.config.plan_history),
-            CheckOutcome::Refused { .. } => record(&mut self.refused_plans, &mut self.passed_plans, render.plan(), self.config.plan_history),
-            CheckOutcome::Unavailable { .. } => {}
+        match kind {
+            Outcome::Passed => record(&mut self.passed_plans, &mut self.refused_plans, render.plan(), self.config.plan_history),
+            Outcome::Refused => record(&mut self.refused_plans, &mut self.passed_plans, render.plan(), self.config.plan_history),
+            Outcome::Unavailable => {}
         }
         let verdict = Verdict {
             plan: render.plan().to_owned(),
@@ -297,11 +298,7 @@ impl Gate {
         let trigger = Trigger::Verdict(policy_core::Verdict {
             plan: verdict.plan.clone(),
             render: verdict.render.clone(),
-            outcome: match verdict.outcome {
-                CheckOutcome::Passed { .. } => Outcome::Passed,
-                CheckOutcome::Refused { .. } => Outcome::Refused,
-                CheckOutcome::Unavailable { .. } => Outcome::Unavailable,
-            },
+            outcome: kind,
             newest,
             pinned: pinned.is_some(),
             remembered,

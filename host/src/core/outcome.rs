@@ -27,6 +27,15 @@ impl CheckOutcome {
         }
     }
 
+    /// Which of the three it is, as policies see it.
+    pub fn kind(&self) -> policy_core::Outcome {
+        match self {
+            CheckOutcome::Passed { .. } => policy_core::Outcome::Passed,
+            CheckOutcome::Refused { .. } => policy_core::Outcome::Refused,
+            CheckOutcome::Unavailable { .. } => policy_core::Outcome::Unavailable,
+        }
+    }
+
     /// The same outcome with its text rewritten.
     pub fn map_message(self, f: impl FnOnce(String) -> String) -> Self {
         match self {
