@@ -13,7 +13,8 @@
 use super::base::BaseDir;
 use super::layout;
 use super::sandbox::{self, Sandbox, SandboxOptions};
-use super::verdict::{self, Exit};
+use super::checked_copy::{ResolveId, Rewrites, checked_copy};
+use super::verdict::{self, Exit, Transcript};
 use super::{CheckFuture, Checker};
 use crate::core::CheckOutcome;
 use crate::render::Render;
@@ -21,6 +22,7 @@ use sandbox::Probe;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, Read};
+use tokio::io::AsyncReadExt;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -37,7 +39,8 @@ pub struct HaproxyOptions {
     /// Where the base directory `rendergate-<euid>` (and in it every check
     /// directory) is made; the system temp directory if unset.
     pub work_dir: Option<PathBuf>,
-    /// How much of HAProxy's output is kept; the rest is read and dropped.
+    /// The longest verdict message. HAProxy's output is read whole, however
+    /// long (the kind comes from every line); this bounds only what is shown.
     pub output_cap: usize,
     /// The sandbox around each check (strict by default).
     pub sandbox: SandboxOptions,
@@ -151,13 +154,14 @@ impl HaproxyChecker {
         // the one to remove from its output. Nothing is opened by it: files
         // are written through the handle, and the child enters by descriptor.
         let dir = tmp.path();
-        let ids = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
-        let written = if ids {
-            layout.write_with(tmp.dir(), dir, sandbox::ids::resolve_global_ids)
-        } else {
-            layout.write(tmp.dir(), dir)
+        let sandboxed = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
+        let lookup = |kind, name: &[u8]| sandbox::ids::lookup(kind, name);
+        let rewrites = Rewrites { check_dir: dir, resolve_ids: sandboxed.then_some(&lookup as ResolveId) };
+        let copy = match checked_copy(layout.config(), &rewrites) {
+            Ok(copy) => copy,
+            Err(e) => return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary)),
         };
-        if let Err(e) = written {
+        if let Err(e) = layout.write(tmp.dir(), &copy.config) {
             return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary));
         }
         let time_left = deadline.saturating_duration_since(Instant::now());
@@ -180,8 +184,10 @@ impl HaproxyChecker {
             if self.opts.dns_skip {
                 cmd.arg("-dr");
             }
-            // no current_dir: the child fchdirs to the directory's descriptor
-            cmd.args(["-c", "-f", layout::CONFIG_NAME])
+            // `-V` outranks `quiet` (and anything else that would make HAProxy
+            // keep its alerts to itself): nothing in a render silences them.
+            // No current_dir: the child fchdirs to the directory's descriptor.
+            cmd.args(["-V", "-c", "-f", layout::CONFIG_NAME])
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(writer))
                 .stderr(Stdio::from(stderr))
@@ -206,51 +212,68 @@ impl HaproxyChecker {
         // Declared after `child`, so it drops first: the whole group is killed
         // before anything else is cleaned up.
         let mut group = GroupGuard { pgid: Some(pid as libc::pid_t) };
-        let cap = self.opts.output_cap;
-        let mut output = tokio::task::spawn_blocking(move || read_capped(reader, cap));
-
-        let status = match tokio::time::timeout_at(deadline, child.wait()).await {
-            Ok(Ok(status)) => status,
-            Ok(Err(e)) => return unavailable(format!("waiting for haproxy failed: {e}")),
-            Err(_) => {
-                group.kill();
-                let _ = child.wait().await;
-                return unavailable(format!(
-                    "haproxy -c timed out after {:.1?}",
-                    deadline.saturating_duration_since(started)
-                ));
+        let mut output = match tokio::net::unix::pipe::Receiver::from_owned_fd(reader) {
+            Ok(output) => output,
+            Err(e) => return unavailable(format!("cannot read haproxy's output: {e}")),
+        };
+        let ctx = verdict::Context {
+            config: render.config(),
+            check_dir: dir,
+            haproxy_path: binary,
+            forgeable: copy.forgeable,
+        };
+        // Every line is classified as it arrives; only the excerpt is kept.
+        let mut transcript = Transcript::new(ctx);
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut status = None;
+        let mut ended = false;
+        while status.is_none() || !ended {
+            tokio::select! {
+                waited = child.wait(), if status.is_none() => match waited {
+                    Ok(exit) => {
+                        status = Some(exit);
+                        // Anything HAProxy left running in the background dies with the check.
+                        group.kill();
+                    }
+                    Err(e) => return unavailable(format!("waiting for haproxy failed: {e}")),
+                },
+                read = output.read(&mut buf), if !ended => match read {
+                    Ok(0) => ended = true,
+                    Ok(n) => transcript.feed(&buf[..n]),
+                    Err(e) => return unavailable(format!("reading haproxy's output failed: {e}")),
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    if status.is_some() {
+                        // a process outside the group still holds the pipe open
+                        return unavailable("haproxy exited but its output never ended".into());
+                    }
+                    group.kill();
+                    let _ = child.wait().await;
+                    return unavailable(format!(
+                        "haproxy -c timed out after {:.1?}",
+                        deadline.saturating_duration_since(started)
+                    ));
+                }
             }
+        }
+        let exit = Exit::from(status.expect("the loop ends once haproxy has exited"));
+        let outcome = self.explain_out_of_memory(transcript.finish(exit));
+        let outcome = match copy.note() {
+            Some(note) => outcome.map_message(|m| if m.is_empty() { note } else { format!("{m}\n{note}") }),
+            None => outcome,
         };
-        // Anything HAProxy left running in the background dies with the check.
-        group.kill();
-        let (bytes, cut) = match tokio::time::timeout_at(deadline, &mut output).await {
-            Ok(Ok(Ok(read))) => read,
-            Ok(Ok(Err(e))) => return unavailable(format!("reading haproxy's output failed: {e}")),
-            Ok(Err(e)) => return unavailable(format!("reading haproxy's output failed: {e}")),
-            // a process outside the group still holds the pipe open
-            Err(_) => return unavailable("haproxy exited but its output never ended".into()),
-        };
-        let text = String::from_utf8_lossy(&bytes);
-        let outcome = verdict::classify(Exit::from(status), &text, render.config(), dir, binary);
-        let outcome = cap_message(self.out_of_memory(outcome), cap);
-        if cut { note_truncation(outcome, cap) } else { outcome }
+        cap_message(outcome, self.opts.output_cap)
     }
-}
 
-impl HaproxyChecker {
-    /// HAProxy reports hitting the address-space limit as an `[ALERT] …
-    /// out of memory`: that is the sandbox's limit speaking, not a judgement
-    /// of the config, so it is could-not-run (never a revert).
-    fn out_of_memory(&self, outcome: CheckOutcome) -> CheckOutcome {
+    /// Out of memory under the sandbox is the check's own limit speaking:
+    /// say which limit, so an operator knows what to raise.
+    fn explain_out_of_memory(&self, outcome: CheckOutcome) -> CheckOutcome {
         let sandboxed = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
         match outcome {
-            CheckOutcome::Refused { message }
-                if sandboxed
-                    && message.lines().any(|l| l.contains("[ALERT]") && l.to_ascii_lowercase().contains("out of memory")) =>
-            {
+            CheckOutcome::Unavailable { reason } if sandboxed && reason.starts_with(verdict::OUT_OF_MEMORY_REASON) => {
                 CheckOutcome::Unavailable {
                     reason: format!(
-                        "haproxy -c ran out of memory under the check's limit of {} MiB (--check-memory)\n{message}",
+                        "{reason}\n(the check's address space is limited to {} MiB: --check-memory)",
                         self.opts.sandbox.memory >> 20
                     ),
                 }
@@ -291,11 +314,6 @@ fn cap_message(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
     outcome.map_message(cut)
 }
 
-fn note_truncation(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
-    let note = format!("(HAProxy's output was cut at {cap} bytes)");
-    outcome.map_message(|text| if text.is_empty() { note } else { format!("{text}\n{note}") })
-}
-
 /// Kills a process group when dropped, so a cancelled check leaves nothing running.
 struct GroupGuard {
     pgid: Option<libc::pid_t>,
@@ -322,7 +340,7 @@ impl Drop for GroupGuard {
 /// One pipe, both ends close-on-exec (the child gets its copies through
 /// stdout/stderr only). `std::io::pipe` needs Rust 1.87; the workspace
 /// promises 1.85.
-fn pipe() -> io::Result<(File, OwnedFd)> {
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -330,26 +348,7 @@ fn pipe() -> io::Result<(File, OwnedFd)> {
     }
     // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
     let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    Ok((File::from(reader), writer))
-}
-
-/// Reads until end-of-file, keeping at most `cap` bytes; the rest is drained
-/// so HAProxy never blocks on a full pipe. Returns whether anything was dropped.
-fn read_capped(mut reader: File, cap: usize) -> io::Result<(Vec<u8>, bool)> {
-    let mut kept = Vec::new();
-    let mut cut = false;
-    let mut buf = [0u8; 8192];
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => return Ok((kept, cut)),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let room = cap.saturating_sub(kept.len());
-        kept.extend_from_slice(&buf[..n.min(room)]);
-        cut |= n > room;
-    }
+    Ok((reader, writer))
 }
 
 /// The binary's path: as given when it has a `/` (made absolute, since
@@ -686,7 +685,7 @@ frontend f
         assert_eq!(out, CheckOutcome::Passed { message: String::new() });
         let seen = std::fs::read_to_string(&record).unwrap();
         let mut lines = seen.lines();
-        assert_eq!(lines.next(), Some("-dr -c -f haproxy.cfg"));
+        assert_eq!(lines.next(), Some("-dr -V -c -f haproxy.cfg"));
         let cwd = lines.next().unwrap();
         let work = std::fs::canonicalize(f.work.path()).unwrap();
         let own = format!("{}/rendergate-{}/{}.", work.display(), euid(), std::process::id());
@@ -704,7 +703,7 @@ frontend f
         });
         checker.check(&render("global\n", vec![]), Instant::now() + Duration::from_secs(20)).await;
         let seen = std::fs::read_to_string(&record).unwrap();
-        assert_eq!(seen.lines().next(), Some("-c -f haproxy.cfg"));
+        assert_eq!(seen.lines().next(), Some("-V -c -f haproxy.cfg"));
         drop(checker); // its own subdirectory goes with it
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
     }
@@ -717,12 +716,23 @@ frontend f
         let out = f.check(&render(VALID, vec![])).await;
         assert_eq!(out, CheckOutcome::Refused { message: "  [NOTICE] one\n→ [ALERT] two\n  [NOTICE] three".into() });
 
-        // 200 KiB of output: nothing blocks, 64 KiB is kept, and the cut is said
+        // 200 KiB of output: nothing blocks, the reason quotes a bounded head
         let binary = script(tools.path(), "head -c 204800 /dev/zero | tr '\\0' 'x'\nexit 1");
         let f = fixture(binary.to_str().unwrap());
         let out = f.check(&render(VALID, vec![])).await;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
-        assert!(reason.ends_with("\n(HAProxy's output was cut at 65536 bytes)"), "{}", &reason[reason.len() - 80..]);
+        assert!(reason.starts_with("haproxy -c exited 1 without judging the config: xxx"), "{}", &reason[..80]);
+        assert!(reason.len() < 4096 && reason.ends_with(" more bytes)"), "{}", reason.len());
+
+        // 8 MiB of warnings with the alert at the very end: refused, as bare haproxy -c says
+        let binary = script(
+            tools.path(),
+            "yes '[WARNING]  (1) : config : missing timeouts for backend.' | head -c 8388608\necho\necho '[ALERT]    (1) : config : unable to find required use_backend'\nexit 1",
+        );
+        let f = fixture(binary.to_str().unwrap());
+        let out = f.check(&render(VALID, vec![])).await;
+        let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
+        assert!(message.contains("→ [ALERT]    (1) : config : unable to find required use_backend"), "{message}");
     }
 
     #[tokio::test]
@@ -731,7 +741,7 @@ frontend f
         let binary = script(tools.path(), "kill -SEGV $$");
         let f = fixture(binary.to_str().unwrap());
         let out = f.check(&render(VALID, vec![])).await;
-        assert_eq!(out, CheckOutcome::Unavailable { reason: "haproxy was killed by signal 11".into() });
+        assert_eq!(out, CheckOutcome::Unavailable { reason: "haproxy was killed by signal 11 (SIGSEGV)".into() });
     }
 
     #[tokio::test]
@@ -883,20 +893,5 @@ wait", record.display(), pidfile.display()),
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         assert!(wait_dead(pid).await);
-    }
-
-    #[test]
-    fn read_capped_keeps_the_head_and_drains_the_rest() {
-        let (reader, writer) = pipe().unwrap();
-        let handle = std::thread::spawn(move || read_capped(reader, 10));
-        let mut w = File::from(writer);
-        std::io::Write::write_all(&mut w, &[b'a'; 100_000]).unwrap();
-        drop(w);
-        let (kept, cut) = handle.join().unwrap().unwrap();
-        assert_eq!(kept, vec![b'a'; 10]);
-        assert!(cut);
-        let (reader, writer) = pipe().unwrap();
-        drop(writer);
-        assert_eq!(read_capped(reader, 10).unwrap(), (vec![], false));
     }
 }

@@ -5,8 +5,8 @@
 //! byte is written: a render with one bad path writes nothing at all.
 //! [`Layout::write`] then creates the files through the check directory's
 //! handle (a cap-std [`Dir`]: nothing can be reached outside it), each one
-//! new, regular and owner-only, never through a symlink, and rewrites `default-path origin` so HAProxy looks in the check directory
-//! rather than in `/etc/haproxy`.
+//! new, regular and owner-only, never through a symlink. The config it
+//! writes is the checked copy ([`super::checked_copy`]).
 
 use crate::render::{FileKind, Render};
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
@@ -125,19 +125,12 @@ impl<'a> Layout<'a> {
         &self.files
     }
 
-    /// Writes the config (as `haproxy.cfg`, `default-path origin` pointed at
-    /// `path`) and every file into `dir`, a fresh, private directory whose
-    /// absolute path is `path` (only HAProxy is told it: every write goes
-    /// through the handle). Files are created exclusively, as regular files,
-    /// and never through a symlink, so nothing outside `dir` can be touched.
-    pub fn write(&self, dir: &Dir, path: &Path) -> io::Result<()> {
-        self.write_with(dir, path, |config| config.to_owned())
-    }
-
-    /// As [`Layout::write`], with one more rewrite of the config (same line
-    /// count) before `default-path` is pointed at `path`.
-    pub fn write_with(&self, dir: &Dir, path: &Path, rewrite: impl Fn(&str) -> String) -> io::Result<()> {
-        let config = rewrite_default_path(&rewrite(self.config), path)?;
+    /// Writes `config` (the checked copy of the render's config, see
+    /// [`super::checked_copy`]) as `haproxy.cfg`, and every file, into `dir`,
+    /// a fresh, private directory. Files are created exclusively, as regular
+    /// files, and never through a symlink, so nothing outside `dir` can be
+    /// touched.
+    pub fn write(&self, dir: &Dir, config: &str) -> io::Result<()> {
         create_file(dir, CONFIG_NAME.as_ref(), config.as_bytes()).map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
         let mut made: HashSet<PathBuf> = HashSet::new();
         for file in &self.files {
@@ -147,6 +140,11 @@ impl<'a> Layout<'a> {
                 .map_err(|e| naming(&file.relative, e))?;
         }
         Ok(())
+    }
+
+    /// The render's config, as sent.
+    pub fn config(&self) -> &'a str {
+        self.config
     }
 }
 
@@ -193,60 +191,6 @@ fn create_file(dir: &Dir, relative: &Path, content: &[u8]) -> io::Result<()> {
     let mut file = dir.open_with(relative, &options)?;
     file.write_all(content)?;
     Ok(())
-}
-
-/// Points every `default-path origin …` line at `dir`, keeping the line
-/// count (HAProxy's line numbers are mapped back onto the original config),
-/// the line's indentation and its line ending.
-pub fn rewrite_default_path(config: &str, dir: &Path) -> io::Result<String> {
-    let dir_word = config_word(dir)?;
-    let mut out = String::with_capacity(config.len() + 64);
-    for line in config.split_inclusive('\n') {
-        let (body, ending) = split_ending(line);
-        let mut words = body.split_whitespace();
-        // Without a path the line is HAProxy's to refuse; leave it as it is.
-        let origin = words.next() == Some("default-path") && words.next() == Some("origin") && words.next().is_some();
-        if origin {
-            let indent = &body[..body.len() - body.trim_start().len()];
-            out.push_str(indent);
-            out.push_str("default-path origin ");
-            out.push_str(&dir_word);
-            out.push_str(ending);
-        } else {
-            out.push_str(line);
-        }
-    }
-    Ok(out)
-}
-
-fn split_ending(line: &str) -> (&str, &str) {
-    if let Some(body) = line.strip_suffix("\r\n") {
-        (body, "\r\n")
-    } else if let Some(body) = line.strip_suffix('\n') {
-        (body, "\n")
-    } else {
-        (line, "")
-    }
-}
-
-/// `dir` as one HAProxy config word: bare when it is plain, single-quoted
-/// (no expansion, no escapes) otherwise.
-fn config_word(dir: &Path) -> io::Result<String> {
-    let text = dir.to_str().ok_or_else(|| invalid("the check directory's path is not UTF-8"))?;
-    if !dir.is_absolute() {
-        return Err(invalid("the check directory's path is not absolute"));
-    }
-    if text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+".contains(&b)) {
-        return Ok(text.to_owned());
-    }
-    if text.contains(['\'', '\n', '\r', '\0']) {
-        return Err(invalid("the check directory's path cannot be written in an HAProxy config"));
-    }
-    Ok(format!("'{text}'"))
-}
-
-fn invalid(msg: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, msg.to_owned())
 }
 
 #[cfg(test)]
@@ -392,9 +336,11 @@ mod tests {
                 RenderFile { kind: FileKind::General, path: "deep/er/x.lua".into(), content: "-- lua".into() },
             ],
         );
-        plan(&r).unwrap().write(&handle(&dir), &dir).unwrap();
+        let layout = plan(&r).unwrap();
+        assert_eq!(layout.config(), "global\n  default-path origin /etc/haproxy\n");
+        layout.write(&handle(&dir), "the checked copy\n").unwrap();
         let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
-        assert_eq!(config, format!("global\n  default-path origin {}\n", dir.display()));
+        assert_eq!(config, "the checked copy\n");
         assert_eq!(std::fs::read_to_string(dir.join("maps/a.map")).unwrap(), "k v\n");
         assert_eq!(std::fs::read_to_string(dir.join("deep/er/x.lua")).unwrap(), "-- lua");
         for file in ["haproxy.cfg", "maps/a.map", "deep/er/x.lua"] {
@@ -420,14 +366,14 @@ mod tests {
             "global\n",
             vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "x".into() }],
         );
-        assert!(plan(&r).unwrap().write(&handle(&dir), &dir).is_err());
+        assert!(plan(&r).unwrap().write(&handle(&dir), "global\n").is_err());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 
         let dir2 = tmp.path().join("check2");
         std::fs::create_dir(&dir2).unwrap();
         std::fs::create_dir(dir2.join("maps")).unwrap();
         std::os::unix::fs::symlink(outside.join("victim"), dir2.join("maps/a.map")).unwrap();
-        let err = plan(&r).unwrap().write(&handle(&dir2), &dir2).unwrap_err();
+        let err = plan(&r).unwrap().write(&handle(&dir2), "global\n").unwrap_err();
         assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
         assert!(!outside.join("victim").exists());
 
@@ -437,7 +383,7 @@ mod tests {
             std::fs::create_dir(&dir).unwrap();
             std::fs::create_dir(dir.join("real")).unwrap();
             std::os::unix::fs::symlink(target, dir.join("maps")).unwrap();
-            let err = plan(&r).unwrap().write(&handle(&dir), &dir).unwrap_err();
+            let err = plan(&r).unwrap().write(&handle(&dir), "global\n").unwrap_err();
             assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
             assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
             assert_eq!(std::fs::read_dir(dir.join("real")).unwrap().count(), 0);
@@ -449,29 +395,7 @@ mod tests {
         let fifo = std::ffi::CString::new(dir5.join("maps/a.map").to_str().unwrap()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let err = plan(&r).unwrap().write(&handle(&dir5), &dir5).unwrap_err();
+        let err = plan(&r).unwrap().write(&handle(&dir5), "global\n").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
-    }
-
-    #[test]
-    fn default_path_origin_is_rewritten_and_lines_are_kept() {
-        let dir = Path::new("/tmp/rendergate-check-abc");
-        let config = "global\n\tdefault-path   origin /etc/haproxy # comment\r\n  default-path config\n# default-path origin /x\n  default-path origin\ndefault-path origin /y";
-        let out = rewrite_default_path(config, dir).unwrap();
-        assert_eq!(
-            out,
-            "global\n\tdefault-path origin /tmp/rendergate-check-abc\r\n  default-path config\n# default-path origin /x\n  default-path origin\ndefault-path origin /tmp/rendergate-check-abc"
-        );
-        assert_eq!(out.lines().count(), config.lines().count());
-    }
-
-    #[test]
-    fn odd_check_directories_are_quoted_or_refused() {
-        assert_eq!(
-            rewrite_default_path("default-path origin /x\n", Path::new("/tmp/my dir")).unwrap(),
-            "default-path origin '/tmp/my dir'\n"
-        );
-        assert!(rewrite_default_path("x\n", Path::new("/tmp/it's")).is_err());
-        assert!(rewrite_default_path("x\n", Path::new("relative")).is_err());
     }
 }

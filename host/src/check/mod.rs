@@ -9,10 +9,12 @@
 //! `haproxy -c` may do (Landlock, seccomp, namespaces, limits).
 
 pub mod base;
+pub mod checked_copy;
 pub mod dir;
 pub mod haproxy;
 pub mod layout;
 pub mod sandbox;
+pub mod tokenize;
 pub mod verdict;
 
 use crate::core::CheckOutcome;

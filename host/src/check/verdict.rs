@@ -1,11 +1,23 @@
-//! Reading HAProxy's words: how `haproxy -c` ended and what it printed,
-//! turned into a verdict kind and a message a person can act on.
+//! Reading HAProxy's words: how `haproxy -c` ended and every line it
+//! printed, turned into a verdict kind and a message a person can act on
+//! (docs/checking.md, "Verdicts").
 //!
-//! The kinds follow behaviour.md ("Verdicts have three kinds"); the refusal
-//! message follows "HAProxy's words, made readable". Everything shown is
-//! sanitised first: the check directory's host path never leaks out.
+//! The output is read as a stream ([`Transcript::feed`]): each line is
+//! classified as it arrives and then dropped, so the kind comes from every
+//! line however long the output is, and memory holds only the bounded
+//! excerpt the message needs (the alerts with their context, the first
+//! warnings, the head of unexplained output). Everything kept is sanitised
+//! first: the check directory's host path never leaks out.
+//!
+//! The exit status is HAProxy's verdict; the lines explain it. 0 passes, 2
+//! is HAProxy's "valid, but will not start (no listener)" and passes with a
+//! remark. Any other status is a refusal when HAProxy printed a judging line
+//! (`[EMERG]`, `[ALERT]`, `[CRIT]`, `[ERR]`), and "could not run" when its
+//! only complaint is running out of memory, or when it judged nothing (no
+//! output, or none of its lines says why): never a pass.
 
 use crate::core::CheckOutcome;
+use std::collections::VecDeque;
 use std::path::Path;
 
 /// How the `haproxy` process ended.
@@ -28,13 +40,25 @@ impl From<std::process::ExitStatus> for Exit {
 }
 
 /// Lines that mean HAProxy judged the config and refused it.
-const JUDGING: [&str; 4] = ["[EMERG]", "[ALERT]", "[CRIT]", "[ERR]"];
+const JUDGING: [&[u8]; 4] = [b"[EMERG]", b"[ALERT]", b"[CRIT]", b"[ERR]"];
 /// Lines that only advise.
-const ADVISORY: [&str; 4] = ["[WARNING]", "[NOTICE]", "[INFO]", "[DEBUG]"];
+const ADVISORY: [&[u8]; 4] = [b"[WARNING]", b"[NOTICE]", b"[INFO]", b"[DEBUG]"];
+/// Lines HAProxy prints around a valid config (`-V` adds the last one).
+const REMARKS: [&[u8]; 3] = [
+    b"Configuration file has no error but will not start (no listener)",
+    b"Warnings were found.",
+    b"Configuration file is valid",
+];
 /// HAProxy's closing words after the real alerts; they add nothing.
 const SUMMARIES: [&str; 2] = ["Error(s) found in configuration file", "Fatal errors found in configuration"];
-/// HAProxy 2.6's "valid but will not start", printed with exit status 2.
-const NO_LISTENER: &str = "Configuration file has no error but will not start (no listener)";
+/// How HAProxy says an allocation failed (lower case). 3.2.0 prints the
+/// alert `(null)` when the message itself could not be allocated.
+const OUT_OF_MEMORY: [&str; 5] =
+    ["out of memory", "not enough memory", "cannot allocate memory", "memory allocation failed", "failed to allocate"];
+/// How a "could not run" for lack of memory starts.
+pub const OUT_OF_MEMORY_REASON: &str = "haproxy -c ran out of memory";
+/// Bytes of a tag: enough to recognise the longest (`[WARNING]`) and the remarks.
+const HEAD: usize = 72;
 
 /// Output lines shown around each alert, before and after.
 const OUTPUT_CONTEXT: usize = 3;
@@ -43,66 +67,391 @@ const CONFIG_BEFORE: usize = 4;
 const CONFIG_AFTER: usize = 3;
 /// Enough alerts to act on; a config with a thousand errors needs the first few.
 const MAX_BLOCKS: usize = 20;
-/// How much of unexplained output an "unavailable" reason quotes.
+/// How much of unexplained output a "could not run" reason quotes.
 const QUOTE_LIMIT: usize = 2000;
+/// How much of one output line is kept for the message.
+const LINE_LIMIT: usize = 1024;
+/// Blanks kept at the start of a line (the rest are read and dropped).
+const LEADING_BLANKS: usize = 16;
+/// How much of the warnings a pass's message keeps.
+const WARNINGS_LIMIT: usize = 16 * 1024;
 
-/// Classifies one run of `haproxy -c`. `config` is the render's own config
-/// (line numbers are the same as in the check directory's copy), `check_dir`
-/// and `haproxy_path` are removed from everything shown.
-pub fn classify(exit: Exit, output: &str, config: &str, check_dir: &Path, haproxy_path: &Path) -> CheckOutcome {
-    let output = sanitise(output, check_dir, haproxy_path);
-    let lines: Vec<&str> = output.lines().collect();
-    let code = match exit {
-        Exit::Signal(signal) => {
-            return CheckOutcome::Unavailable {
-                reason: format!("haproxy was killed by signal {signal}{}", quoted(&output)),
+/// What the classification needs besides HAProxy's output.
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'a> {
+    /// The render's own config: alerts naming `[haproxy.cfg:N]` show its lines.
+    pub config: &'a str,
+    /// Removed from everything shown.
+    pub check_dir: &'a Path,
+    pub haproxy_path: &'a Path,
+    /// Whether a line of output can have been written by the render rather
+    /// than by HAProxy (a `\n` escape in a quoted message, Lua): then an
+    /// "out of memory" line is not believed over the exit status.
+    pub forgeable: bool,
+}
+
+/// One output line as kept: sanitised, cut to [`LINE_LIMIT`].
+type Kept = String;
+
+/// An alert's block while its following lines are still arriving.
+#[derive(Debug)]
+struct Block {
+    lines: Vec<Kept>,
+    /// Index of the alert within `lines`.
+    alert: usize,
+    /// Lines after the alert still to come.
+    after: usize,
+}
+
+/// HAProxy's output, read line by line.
+#[derive(Debug)]
+pub struct Transcript<'a> {
+    ctx: Context<'a>,
+    /// Bytes of the line being read (at most what is kept of it).
+    partial: Vec<u8>,
+    /// The line being read is longer than what is kept of it.
+    partial_cut: bool,
+    /// Only blanks have been read of the current line so far.
+    leading: bool,
+    /// The last lines as read (cut to what is kept, and whether they were
+    /// cut), for the context before an alert.
+    recent: VecDeque<(Vec<u8>, bool)>,
+    blocks: Vec<Block>,
+    /// Blocks of summary lines, shown only when there is no other alert.
+    summary_blocks: Vec<Block>,
+    alerts: usize,
+    summaries: usize,
+    /// Alerts that say HAProxy ran out of memory.
+    oom_alerts: usize,
+    /// Any line that says so, tagged or not (2.6 prints one untagged).
+    oom_lines: usize,
+    /// Lines that are neither judging nor advisory.
+    unexplained: usize,
+    lines: usize,
+    no_listener: bool,
+    /// The previous line was advisory (for `   | …` continuation lines).
+    previous_advisory: bool,
+    in_warning: bool,
+    warnings: String,
+    warnings_dropped: usize,
+    /// The head of the output, for a reason that must quote it.
+    head: String,
+    bytes: u64,
+}
+
+impl<'a> Transcript<'a> {
+    pub fn new(ctx: Context<'a>) -> Self {
+        Transcript {
+            ctx,
+            partial: Vec::new(),
+            partial_cut: false,
+            leading: true,
+            recent: VecDeque::with_capacity(OUTPUT_CONTEXT + 1),
+            blocks: Vec::new(),
+            summary_blocks: Vec::new(),
+            alerts: 0,
+            summaries: 0,
+            oom_alerts: 0,
+            oom_lines: 0,
+            unexplained: 0,
+            lines: 0,
+            no_listener: false,
+            previous_advisory: false,
+            in_warning: false,
+            warnings: String::new(),
+            warnings_dropped: 0,
+            head: String::new(),
+            bytes: 0,
+        }
+    }
+
+    /// The next bytes of HAProxy's output (stdout and stderr, in order).
+    pub fn feed(&mut self, mut bytes: &[u8]) {
+        self.bytes += bytes.len() as u64;
+        while let Some(end) = bytes.iter().position(|&b| b == b'\n') {
+            self.take(&bytes[..end]);
+            let line = std::mem::take(&mut self.partial);
+            self.line(&line);
+            self.partial = line;
+            self.partial.clear();
+            self.partial_cut = false;
+            self.leading = true;
+            bytes = &bytes[end + 1..];
+        }
+        self.take(bytes);
+    }
+
+    /// Keeps what is kept of a piece of the current line. The sanitiser
+    /// needs the host paths whole, so a little more than the kept length is
+    /// held. Blanks at the start of a line are held only up to a few, so that
+    /// a tag after a megabyte of them is still seen.
+    fn take(&mut self, mut piece: &[u8]) {
+        if self.leading {
+            let blanks = piece.iter().take_while(|b| is_blank(**b)).count();
+            let held = blanks.min(LEADING_BLANKS.saturating_sub(self.partial.len()));
+            self.partial.extend_from_slice(&piece[..held]);
+            if blanks < piece.len() {
+                self.leading = false;
+            }
+            piece = &piece[blanks..];
+        }
+        let room = (LINE_LIMIT + self.ctx.check_dir.as_os_str().len() + self.ctx.haproxy_path.as_os_str().len())
+            .saturating_sub(self.partial.len());
+        if piece.len() > room {
+            self.partial.extend_from_slice(&piece[..room]);
+            self.partial_cut = true;
+        } else {
+            self.partial.extend_from_slice(piece);
+        }
+    }
+
+    fn line(&mut self, raw: &[u8]) {
+        let body = trim_start(raw);
+        let blank = body.is_empty() && !self.partial_cut;
+        let head = &body[..body.len().min(HEAD)];
+        let judging = !blank && JUDGING.iter().any(|tag| head.starts_with(tag));
+        let continuation = head.starts_with(b"|");
+        let advisory = !blank
+            && !judging
+            && if continuation {
+                self.previous_advisory
+            } else if REMARKS.iter().any(|r| head.starts_with(&r[..r.len().min(HEAD)])) {
+                self.no_listener |= head.starts_with(&REMARKS[0][..REMARKS[0].len().min(HEAD)]);
+                true
+            } else {
+                ADVISORY.iter().any(|tag| head.starts_with(tag))
             };
+        if !blank {
+            self.lines += 1;
+            if !judging && !advisory {
+                self.unexplained += 1;
+            }
         }
-        Exit::Code(code) => code,
-    };
-    if code == 0 {
-        return CheckOutcome::Passed { message: warnings_note(&lines) };
-    }
-    if lines.iter().any(|l| is_judging(l)) {
-        return CheckOutcome::Refused { message: refusal_message(&lines, config) };
-    }
-    let mut has_line = false;
-    let mut no_listener = false;
-    let mut only_advice = true;
-    let mut previous_advisory = false;
-    for line in lines.iter().map(|l| l.trim()).filter(|l| !l.is_empty()) {
-        has_line = true;
-        // `   | …` continues the line before it (HAProxy's multi-line warnings)
-        let advisory = if line.starts_with('|') {
-            previous_advisory
-        } else if line.starts_with(NO_LISTENER) {
-            no_listener = true;
-            true
-        } else {
-            ADVISORY.iter().any(|tag| line.starts_with(tag))
-        };
-        only_advice &= advisory;
-        previous_advisory = advisory;
-    }
-    if has_line && only_advice {
-        let mut message = if no_listener {
-            format!("valid, but HAProxy would not start it: no listener (exit {code})")
-        } else {
-            format!("valid: HAProxy exited {code} but printed only advisory lines")
-        };
-        let warnings = warnings_note(&lines);
-        if !warnings.is_empty() {
-            message.push('\n');
-            message.push_str(&warnings);
+        self.previous_advisory = advisory;
+        // Most lines of a long output are warnings: a line is sanitised only
+        // when something still keeps it.
+        let mut kept: Option<Kept> = None;
+        if head.starts_with(b"[WARNING]") {
+            self.in_warning = true;
+        } else if !continuation {
+            self.in_warning = false;
         }
-        return CheckOutcome::Passed { message };
+        if self.in_warning {
+            if self.warnings.len() < WARNINGS_LIMIT {
+                let k = kept.get_or_insert_with(|| self.keep(raw));
+                self.warnings.push('\n');
+                self.warnings.push_str(k);
+            } else {
+                self.warnings_dropped += 1;
+            }
+        }
+        let mut oom = false;
+        if !blank && !advisory {
+            let k = kept.get_or_insert_with(|| self.keep(raw));
+            oom = OUT_OF_MEMORY.iter().any(|p| unquoted(&k.to_ascii_lowercase()).contains(p));
+            self.oom_lines += usize::from(oom);
+        }
+        if self.head.len() < QUOTE_LIMIT * 2 && !blank {
+            let k = kept.get_or_insert_with(|| self.keep(raw));
+            if !self.head.is_empty() {
+                self.head.push('\n');
+            }
+            self.head.push_str(k);
+        }
+        if self.blocks.iter().chain(&self.summary_blocks).any(|b| b.after > 0) {
+            let k = kept.get_or_insert_with(|| self.keep(raw)).clone();
+            for block in self.blocks.iter_mut().chain(self.summary_blocks.iter_mut()).filter(|b| b.after > 0) {
+                block.lines.push(k.clone());
+                block.after -= 1;
+            }
+        }
+        if judging {
+            let k = kept.get_or_insert_with(|| self.keep(raw)).clone();
+            let summary = SUMMARIES.iter().any(|s| k.contains(s));
+            if !summary {
+                self.oom_alerts += usize::from(oom || is_null_message(&k));
+            }
+            let open = if summary { self.summary_blocks.len() } else { self.blocks.len() };
+            if open < MAX_BLOCKS {
+                let mut lines: Vec<Kept> = self.recent.iter().map(|(raw, cut)| self.keep_as(raw, *cut)).collect();
+                let alert = lines.len();
+                lines.push(k);
+                let block = Block { lines, alert, after: OUTPUT_CONTEXT };
+                if summary {
+                    self.summary_blocks.push(block);
+                } else {
+                    self.blocks.push(block);
+                }
+            }
+            if summary {
+                self.summaries += 1;
+            } else {
+                self.alerts += 1;
+            }
+        }
+        // the context before a later alert, kept raw (sanitised only if used)
+        let mut slot = if self.recent.len() == OUTPUT_CONTEXT {
+            self.recent.pop_front().unwrap_or_default().0
+        } else {
+            Vec::new()
+        };
+        slot.clear();
+        slot.extend_from_slice(raw);
+        self.recent.push_back((slot, self.partial_cut));
     }
-    let reason = if has_line {
-        format!("haproxy -c exited {code} without judging the config{}", quoted(&output))
-    } else {
-        format!("haproxy -c exited {code} with no output")
-    };
-    CheckOutcome::Unavailable { reason }
+
+    fn keep(&self, raw: &[u8]) -> Kept {
+        self.keep_as(raw, self.partial_cut)
+    }
+
+    /// The line as it may be shown: sanitised, scrubbed, cut (`cut`: more
+    /// of it was read than held).
+    fn keep_as(&self, raw: &[u8], cut: bool) -> Kept {
+        let text = String::from_utf8_lossy(raw);
+        let mut kept = sanitise(&text, self.ctx.check_dir, self.ctx.haproxy_path);
+        if kept.len() > LINE_LIMIT || cut {
+            let mut end = kept.len().min(LINE_LIMIT);
+            while !kept.is_char_boundary(end) {
+                end -= 1;
+            }
+            kept.truncate(end);
+            kept.push_str(" …");
+        }
+        kept
+    }
+
+    /// The verdict, once HAProxy has exited and its output has ended.
+    pub fn finish(mut self, exit: Exit) -> CheckOutcome {
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.line(&line);
+        }
+        let code = match exit {
+            Exit::Signal(signal) => {
+                return CheckOutcome::Unavailable {
+                    reason: format!("haproxy was killed by signal {signal}{}{}", signal_name(signal), self.quoted()),
+                };
+            }
+            Exit::Code(code) => code,
+        };
+        match code {
+            0 => CheckOutcome::Passed { message: self.warnings_note() },
+            2 => {
+                let mut message = if self.no_listener {
+                    "valid, but HAProxy would not start it: no listener (exit 2)".to_owned()
+                } else {
+                    "valid, but HAProxy would not start it (exit 2)".to_owned()
+                };
+                let warnings = self.warnings_note();
+                if !warnings.is_empty() {
+                    message.push('\n');
+                    message.push_str(&warnings);
+                }
+                CheckOutcome::Passed { message }
+            }
+            _ if self.lines == 0 => {
+                CheckOutcome::Unavailable { reason: format!("haproxy -c exited {code} with no output") }
+            }
+            _ if self.out_of_memory() => CheckOutcome::Unavailable {
+                reason: format!(
+                    "{OUT_OF_MEMORY_REASON} (exit {code}): this is not a judgement of the config{}",
+                    self.quoted()
+                ),
+            },
+            _ if self.alerts + self.summaries > 0 => CheckOutcome::Refused { message: self.refusal_message() },
+            _ if self.unexplained == 0 => CheckOutcome::Unavailable {
+                reason: format!(
+                    "haproxy -c exited {code} but printed only advisory lines: HAProxy gave no judgement to report{}",
+                    self.quoted()
+                ),
+            },
+            _ => CheckOutcome::Unavailable {
+                reason: format!("haproxy -c exited {code} without judging the config{}", self.quoted()),
+            },
+        }
+    }
+
+    /// Out of memory is the check's limit speaking, never a judgement: every
+    /// alert says so (or, untagged, a line does and nothing judged). Not
+    /// believed when the render can write lines of its own.
+    fn out_of_memory(&self) -> bool {
+        if self.ctx.forgeable {
+            return false;
+        }
+        if self.alerts > 0 {
+            return self.oom_alerts == self.alerts;
+        }
+        self.oom_lines > 0
+    }
+
+    /// The `[WARNING]` lines (with their continuation lines), for a pass that
+    /// deserves a remark; empty when there were none.
+    fn warnings_note(&self) -> String {
+        if self.warnings.is_empty() {
+            return String::new();
+        }
+        let mut note = format!("HAProxy warned:{}", self.warnings);
+        if self.warnings_dropped > 0 {
+            note.push_str(&format!("\n… and {} more warning lines", self.warnings_dropped));
+        }
+        note
+    }
+
+    /// One block per alert: the output around it, then the config around
+    /// the line it names. Summary lines get no block of their own unless
+    /// there is nothing else to show.
+    fn refusal_message(&self) -> String {
+        let (blocks, count) =
+            if self.blocks.is_empty() { (&self.summary_blocks, self.summaries) } else { (&self.blocks, self.alerts) };
+        let config: Vec<&str> = self.ctx.config.lines().collect();
+        let mut shown: Vec<String> = blocks.iter().map(|b| block_text(b, &config)).collect();
+        if count > blocks.len() {
+            shown.push(format!("… and {} more alerts", count - blocks.len()));
+        }
+        shown.join("\n\n")
+    }
+
+    /// A trailing quote of unexplained output, cut to a readable size.
+    fn quoted(&self) -> String {
+        let trimmed = self.head.trim();
+        if trimmed.is_empty() {
+            return String::new();
+        }
+        if trimmed.len() <= QUOTE_LIMIT && self.bytes <= QUOTE_LIMIT as u64 {
+            return format!(": {trimmed}");
+        }
+        let mut cut = QUOTE_LIMIT.min(trimmed.len());
+        while !trimmed.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!(": {} … ({} more bytes)", &trimmed[..cut], self.bytes.saturating_sub(cut as u64))
+    }
+}
+
+/// Classifies one finished run of `haproxy -c` whose output is at hand.
+pub fn classify(exit: Exit, output: &str, ctx: Context) -> CheckOutcome {
+    let mut transcript = Transcript::new(ctx);
+    transcript.feed(output.as_bytes());
+    transcript.finish(exit)
+}
+
+fn block_text(block: &Block, config: &[&str]) -> String {
+    let mut out = Vec::with_capacity(block.lines.len() + CONFIG_BEFORE + CONFIG_AFTER + 2);
+    for (i, line) in block.lines.iter().enumerate() {
+        let marker = if i == block.alert { "→ " } else { "  " };
+        out.push(format!("{marker}{line}"));
+    }
+    if let Some(number) = config_line_named(&block.lines[block.alert]).filter(|n| (1..=config.len()).contains(n)) {
+        out.push("  Config context:".to_owned());
+        let first = number.saturating_sub(CONFIG_BEFORE).max(1);
+        let last = (number + CONFIG_AFTER).min(config.len());
+        for n in first..=last {
+            let marker = if n == number { "→ " } else { "  " };
+            // Only the lines shown are scrubbed, not the whole render.
+            out.push(format!("  {marker}{n:4}  {}", scrub(config[n - 1])));
+        }
+    }
+    out.join("\n")
 }
 
 /// Removes host paths from `text`: the check directory becomes relative
@@ -131,74 +480,45 @@ fn scrub(text: &str) -> String {
         .collect()
 }
 
-fn is_judging(line: &str) -> bool {
-    let line = line.trim_start();
-    JUDGING.iter().any(|tag| line.starts_with(tag))
+fn is_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)
 }
 
-fn is_summary(line: &str) -> bool {
-    SUMMARIES.iter().any(|s| line.contains(s))
+fn trim_start(line: &[u8]) -> &[u8] {
+    let blanks = line.iter().take_while(|b| is_blank(**b)).count();
+    &line[blanks..]
 }
 
-/// The `[WARNING]` lines (with their continuation lines), for a pass that
-/// deserves a remark; empty when there were none.
-fn warnings_note(lines: &[&str]) -> String {
-    let mut note = Vec::new();
-    let mut in_warning = false;
-    for line in lines {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("[WARNING]") {
-            in_warning = true;
-        } else if !trimmed.starts_with('|') {
-            in_warning = false;
-        }
-        if in_warning {
-            note.push(*line);
+/// The text of a line outside `'…'` quotes: HAProxy quotes what the config
+/// said, so words inside quotes are the render's, not HAProxy's.
+fn unquoted(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut inside = false;
+    for c in line.chars() {
+        if c == '\'' {
+            inside = !inside;
+        } else if !inside {
+            out.push(c);
         }
     }
-    if note.is_empty() {
-        return String::new();
-    }
-    format!("HAProxy warned:\n{}", note.join("\n"))
+    out
 }
 
-/// One block per alert: the output around it, then the config around the
-/// line it names. Summary lines get no block of their own unless there is
-/// nothing else to show.
-fn refusal_message(lines: &[&str], config: &str) -> String {
-    let judging: Vec<usize> = (0..lines.len()).filter(|&i| is_judging(lines[i])).collect();
-    let mut alerts: Vec<usize> = judging.iter().copied().filter(|&i| !is_summary(lines[i])).collect();
-    if alerts.is_empty() {
-        alerts = judging;
-    }
-    let config_lines: Vec<&str> = config.lines().collect();
-    let mut blocks: Vec<String> =
-        alerts.iter().take(MAX_BLOCKS).map(|&i| alert_block(lines, i, &config_lines)).collect();
-    if alerts.len() > MAX_BLOCKS {
-        blocks.push(format!("… and {} more alerts", alerts.len() - MAX_BLOCKS));
-    }
-    blocks.join("\n\n")
+/// 3.2.0's alert when even its message could not be allocated.
+fn is_null_message(line: &str) -> bool {
+    line.trim_end().ends_with(": (null)") || line.trim_end().ends_with("] (null)")
 }
 
-fn alert_block(lines: &[&str], at: usize, config: &[&str]) -> String {
-    let mut out = Vec::new();
-    let first = at.saturating_sub(OUTPUT_CONTEXT);
-    let last = (at + OUTPUT_CONTEXT).min(lines.len() - 1);
-    for (i, line) in lines.iter().enumerate().take(last + 1).skip(first) {
-        let marker = if i == at { "→ " } else { "  " };
-        out.push(format!("{marker}{line}"));
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGKILL => " (SIGKILL)",
+        libc::SIGSEGV => " (SIGSEGV)",
+        libc::SIGABRT => " (SIGABRT)",
+        libc::SIGXCPU => " (SIGXCPU: the check's CPU time limit)",
+        libc::SIGXFSZ => " (SIGXFSZ: the check's file size limit)",
+        libc::SIGSYS => " (SIGSYS: a system call the sandbox forbids)",
+        _ => "",
     }
-    if let Some(number) = config_line_named(lines[at]).filter(|n| (1..=config.len()).contains(n)) {
-        out.push("  Config context:".to_owned());
-        let first = number.saturating_sub(CONFIG_BEFORE).max(1);
-        let last = (number + CONFIG_AFTER).min(config.len());
-        for n in first..=last {
-            let marker = if n == number { "→ " } else { "  " };
-            // Only the lines shown are scrubbed, not the whole render.
-            out.push(format!("  {marker}{n:4}  {}", scrub(config[n - 1])));
-        }
-    }
-    out.join("\n")
 }
 
 /// The LINE of the first `[FILE:LINE]` in `line` whose FILE is the config.
@@ -218,22 +538,6 @@ fn config_line_named(line: &str) -> Option<usize> {
     None
 }
 
-/// A trailing quote of unexplained output, cut to a readable size.
-fn quoted(output: &str) -> String {
-    let trimmed = output.trim();
-    if trimmed.is_empty() {
-        return String::new();
-    }
-    if trimmed.len() <= QUOTE_LIMIT {
-        return format!(": {trimmed}");
-    }
-    let mut cut = QUOTE_LIMIT;
-    while !trimmed.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!(": {} … ({} more bytes)", &trimmed[..cut], trimmed.len() - cut)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,8 +545,12 @@ mod tests {
     const DIR: &str = "/tmp/rendergate-check-Ab12Cd";
     const BIN: &str = "/usr/sbin/haproxy";
 
+    fn ctx(config: &str) -> Context<'_> {
+        Context { config, check_dir: Path::new(DIR), haproxy_path: Path::new(BIN), forgeable: false }
+    }
+
     fn run(exit: Exit, output: &str, config: &str) -> CheckOutcome {
-        classify(exit, output, config, Path::new(DIR), Path::new(BIN))
+        classify(exit, output, ctx(config))
     }
 
     const CONFIG: &str = "global\n  log stdout local0\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\nfrontend f\n  bind :8080\n  bogus\n  default_backend b\nbackend b\n  server s1 127.0.0.1:80\n";
@@ -317,6 +625,8 @@ Configuration file is valid
     #[test]
     fn tags_in_the_middle_of_a_line_do_not_judge() {
         let out = run(Exit::Code(1), "[WARNING] (1) : the word [ALERT] appears here\n", CONFIG);
+        assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
+        let out = run(Exit::Code(2), "[WARNING] (1) : the word [ALERT] appears here\n", CONFIG);
         assert!(matches!(out, CheckOutcome::Passed { .. }), "{out:?}");
     }
 
@@ -400,7 +710,9 @@ Configuration file is valid
     }
 
     #[test]
-    fn non_zero_with_only_advisory_lines_passes() {
+    fn exit_one_with_only_advisory_lines_is_never_a_pass() {
+        // HAProxy's exit status says "invalid"; with no alert to say why, the
+        // gate cannot report a judgement: could not run, never a pass.
         let output = "\
 [NOTICE]   (3576) : haproxy version is 2.6.12-1+deb12u3
 [WARNING]  (3576) : config : missing timeouts for frontend 'f'.
@@ -409,12 +721,111 @@ Configuration file is valid
 [INFO]     (3576) : something
 [DEBUG]    (3576) : something else
 ";
-        let CheckOutcome::Passed { message } = run(Exit::Code(1), output, CONFIG) else { panic!() };
+        let CheckOutcome::Unavailable { reason } = run(Exit::Code(1), output, CONFIG) else { panic!() };
+        assert!(reason.starts_with("haproxy -c exited 1 but printed only advisory lines"), "{reason}");
+    }
+
+    #[test]
+    fn no_listener_after_warnings_passes_on_every_version() {
+        // 2.6 to 3.2 print "Warnings were found." before the no-listener line
+        let output = "\
+[WARNING]  (1) : config : proxy 'l' has no 'bind' directive.
+Warnings were found.
+Configuration file has no error but will not start (no listener) => exit(2).
+";
+        let CheckOutcome::Passed { message } = run(Exit::Code(2), output, CONFIG) else { panic!() };
         assert!(
-            message.starts_with("valid: HAProxy exited 1 but printed only advisory lines\nHAProxy warned:\n"),
+            message
+                .starts_with("valid, but HAProxy would not start it: no listener (exit 2)\nHAProxy warned:\n[WARNING]"),
             "{message}"
         );
-        assert!(message.contains("   | While not properly invalid"), "{message}");
+    }
+
+    #[test]
+    fn the_kind_comes_from_every_line_however_long_the_output() {
+        // a flood of warnings, then the one alert at the very end
+        let mut t = Transcript::new(ctx(CONFIG));
+        let warning = "[WARNING]  (1) : config : missing timeouts for backend 'b'.\n   | While not properly invalid, you will certainly encounter various problems\n";
+        let mut fed = 0;
+        while fed < 8 << 20 {
+            t.feed(warning.as_bytes());
+            fed += warning.len();
+        }
+        t.feed(b"[ALERT]    (1) : config : Proxy 'f': unable to find required use_backend: 'nope'.\n");
+        t.feed(b"[ALERT]    (1) : config : Fatal errors found in configuration.\n");
+        let CheckOutcome::Refused { message } = t.finish(Exit::Code(1)) else { panic!() };
+        assert!(
+            message.contains("→ [ALERT]    (1) : config : Proxy 'f': unable to find required use_backend"),
+            "{message}"
+        );
+        assert!(message.len() < 8 * 1024, "{}", message.len());
+        // the same flood on a pass keeps a bounded note
+        let mut t = Transcript::new(ctx(CONFIG));
+        for _ in 0..100_000 {
+            t.feed(warning.as_bytes());
+        }
+        let CheckOutcome::Passed { message } = t.finish(Exit::Code(0)) else { panic!() };
+        assert!(message.len() < WARNINGS_LIMIT + 2 * LINE_LIMIT, "{}", message.len());
+        assert!(message.ends_with("more warning lines"), "{}", &message[message.len() - 100..]);
+    }
+
+    #[test]
+    fn lines_are_read_whole_across_reads_and_a_long_line_is_cut_for_display_only() {
+        let mut t = Transcript::new(ctx(CONFIG));
+        for piece in ["[NOT", "ICE] x\n   ", "  [AL", "ERT] (1) : parsing [haproxy.", "cfg:10] : bad\n"] {
+            t.feed(piece.as_bytes());
+        }
+        let CheckOutcome::Refused { message } = t.finish(Exit::Code(1)) else { panic!() };
+        assert!(message.contains("→      [ALERT] (1) : parsing [haproxy.cfg:10] : bad"), "{message}");
+        assert!(message.contains("  →   10    bogus"), "{message}");
+        // a megabyte of blanks before the tag still judges
+        let mut t = Transcript::new(ctx(CONFIG));
+        t.feed(&vec![b' '; 1 << 20]);
+        t.feed(b"[ALERT] late tag\n");
+        assert!(matches!(t.finish(Exit::Code(1)), CheckOutcome::Refused { .. }));
+        // a megabyte-long alert is shown cut
+        let mut t = Transcript::new(ctx(CONFIG));
+        t.feed(b"[ALERT] ");
+        t.feed(&vec![b'x'; 1 << 20]);
+        let CheckOutcome::Refused { message } = t.finish(Exit::Code(1)) else { panic!() };
+        assert!(message.len() < 2 * LINE_LIMIT && message.ends_with(" …"), "{}", message.len());
+    }
+
+    #[test]
+    fn out_of_memory_is_could_not_run_never_a_refusal() {
+        // 3.2.0: the alert's own message could not be allocated
+        let out = run(
+            Exit::Code(1),
+            "[ALERT]    (1) : config : (null)\n[ALERT]    (1) : config : Fatal errors found in configuration.\n",
+            CONFIG,
+        );
+        assert!(
+            matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")),
+            "{out:?}"
+        );
+        // 2.6: an untagged line
+        let out = run(Exit::Code(1), "[NOTICE] (1) : x\nout of memory.\n", CONFIG);
+        assert!(
+            matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")),
+            "{out:?}"
+        );
+        let out = run(Exit::Code(1), "[ALERT]    (1) : config : parsing [haproxy.cfg:3] : out of memory.\n", CONFIG);
+        assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
+    }
+
+    #[test]
+    fn the_render_cannot_dress_a_refusal_as_out_of_memory() {
+        // a real error beside an out-of-memory line: refused
+        let output =
+            "[ALERT] (1) : config : parsing [haproxy.cfg:10] : unknown keyword 'bogus'\n[ALERT] (1) : out of memory\n";
+        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
+        // the render's own words, quoted by HAProxy, are not HAProxy's
+        let output = "[ALERT] (1) : config : parsing [haproxy.cfg:3]: 'out of memory'.\n[ALERT] (1) : config : parsing [haproxy.cfg:4]: '(null)'.\n";
+        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
+        // a render that can write whole lines (a `\n` escape, Lua) is not believed
+        let output = "[ALERT] (1) : config : out of memory\n";
+        let forgeable = Context { forgeable: true, ..ctx(CONFIG) };
+        assert!(matches!(classify(Exit::Code(1), output, forgeable), CheckOutcome::Refused { .. }));
     }
 
     #[test]
@@ -456,11 +867,11 @@ Configuration file is valid
     fn a_signal_is_unavailable_even_with_alerts() {
         let out = run(Exit::Signal(9), UNKNOWN_KEYWORD, CONFIG);
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
-        assert!(reason.starts_with("haproxy was killed by signal 9: [NOTICE]"), "{reason}");
+        assert!(reason.starts_with("haproxy was killed by signal 9 (SIGKILL): [NOTICE]"), "{reason}");
         assert!(!reason.contains(BIN), "{reason}");
         assert_eq!(
             run(Exit::Signal(11), "", CONFIG),
-            CheckOutcome::Unavailable { reason: "haproxy was killed by signal 11".into() }
+            CheckOutcome::Unavailable { reason: "haproxy was killed by signal 11 (SIGSEGV)".into() }
         );
     }
 
@@ -469,7 +880,7 @@ Configuration file is valid
         let output = "é".repeat(5000);
         let CheckOutcome::Unavailable { reason } = run(Exit::Code(3), &output, CONFIG) else { panic!() };
         assert!(reason.len() < QUOTE_LIMIT + 200, "{}", reason.len());
-        assert!(reason.ends_with(&format!("… ({} more bytes)", 10000 - QUOTE_LIMIT)), "{reason}");
+        assert!(reason.ends_with(" more bytes)"), "{reason}");
     }
 
     #[test]
