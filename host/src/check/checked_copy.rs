@@ -269,7 +269,7 @@ fn ids<'l>(line: &'l Line, in_global: bool, resolve: ResolveId, edits: &mut Vec<
         rewrite_pair(&args[0], &args[1], edits);
         return;
     }
-    let (from, options): (usize, &dyn Fn(&[u8]) -> Option<usize>) = if in_global && line.arg_is(0, "unix-bind") {
+    let (from, options): (usize, OptionArity) = if in_global && line.arg_is(0, "unix-bind") {
         (1, &|kw: &[u8]| UNIX_BIND_OPTIONS.iter().any(|o| o.as_bytes() == kw).then_some(1))
     } else if in_global && line.arg_is(0, "stats") && line.arg_is(1, "socket") {
         (3, &bind_option)
@@ -288,6 +288,9 @@ fn ids<'l>(line: &'l Line, in_global: bool, resolve: ResolveId, edits: &mut Vec<
         at += 1 + skip;
     }
 }
+
+/// How many arguments an option takes, `None` for an unknown option.
+type OptionArity<'a> = &'a dyn Fn(&[u8]) -> Option<usize>;
 
 fn bind_option(keyword: &[u8]) -> Option<usize> {
     BIND_OPTIONS.iter().find(|(k, _)| k.as_bytes() == keyword).map(|(_, skip)| *skip)

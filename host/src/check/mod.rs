@@ -24,6 +24,10 @@ use std::pin::Pin;
 
 pub use haproxy::{HaproxyChecker, HaproxyOptions};
 
+/// How long past its deadline a check may take to stop and clean up (kill
+/// HAProxy's process group and wait for it) before its caller gives up on it.
+pub const DEADLINE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A boxed future, so checkers can be chosen at run time (`dyn Checker`).
 pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = CheckOutcome> + Send + 'a>>;
 

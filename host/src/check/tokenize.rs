@@ -106,9 +106,8 @@ pub fn line(line: &[u8]) -> Line {
         if c >= b'-' && c != b'\\' {
             emit(&mut current, Some(c));
             at += 1;
-        } else if c == 0 || c == b'\n' || c == b'\r' {
-            break;
-        } else if c == b'#' && !squote && !dquote {
+        } else if c == 0 || c == b'\n' || c == b'\r' || (c == b'#' && !squote && !dquote) {
+            // the end of the line, or a comment
             break;
         } else if c == b'"' && !squote {
             emit(&mut current, None);

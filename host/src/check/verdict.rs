@@ -51,10 +51,17 @@ const REMARKS: [&[u8]; 3] = [
 ];
 /// HAProxy's closing words after the real alerts; they add nothing.
 const SUMMARIES: [&str; 2] = ["Error(s) found in configuration file", "Fatal errors found in configuration"];
-/// How HAProxy says an allocation failed (lower case). 3.2.0 prints the
-/// alert `(null)` when the message itself could not be allocated.
-const OUT_OF_MEMORY: [&str; 5] =
-    ["out of memory", "not enough memory", "cannot allocate memory", "memory allocation failed", "failed to allocate"];
+/// How HAProxy says an allocation failed (lower case). 3.0 and 3.2 print
+/// `(null)` where a message could not be allocated (glibc's rendering of a
+/// null string), often several on one line.
+const OUT_OF_MEMORY: [&str; 6] = [
+    "out of memory",
+    "not enough memory",
+    "cannot allocate memory",
+    "memory allocation failed",
+    "failed to allocate",
+    "(null)",
+];
 /// How a "could not run" for lack of memory starts.
 pub const OUT_OF_MEMORY_REASON: &str = "haproxy -c ran out of memory";
 /// Bytes of a tag: enough to recognise the longest (`[WARNING]`) and the remarks.
@@ -246,7 +253,9 @@ impl<'a> Transcript<'a> {
             }
         }
         let mut oom = false;
-        if !blank && !advisory {
+        // Out of memory garbles lines (3.x glues `(null)`s onto a `[NOTICE]`),
+        // so every line is looked at; a cheap test first.
+        if !blank && [&b"(null)"[..], b"emory", b"llocat"].iter().any(|p| raw.windows(p.len()).any(|w| w == *p)) {
             let k = kept.get_or_insert_with(|| self.keep(raw));
             oom = OUT_OF_MEMORY.iter().any(|p| unquoted(&k.to_ascii_lowercase()).contains(p));
             self.oom_lines += usize::from(oom);
@@ -269,7 +278,7 @@ impl<'a> Transcript<'a> {
             let k = kept.get_or_insert_with(|| self.keep(raw)).clone();
             let summary = SUMMARIES.iter().any(|s| k.contains(s));
             if !summary {
-                self.oom_alerts += usize::from(oom || is_null_message(&k));
+                self.oom_alerts += usize::from(oom);
             }
             let open = if summary { self.summary_blocks.len() } else { self.blocks.len() };
             if open < MAX_BLOCKS {
@@ -502,11 +511,6 @@ fn unquoted(line: &str) -> String {
         }
     }
     out
-}
-
-/// 3.2.0's alert when even its message could not be allocated.
-fn is_null_message(line: &str) -> bool {
-    line.trim_end().ends_with(": (null)") || line.trim_end().ends_with("] (null)")
 }
 
 fn signal_name(signal: i32) -> &'static str {
@@ -803,6 +807,13 @@ Configuration file has no error but will not start (no listener) => exit(2).
             matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")),
             "{out:?}"
         );
+        // 3.0 and 3.2 at a small --check-memory: messages that could not be made
+        let output = "(null)(null)(null)[ALERT]    (1) : (null)Error(s) found in configuration file : haproxy.cfg\n";
+        let out = run(Exit::Code(1), output, CONFIG);
+        assert!(matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")), "{out:?}");
+        let output = "[NOTICE]   (1) : (null)[NOTICE]   (1) : (null)[ALERT]    (1) : (null)(null)[ALERT]    (1) : (null)Error(s) found in configuration file : haproxy.cfg\n";
+        let out = run(Exit::Code(1), output, CONFIG);
+        assert!(matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")), "{out:?}");
         // 2.6: an untagged line
         let out = run(Exit::Code(1), "[NOTICE] (1) : x\nout of memory.\n", CONFIG);
         assert!(

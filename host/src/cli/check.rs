@@ -65,7 +65,9 @@ pub async fn run(args: Args) -> ExitCode {
     };
     let started = tokio::time::Instant::now();
     let deadline = started + args.timeout;
-    let outcome = tokio::time::timeout_at(deadline, checker.check(&render, deadline))
+    // The checker ends its own check at the deadline and reaps HAProxy's
+    // group; this outer bound only catches a checker that does not.
+    let outcome = tokio::time::timeout_at(deadline + rendergate::check::DEADLINE_GRACE, checker.check(&render, deadline))
         .await
         .unwrap_or_else(|_| CheckOutcome::Unavailable {
             reason: format!("the check timed out after {}", rendergate::duration::format(args.timeout)),
