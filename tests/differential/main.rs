@@ -1,0 +1,293 @@
+//! The differential test: on every case of a corpus, the gate's verdict kind
+//! (`rendergate check --json`, the real binary) must equal bare
+//! `haproxy -dr -c`'s on the same files (judge.rs says how each is read).
+//!
+//! The corpus: configs generated from a seed (generated.rs), warning floods
+//! sized around 4 KiB, 64 KiB and 1 MiB of output (floods.rs), and
+//! hand-written forgery attempts (forgeries.rs). Every case runs; then the
+//! test fails once, listing every disagreement with its name and seed, the
+//! config's first lines, the gate's JSON and bare HAProxy's exit and output.
+//!
+//! `RENDERGATE_TEST_HAPROXY` names the haproxy (default `haproxy`; missing
+//! is a failure). `RENDERGATE_DIFF_SEED` replaces the corpus seed,
+//! `RENDERGATE_DIFF_CASES` the number of generated cases, and
+//! `RENDERGATE_DIFF_ONLY` keeps only the cases whose name contains it (to
+//! rerun one: the seed and the name the report printed);
+//! `RENDERGATE_DIFF_VERBOSE=1` prints every case's two kinds (with
+//! `--nocapture`).
+
+mod case;
+mod floods;
+mod forgeries;
+mod generated;
+mod judge;
+mod report;
+mod rng;
+
+use case::Case;
+use judge::Kind;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+const DEFAULT_SEED: u64 = 0x5EED_D1FF_2026_0001;
+const DEFAULT_GENERATED: usize = 300;
+/// Of the whole corpus, bare HAProxy must pass and refuse at least this many
+/// each: a harness that makes every case one kind proves nothing.
+const MIN_EACH_KIND: usize = 60;
+
+fn env_number(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
+        None => text.replace('_', "").parse(),
+    };
+    Some(parsed.unwrap_or_else(|e| panic!("{name}={text}: {e}")))
+}
+
+fn has_lua() -> bool {
+    let out = std::process::Command::new(judge::haproxy())
+        .arg("-vv")
+        .output()
+        .expect("run haproxy -vv");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.contains("+LUA") || text.contains("Built with Lua")
+}
+
+/// The whole corpus for the haproxy under test (floods are sized on it).
+fn corpus(seed: u64) -> Vec<Case> {
+    let generated = env_number("RENDERGATE_DIFF_CASES").map_or(DEFAULT_GENERATED, |n| n as usize);
+    let mut cases: Vec<Case> = (0..generated).map(|i| generated::case(seed, i)).collect();
+    cases.extend(floods::cases());
+    let lua = has_lua();
+    if !lua {
+        eprintln!(
+            "note: {} has no Lua; the lua-* cases are left out",
+            judge::haproxy().display()
+        );
+    }
+    cases.extend(forgeries::cases(lua));
+    cases
+}
+
+/// One case judged by both sides.
+pub struct Judged<'a> {
+    pub case: &'a Case,
+    pub gate: Result<Kind, String>,
+    pub gate_run: judge::Run,
+    pub bare: Kind,
+    pub bare_run: judge::Run,
+}
+
+impl Judged<'_> {
+    fn agrees(&self) -> bool {
+        self.gate.as_ref() == Ok(&self.bare)
+    }
+}
+
+/// Writes `case` for each side in its own fresh directory and asks both.
+fn judge_case(case: &Case) -> Judged<'_> {
+    let gate_dir = tempfile::tempdir().unwrap();
+    let bare_dir = tempfile::tempdir().unwrap();
+    let bare_path = std::fs::canonicalize(bare_dir.path()).unwrap();
+    case.write_for_gate(gate_dir.path());
+    case.write_for_bare(&bare_path);
+    let (gate, gate_run) = judge::gate(gate_dir.path());
+    let (bare, bare_run) = judge::bare(&bare_path);
+    Judged {
+        case,
+        gate,
+        gate_run,
+        bare,
+        bare_run,
+    }
+}
+
+/// Judges every case on a few threads, in corpus order.
+fn judge_all(cases: &[Case]) -> Vec<Judged<'_>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(2, 8)
+        + 1;
+    let next = AtomicUsize::new(0);
+    let done = Mutex::new(Vec::with_capacity(cases.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(case) = cases.get(index) else { break };
+                    let judged = judge_case(case);
+                    done.lock().unwrap().push((index, judged));
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap();
+    done.sort_by_key(|(index, _)| *index);
+    done.into_iter().map(|(_, judged)| judged).collect()
+}
+
+#[test]
+fn gate_and_bare_haproxy_agree_on_every_case() {
+    let started = Instant::now();
+    let seed = env_number("RENDERGATE_DIFF_SEED").unwrap_or(DEFAULT_SEED);
+    let only = std::env::var("RENDERGATE_DIFF_ONLY").ok();
+    let mut cases = corpus(seed);
+    if let Some(only) = &only {
+        cases.retain(|c| c.name.contains(only.as_str()));
+        assert!(
+            !cases.is_empty(),
+            "RENDERGATE_DIFF_ONLY={only} matches no case"
+        );
+    }
+    let judged = judge_all(&cases);
+    if std::env::var_os("RENDERGATE_DIFF_VERBOSE").is_some() {
+        for j in &judged {
+            let gate = j
+                .gate
+                .as_ref()
+                .map_or_else(|e| format!("unreadable ({e})"), Kind::to_string);
+            eprintln!(
+                "{:<60} gate {gate:<14} bare {} ({})",
+                j.case.name, j.bare, j.bare_run.status
+            );
+        }
+    }
+
+    let mut by_bare: BTreeMap<Kind, usize> = BTreeMap::new();
+    for j in &judged {
+        *by_bare.entry(j.bare).or_default() += 1;
+    }
+    let disagreements: Vec<&Judged> = judged.iter().filter(|j| !j.agrees()).collect();
+    let summary = format!(
+        "{} with seed {seed:#018x}: {} cases ({} disagree); bare: {} pass, {} refused, {} could not run; {:.1} s",
+        judge::haproxy().display(),
+        judged.len(),
+        disagreements.len(),
+        by_bare.get(&Kind::Pass).unwrap_or(&0),
+        by_bare.get(&Kind::Refused).unwrap_or(&0),
+        by_bare.get(&Kind::CouldNotRun).unwrap_or(&0),
+        started.elapsed().as_secs_f64(),
+    );
+    eprintln!("{summary}");
+
+    let mut problems = Vec::new();
+    if only.is_none() {
+        for kind in [Kind::Pass, Kind::Refused] {
+            let n = by_bare.get(&kind).copied().unwrap_or(0);
+            if n < MIN_EACH_KIND {
+                problems.push(format!("the corpus is lopsided: bare HAProxy judged only {n} cases {kind} (want ≥ {MIN_EACH_KIND})"));
+            }
+        }
+    }
+    if !disagreements.is_empty() {
+        problems.push(report::disagreements(&disagreements));
+    }
+    assert!(
+        problems.is_empty(),
+        "{summary}\n\n{}",
+        problems.join("\n\n")
+    );
+}
+
+/// The harness itself tells the kinds apart: a known valid, refused and
+/// no-listener config come out as such from both sides (so a harness bug
+/// that makes everything "could not run", or that loses the files, cannot
+/// hide behind agreement), and each side's could-not-run is reachable.
+#[test]
+fn the_harness_tells_the_kinds_apart() {
+    const BASE: &str = "global\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";
+    let frontend = |extra: &str| {
+        format!(
+            "{BASE}frontend f\n    bind 127.0.0.1:18080\n{extra}    default_backend b\nbackend b\n    server s 127.0.0.1:8080\n"
+        )
+    };
+    let map = "    http-request set-header X %[req.hdr(host),map(maps/h.map,none)]\n";
+    let origin = format!("global\n    default-path origin {}\n", case::ORIGIN);
+    let expected = [
+        (Case::new("valid", frontend("")), Kind::Pass, 0),
+        (
+            Case::new("missing backend", frontend("    use_backend nope\n")),
+            Kind::Refused,
+            1,
+        ),
+        (
+            Case::new(
+                "no listener",
+                format!("{BASE}backend b\n    server s 127.0.0.1:8080\n"),
+            ),
+            Kind::Pass,
+            2,
+        ),
+        (
+            Case::new("map present", frontend(map)).with_file("maps/h.map", "a b\n"),
+            Kind::Pass,
+            0,
+        ),
+        (Case::new("map missing", frontend(map)), Kind::Refused, 1),
+        (
+            Case::new(
+                "map through default-path origin",
+                frontend(map).replacen("global\n", &origin, 1),
+            )
+            .with_file("maps/h.map", "a b\n"),
+            Kind::Pass,
+            0,
+        ),
+    ];
+    for (case, kind, exit) in &expected {
+        let j = judge_case(case);
+        let detail = report::one(&j);
+        assert_eq!(
+            j.bare_run.status.code(),
+            Some(*exit),
+            "{}: bare's exit status\n{detail}",
+            case.name
+        );
+        assert_eq!(
+            (&j.gate, j.bare),
+            (&Ok(*kind), *kind),
+            "{}\n{detail}",
+            case.name
+        );
+    }
+
+    // The gate could not run: no such binary.
+    let dir = tempfile::tempdir().unwrap();
+    Case::new("x", frontend("")).write_for_gate(dir.path());
+    let (gate, run) = judge::gate_with(Path::new("/nonexistent/haproxy"), dir.path());
+    assert_eq!(gate, Ok(Kind::CouldNotRun), "{}", run.stdout);
+    // Bare could not run: killed by a signal.
+    let killed = judge::run({
+        let mut c = std::process::Command::new("/bin/sh");
+        c.args(["-c", "kill -KILL $$"]);
+        c
+    });
+    assert_eq!(judge::bare_kind(killed.status), Kind::CouldNotRun);
+}
+
+/// A seed rebuilds the same case, and different seeds make different ones.
+#[test]
+fn the_generated_corpus_is_rebuilt_from_its_seed() {
+    for index in [0, 1, 41, 299] {
+        let (a, b) = (
+            generated::case(DEFAULT_SEED, index),
+            generated::case(DEFAULT_SEED, index),
+        );
+        assert_eq!(
+            (&a.name, &a.config, &a.files, a.seed),
+            (&b.name, &b.config, &b.files, b.seed)
+        );
+    }
+    let distinct: std::collections::HashSet<String> = (0..50)
+        .map(|i| generated::case(DEFAULT_SEED, i).config)
+        .collect();
+    assert!(
+        distinct.len() > 45,
+        "{} distinct configs of 50",
+        distinct.len()
+    );
+}
