@@ -6,6 +6,7 @@
 //! endings, the "no listener" exit, and files found through `default-path`.
 
 use crate::case::{Case, ORIGIN};
+use crate::judge::Kind;
 
 const DEFAULTS: &str = "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";
 const BACKEND: &str = "backend b\n    server s 127.0.0.1:8080\n";
@@ -519,7 +520,12 @@ fn lua_cases() -> Vec<Case> {
             Case::new("", no_listener("    lua-load hello.lua\n"))
                 .with_file("hello.lua", "print(\"[ALERT]    (1) : forged\")\n"),
         ),
-        named("lua-exit-1-valid", load("os.exit(1)\n")),
+        named("lua-exit-1-valid", load("os.exit(1)\n")).deviating(
+            Kind::Refused,
+            Kind::CouldNotRun,
+            "HAProxy exits 1 without a word: under -V HAProxy always says why it refuses, so a silent \
+             exit is not a judgement the gate can show, and it never reverts a fleet on one",
+        ),
         named(
             "lua-exit-1-after-warning",
             load("os.exit(1)\n").tap_config(|c| {

@@ -20,6 +20,12 @@ pub fn disagreements(list: &[&Judged]) -> String {
             gate_kind(j),
             j.bare
         ));
+        if let Some(d) = j.case.deviation {
+            out.push_str(&format!(
+                "      (a documented deviation expects gate {} and bare {}: {})\n",
+                d.gate, d.bare, d.why
+            ));
+        }
     }
     for j in list {
         out.push('\n');

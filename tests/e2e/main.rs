@@ -6,4 +6,5 @@
 mod support;
 
 mod check_command;
+mod integrity;
 mod serve_stream;

@@ -20,7 +20,8 @@
 //! A line HAProxy would refuse to split, or whose words depend on the
 //! environment, is never touched: HAProxy judges it as written.
 
-use super::tokenize::{self, Line, Word};
+use super::tokenize::{self, Line, Lookup, Word};
+use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 
@@ -40,6 +41,9 @@ pub struct Rewrites<'a> {
     pub check_dir: &'a Path,
     /// Turn user and group names into ids (the sandbox is on).
     pub resolve_ids: Option<ResolveId<'a>>,
+    /// HAProxy inherits the gate's environment (the sandbox is off); with the
+    /// sandbox on it starts with an empty one.
+    pub inherit_env: bool,
 }
 
 /// The config HAProxy checks, and what was changed that the message must say.
@@ -186,6 +190,7 @@ pub fn checked_copy(config: &str, rewrites: &Rewrites) -> io::Result<CheckedCopy
     let mut out = String::with_capacity(config.len() + 64);
     let mut quiet_lines = Vec::new();
     let mut in_global = false;
+    let env = Environment::scan(config, rewrites.inherit_env);
     for (index, raw) in config.split_inclusive('\n').enumerate() {
         let body = raw.strip_suffix('\n').unwrap_or(raw);
         // Cheap test first: most lines of a big render name none of the keywords.
@@ -193,7 +198,7 @@ pub fn checked_copy(config: &str, rewrites: &Rewrites) -> io::Result<CheckedCopy
             out.push_str(raw);
             continue;
         }
-        let line = tokenize::line(body.as_bytes());
+        let line = tokenize::line_in(body.as_bytes(), &|name| env.lookup(name, index));
         if let Some(first) = line.args().first()
             && line.is_exact()
             && SECTIONS.iter().any(|s| first.is(s))
@@ -237,6 +242,103 @@ pub fn checked_copy(config: &str, rewrites: &Rewrites) -> io::Result<CheckedCopy
 fn mentions_a_target(body: &str) -> bool {
     body.contains(['"', '\'', '\\'])
         || ["default-path", "quiet", "user", "group", "bind"].iter().any(|k| body.contains(k))
+}
+
+/// What HAProxy's environment holds at each line, as far as the config
+/// tells: `setenv`, `presetenv` and `unsetenv` in `global` change it while
+/// HAProxy parses. A variable is known at a line only when every directive
+/// that touches it comes before that line (3.2 runs them all in a first pass
+/// over the whole file, 2.6 as it goes: both agree then), none of them sits
+/// inside a `.if` block, and HAProxy does not set it itself (`HAPROXY_*`).
+struct Environment {
+    inherit: bool,
+    /// Per variable, its directives in file order: (line index, new state).
+    changes: HashMap<Vec<u8>, Vec<(usize, Change)>>,
+    /// A directive the scan cannot follow (`resetenv`, an inexact line, one
+    /// inside `.if`): every variable it may touch is unknown.
+    lost: bool,
+}
+
+enum Change {
+    Set(Vec<u8>),
+    SetIfUnset(Vec<u8>),
+    Unset,
+}
+
+impl Environment {
+    fn scan(config: &str, inherit: bool) -> Environment {
+        let mut env = Environment { inherit, changes: HashMap::new(), lost: false };
+        let (mut in_global, mut depth) = (false, 0usize);
+        for (index, body) in config.split('\n').enumerate() {
+            let trimmed = body.trim_start();
+            if trimmed.starts_with(".if") {
+                depth += 1;
+            } else if trimmed.starts_with(".endif") {
+                depth = depth.saturating_sub(1);
+            }
+            if !body.contains("env") && !opens_a_section(body) && !body.contains(['"', '\'', '\\']) {
+                continue;
+            }
+            let line = tokenize::line(body.as_bytes());
+            let args = line.args();
+            if line.is_exact()
+                && let Some(first) = args.first()
+                && SECTIONS.iter().any(|s| first.is(s))
+            {
+                in_global = first.is("global");
+            }
+            if !in_global {
+                continue;
+            }
+            let directive = ["setenv", "presetenv", "unsetenv", "resetenv"].into_iter().find(|d| line.arg_is(0, d));
+            let Some(directive) = directive else {
+                if !line.is_exact() && line.words.first().is_none_or(|w| w.text.ends_with(b"env")) {
+                    env.lost = true; // a directive that cannot be read
+                }
+                continue;
+            };
+            if !line.is_exact() || depth > 0 || directive == "resetenv" {
+                env.lost = true;
+                continue;
+            }
+            let mut record = |name: &Word, change: Change| {
+                env.changes.entry(name.text.clone()).or_default().push((index, change));
+            };
+            match (directive, args) {
+                ("setenv", [_, name, value]) => record(name, Change::Set(value.text.clone())),
+                ("presetenv", [_, name, value]) => record(name, Change::SetIfUnset(value.text.clone())),
+                ("unsetenv", [_, names @ ..]) => names.iter().for_each(|n| record(n, Change::Unset)),
+                // a malformed directive: HAProxy refuses it; nothing to follow
+                _ => {}
+            }
+        }
+        env
+    }
+
+    fn lookup(&self, name: &[u8], at: usize) -> Lookup {
+        if self.lost || name.starts_with(b"HAPROXY_") {
+            return Lookup::Unknown;
+        }
+        let changes = self.changes.get(name).map(Vec::as_slice).unwrap_or_default();
+        if changes.iter().any(|(line, _)| *line >= at) {
+            return Lookup::Unknown;
+        }
+        let inherited = || {
+            let name = std::str::from_utf8(name).ok()?;
+            std::env::var_os(name).map(|v| v.into_encoded_bytes())
+        };
+        let mut value = if self.inherit { inherited() } else { None };
+        for (_, change) in changes {
+            match change {
+                Change::Set(v) => value = Some(v.clone()),
+                Change::SetIfUnset(v) => {
+                    value.get_or_insert_with(|| v.clone());
+                }
+                Change::Unset => value = None,
+            }
+        }
+        value.map_or(Lookup::Unset, Lookup::Value)
+    }
 }
 
 fn forgeable(config: &str) -> bool {
@@ -334,7 +436,8 @@ mod tests {
     }
 
     fn copy(config: &str) -> CheckedCopy {
-        checked_copy(config, &Rewrites { check_dir: Path::new(DIR), resolve_ids: Some(&ids_of) }).unwrap()
+        checked_copy(config, &Rewrites { check_dir: Path::new(DIR), resolve_ids: Some(&ids_of), inherit_env: false })
+            .unwrap()
     }
 
     fn rewritten(config: &str) -> String {
@@ -358,8 +461,11 @@ mod tests {
     #[test]
     fn odd_check_directories_are_quoted_or_refused() {
         let with = |dir: &str| {
-            checked_copy("default-path origin /x\n", &Rewrites { check_dir: Path::new(dir), resolve_ids: None })
-                .map(|c| c.config)
+            checked_copy(
+                "default-path origin /x\n",
+                &Rewrites { check_dir: Path::new(dir), resolve_ids: None, inherit_env: false },
+            )
+            .map(|c| c.config)
         };
         assert_eq!(with("/tmp/my dir").unwrap(), "default-path origin '/tmp/my dir'\n");
         assert!(with("/tmp/it's").is_err());
@@ -373,6 +479,8 @@ mod tests {
         assert_eq!(c.quiet_lines, [2, 3]);
         assert!(c.note().unwrap().contains("line 2, 3"), "{:?}", c.note());
         assert_eq!(copy("global\n  daemon\n").note(), None);
+        // an unset variable leaves an empty word, which ends the arguments: still `quiet` alone
+        assert_eq!(copy("global\n  quiet \"${X}\"\n").config, "global\n  #quiet \"${X}\"\n");
     }
 
     #[test]
@@ -412,14 +520,32 @@ mod tests {
             "global\n  user 'root\n",
             "global\n  user \\x7\n",
             "global\n  user \"${USER}\"\n",
+            "global\n  user \"${HAPROXY_LOCALPEER}\"\n",
+            // set after its use: 3.2 sees it, 2.6 does not
+            "global\n  user \"${U}\"\n  setenv U root\n",
+            "global\n  .if defined(X)\n  setenv U root\n  .endif\n  user \"${U}\"\n",
+            "global\n  resetenv\n  setenv U root\n  user \"${U}\"\n",
             "global\n  user root extra\n",
             "global\n  user no-such-user\n",
             "global\n  user 0\n",
             "userlist L\n  user root password x\n  group root\n  user root\n",
-            "global\n  quiet \"${X}\"\n",
+            "global\n  quiet \"${HAPROXY_X}\"\n",
         ] {
             assert_eq!(rewritten(config), config, "{config}");
         }
+    }
+
+    #[test]
+    fn names_from_the_environment_the_config_sets_are_resolved() {
+        assert_eq!(rewritten("global\n  setenv U root\n  user \"${U}\"\n"), "global\n  setenv U root\n  uid 0\n");
+        assert_eq!(
+            rewritten("global\n  presetenv G root\n  presetenv G other\n  group \"${G}\"\n"),
+            "global\n  presetenv G root\n  presetenv G other\n  gid 0\n"
+        );
+        assert_eq!(rewritten("global\n  user \"${NOPE-root}\"\n"), "global\n  uid 0\n");
+        // the sandboxed HAProxy's environment is empty: the gate's own USER is not seen
+        let config = "global\n  setenv U root\n  unsetenv U\n  user \"${U}\" \"\"\n";
+        assert_eq!(rewritten(config), config);
     }
 
     #[test]

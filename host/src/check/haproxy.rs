@@ -156,7 +156,8 @@ impl HaproxyChecker {
         let dir = tmp.path();
         let sandboxed = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
         let lookup = |kind, name: &[u8]| sandbox::ids::lookup(kind, name);
-        let rewrites = Rewrites { check_dir: dir, resolve_ids: sandboxed.then_some(&lookup as ResolveId) };
+        let rewrites =
+            Rewrites { check_dir: dir, resolve_ids: sandboxed.then_some(&lookup as ResolveId), inherit_env: !sandboxed };
         let copy = match checked_copy(layout.config(), &rewrites) {
             Ok(copy) => copy,
             Err(e) => return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary)),

@@ -9,9 +9,9 @@
 //! glued to a word), and `"${VAR}"` expansion inside double quotes. The line
 //! ends at a NUL, a LF or a CR, as HAProxy's does.
 //!
-//! An expansion depends on the environment HAProxy runs in, which the gate
-//! does not know; such a line is marked [`Line::is_exact`] = false and no
-//! rewrite touches it. A line HAProxy would refuse to split (an unmatched
+//! An expansion depends on the environment HAProxy runs in: [`line_in`]
+//! takes what the caller knows of it ([`Lookup`]); a variable it does not
+//! know marks the line [`Line::is_exact`] = false, and no rewrite touches it. A line HAProxy would refuse to split (an unmatched
 //! quote or brace, a bad `\x` or variable name) is not exact either: it is
 //! left for HAProxy to refuse.
 
@@ -71,9 +71,22 @@ impl Line {
     }
 }
 
+/// What is known of one environment variable where a line is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Value(Vec<u8>),
+    Unset,
+    Unknown,
+}
+
 /// Splits one line (without its `\n`) into words, as HAProxy's config
-/// parser does.
+/// parser does, knowing nothing of the environment.
 pub fn line(line: &[u8]) -> Line {
+    line_in(line, &|_| Lookup::Unknown)
+}
+
+/// As [`line`], with `env` saying what each `"${NAME}"` holds.
+pub fn line_in(line: &[u8], env: &dyn Fn(&[u8]) -> Lookup) -> Line {
     let mut at = 0;
     // cfgparse skips leading blanks, then a `[` starts a scope line.
     while at < line.len() && is_space(line[at]) {
@@ -145,16 +158,40 @@ pub fn line(line: &[u8]) -> Line {
                 at += 1;
             }
         } else if c == b'$' && dquote {
-            // The value comes from the environment HAProxy runs in.
             emit(&mut current, None);
-            match skip_variable(line, at) {
-                Some(after) => {
+            let Some(var) = variable(line, at) else {
+                inexact = Some(Inexact::Error);
+                break;
+            };
+            at = var.end;
+            let name = &line[var.name.clone()];
+            let lookup = if name.starts_with(b".") || var.split_words { Lookup::Unknown } else { env(name) };
+            let value = match (lookup, &var.default) {
+                (Lookup::Unset, Some(default)) => Some(line[default.clone()].to_vec()),
+                (Lookup::Value(v), _) => Some(v),
+                (Lookup::Unset, None) => None,
+                (Lookup::Unknown, _) => {
                     inexact.get_or_insert(Inexact::Expands);
-                    at = after;
+                    continue;
                 }
+            };
+            match value {
+                Some(value) => {
+                    if let Some(w) = current.as_mut() {
+                        w.text.extend_from_slice(&value);
+                    }
+                }
+                // HAProxy's own quirk: an unset variable swallows the closing
+                // quote and the blanks after it, so the next word joins this one.
                 None => {
-                    inexact = Some(Inexact::Error);
-                    break;
+                    if line.get(at) == Some(&b'"') {
+                        at += 1;
+                        while at < line.len() && is_space(line[at]) {
+                            at += 1;
+                        }
+                        dquote = false;
+                        quote_open = false;
+                    }
                 }
             }
         } else {
@@ -169,9 +206,18 @@ pub fn line(line: &[u8]) -> Line {
     Line { words, inexact }
 }
 
-/// Skips `$NAME`, `${NAME}`, `${NAME-default}` or `${NAME[*]}` starting at
-/// the `$`; `None` where HAProxy reports an error.
-fn skip_variable(line: &[u8], dollar: usize) -> Option<usize> {
+/// One `$NAME`, `${NAME}`, `${NAME-default}` or `${NAME[*]}` reference.
+struct Variable {
+    name: Range<usize>,
+    default: Option<Range<usize>>,
+    /// `[*]`: the value is split into several words.
+    split_words: bool,
+    /// Just past the reference.
+    end: usize,
+}
+
+/// Reads the reference starting at the `$`; `None` where HAProxy reports an error.
+fn variable(line: &[u8], dollar: usize) -> Option<Variable> {
     let mut at = dollar + 1;
     let brace = line.get(at) == Some(&b'{');
     if brace {
@@ -188,28 +234,33 @@ fn skip_variable(line: &[u8], dollar: usize) -> Option<usize> {
     while line.get(at).is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_') {
         at += 1;
     }
-    let name = &line[name_start..at];
-    if name.starts_with(b".") && !matches!(name, b".LINE" | b".FILE" | b".SECTION") {
+    let name = name_start..at;
+    if line[name.clone()].starts_with(b".") && !matches!(&line[name.clone()], b".LINE" | b".FILE" | b".SECTION") {
         return None;
     }
+    let mut split_words = false;
     if line.get(at) == Some(&b'[') && brace {
         if line.get(at + 1) != Some(&b'*') || line.get(at + 2) != Some(&b']') {
             return None;
         }
+        split_words = true;
         at += 3;
     }
+    let mut default = None;
     if brace {
         if line.get(at) == Some(&b'-') {
+            let start = at + 1;
             while line.get(at).is_some_and(|b| *b != b'}' && *b != 0) {
                 at += 1;
             }
+            default = Some(start..at);
         }
         if line.get(at) != Some(&b'}') {
             return None;
         }
         at += 1;
     }
-    Some(at)
+    Some(Variable { name, default, split_words, end: at })
 }
 
 /// C's `isspace` in the C locale.
@@ -290,6 +341,30 @@ mod tests {
         assert_eq!(line(br#"x "${A""#).inexact, Some(Inexact::Error));
         assert_eq!(line(br#"x "$1""#).inexact, Some(Inexact::Error));
         assert_eq!(line(br#"x "${.BAD}""#).inexact, Some(Inexact::Error));
+    }
+
+    #[test]
+    fn known_variables_expand_as_in_haproxy() {
+        let env = |name: &[u8]| match name {
+            b"U" => Lookup::Value(b"root".to_vec()),
+            b"E" => Lookup::Value(Vec::new()),
+            b"GONE" => Lookup::Unset,
+            _ => Lookup::Unknown,
+        };
+        let words = |l: &str| -> Vec<String> {
+            let l = line_in(l.as_bytes(), &env);
+            assert!(l.is_exact(), "{l:?}");
+            l.words.iter().map(|w| String::from_utf8_lossy(&w.text).into_owned()).collect()
+        };
+        assert_eq!(words(r#"user "${U}""#), ["user", "root"]);
+        assert_eq!(words(r#"user "x$U-y""#), ["user", "xroot-y"]);
+        assert_eq!(words(r#"user "${GONE-daemon}""#), ["user", "daemon"]);
+        assert_eq!(words(r#"a "${E}" b"#), ["a", "", "b"]);
+        // an unset variable swallows its closing quote and the blanks after it
+        assert_eq!(words(r#"a "${GONE}"   b c"#), ["a", "b", "c"]);
+        assert_eq!(line_in(br#"a "${OTHER}""#, &env).inexact, Some(Inexact::Expands));
+        assert_eq!(line_in(br#"a "${U[*]}""#, &env).inexact, Some(Inexact::Expands));
+        assert_eq!(line_in(br#"a "${.LINE}""#, &env).inexact, Some(Inexact::Expands));
     }
 
     #[test]

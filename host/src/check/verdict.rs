@@ -368,10 +368,13 @@ impl<'a> Transcript<'a> {
                 ),
             },
             _ if self.alerts + self.summaries > 0 => CheckOutcome::Refused { message: self.refusal_message() },
-            _ if self.unexplained == 0 => CheckOutcome::Unavailable {
-                reason: format!(
-                    "haproxy -c exited {code} but printed only advisory lines: HAProxy gave no judgement to report{}",
-                    self.quoted()
+            // HAProxy ran, spoke, and said "invalid" without an alert (a Lua
+            // `os.exit(1)` after a warning does this): its exit status is its
+            // judgement, and a pass is never reported against it.
+            _ if self.unexplained == 0 => CheckOutcome::Refused {
+                message: format!(
+                    "HAProxy exited {code} (the config is invalid) without an alert saying why; it printed:\n{}",
+                    self.printed()
                 ),
             },
             _ => CheckOutcome::Unavailable {
@@ -418,6 +421,20 @@ impl<'a> Transcript<'a> {
             shown.push(format!("… and {} more alerts", count - blocks.len()));
         }
         shown.join("\n\n")
+    }
+
+    /// What HAProxy printed, cut to a readable size.
+    fn printed(&self) -> String {
+        let trimmed = self.head.trim();
+        let mut cut = QUOTE_LIMIT.min(trimmed.len());
+        while !trimmed.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        if cut < trimmed.len() || self.bytes > QUOTE_LIMIT as u64 {
+            format!("{} … ({} more bytes)", &trimmed[..cut], self.bytes.saturating_sub(cut as u64))
+        } else {
+            trimmed.to_owned()
+        }
     }
 
     /// A trailing quote of unexplained output, cut to a readable size.
@@ -628,10 +645,10 @@ Configuration file is valid
 
     #[test]
     fn tags_in_the_middle_of_a_line_do_not_judge() {
+        // not an alert: the refusal comes from the exit status, with no alert block
         let out = run(Exit::Code(1), "[WARNING] (1) : the word [ALERT] appears here\n", CONFIG);
-        assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
-        let out = run(Exit::Code(2), "[WARNING] (1) : the word [ALERT] appears here\n", CONFIG);
-        assert!(matches!(out, CheckOutcome::Passed { .. }), "{out:?}");
+        let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
+        assert!(message.contains("without an alert saying why") && !message.contains('→'), "{message}");
     }
 
     #[test]
@@ -714,9 +731,9 @@ Configuration file is valid
     }
 
     #[test]
-    fn exit_one_with_only_advisory_lines_is_never_a_pass() {
-        // HAProxy's exit status says "invalid"; with no alert to say why, the
-        // gate cannot report a judgement: could not run, never a pass.
+    fn exit_one_with_only_advisory_lines_is_a_refusal_never_a_pass() {
+        // HAProxy's exit status says "invalid", and HAProxy's judgement is the
+        // verdict, even when no alert says why (Lua's os.exit(1) does this).
         let output = "\
 [NOTICE]   (3576) : haproxy version is 2.6.12-1+deb12u3
 [WARNING]  (3576) : config : missing timeouts for frontend 'f'.
@@ -725,8 +742,14 @@ Configuration file is valid
 [INFO]     (3576) : something
 [DEBUG]    (3576) : something else
 ";
-        let CheckOutcome::Unavailable { reason } = run(Exit::Code(1), output, CONFIG) else { panic!() };
-        assert!(reason.starts_with("haproxy -c exited 1 but printed only advisory lines"), "{reason}");
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else { panic!() };
+        assert!(
+            message.starts_with(
+                "HAProxy exited 1 (the config is invalid) without an alert saying why; it printed:\n[NOTICE]"
+            ),
+            "{message}"
+        );
+        assert!(message.contains("[WARNING]  (3576) : config : missing timeouts"), "{message}");
     }
 
     #[test]
@@ -810,10 +833,16 @@ Configuration file has no error but will not start (no listener) => exit(2).
         // 3.0 and 3.2 at a small --check-memory: messages that could not be made
         let output = "(null)(null)(null)[ALERT]    (1) : (null)Error(s) found in configuration file : haproxy.cfg\n";
         let out = run(Exit::Code(1), output, CONFIG);
-        assert!(matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")), "{out:?}");
+        assert!(
+            matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")),
+            "{out:?}"
+        );
         let output = "[NOTICE]   (1) : (null)[NOTICE]   (1) : (null)[ALERT]    (1) : (null)(null)[ALERT]    (1) : (null)Error(s) found in configuration file : haproxy.cfg\n";
         let out = run(Exit::Code(1), output, CONFIG);
-        assert!(matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")), "{out:?}");
+        assert!(
+            matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")),
+            "{out:?}"
+        );
         // 2.6: an untagged line
         let out = run(Exit::Code(1), "[NOTICE] (1) : x\nout of memory.\n", CONFIG);
         assert!(
