@@ -15,6 +15,7 @@
 pub mod caps;
 pub mod ids;
 pub mod landlock;
+pub mod loader;
 pub mod namespaces;
 pub mod probe;
 pub mod rlimits;
