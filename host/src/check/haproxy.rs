@@ -240,9 +240,11 @@ impl HaproxyChecker {
 impl HaproxyChecker {
     /// HAProxy reports hitting the address-space limit as an `[ALERT] …
     /// out of memory`: that is the sandbox's limit speaking, not a judgement
-    /// of the config, so it is could-not-run (never a revert).
+    /// of the config, so it is could-not-run (never a revert). The file-size
+    /// limit kills instead (SIGXFSZ): that one is only named.
     fn out_of_memory(&self, outcome: CheckOutcome) -> CheckOutcome {
         let sandboxed = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
+        let outcome = if sandboxed { sandbox::explain_file_size(outcome) } else { outcome };
         match outcome {
             CheckOutcome::Refused { message }
                 if sandboxed

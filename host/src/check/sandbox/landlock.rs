@@ -1,5 +1,6 @@
 //! Landlock: the only files the check may touch are the check directory, the
-//! haproxy binary and what its loader reads, all read-only.
+//! haproxy binary and what its loader reads; the only place it may write is
+//! the check directory.
 //!
 //! The ruleset is built in the parent with raw system calls (the kernel ABI
 //! is small, and the `landlock` crate's `restrict_self` is not meant for a
@@ -16,6 +17,14 @@
 //! `execve`d even though seccomp must allow our own `execve`. The system CA
 //! store (`/etc/ssl`, `/usr/share/ca-certificates`) is granted only when the
 //! render asks for `@system-ca`: it is large, slow to load, and not needed.
+//!
+//! The check directory is readable, and writable as far as HAProxy writes
+//! during `-c`: new regular files, written and truncated (3.2 writes an
+//! `acme` section's missing account key next to the config; bare, that
+//! passes). No directories, links, devices, sockets or removals, so nothing
+//! written can lead outside, and the gate removes all of it with the
+//! directory. How much a file may hold is bounded by `RLIMIT_FSIZE`
+//! ([`super::rlimits`]).
 
 use std::ffi::CString;
 use std::io::{self, Read};
@@ -27,8 +36,10 @@ const CREATE_RULESET_VERSION: u32 = 1;
 const RULE_PATH_BENEATH: libc::c_int = 1;
 
 pub const FS_EXECUTE: u64 = 1 << 0;
+pub const FS_WRITE_FILE: u64 = 1 << 1;
 pub const FS_READ_FILE: u64 = 1 << 2;
 pub const FS_READ_DIR: u64 = 1 << 3;
+pub const FS_MAKE_REG: u64 = 1 << 8;
 /// Every filesystem right of ABI 1 (execute … make_sym).
 const FS_ABI1: u64 = (1 << 13) - 1;
 const FS_REFER: u64 = 1 << 13; // ABI 2
@@ -42,6 +53,10 @@ const SCOPE_SIGNAL: u64 = 1 << 1; // ABI 6
 /// Directories the loader may read shared libraries from.
 pub const LIBRARY_DIRS: [&str; 4] = ["/lib", "/lib64", "/usr/lib", "/usr/lib64"];
 pub const LOADER_CACHE: &str = "/etc/ld.so.cache";
+/// What the check may do in its own directory: read, and create, write
+/// and truncate regular files.
+pub const CHECK_DIR_ACCESS: u64 =
+    FS_READ_FILE | FS_READ_DIR | FS_WRITE_FILE | FS_MAKE_REG | FS_TRUNCATE;
 /// The system CA store, granted only for `@system-ca`: the certificate
 /// directories only, never `/etc/ssl` whole (`/etc/ssl/private` holds keys).
 pub const SYSTEM_CA_DIRS: [&str; 5] = [
@@ -155,8 +170,8 @@ impl Grants {
 /// The resolver configuration, granted only for `parse-resolv-conf`.
 pub const RESOLV_CONF: &str = "/etc/resolv.conf";
 
-/// Builds a ruleset fd (close-on-exec) granting `grants` plus read-only on
-/// the check directory, given by its descriptor. Paths that do not exist are
+/// Builds a ruleset fd (close-on-exec) granting `grants` plus
+/// [`CHECK_DIR_ACCESS`] on the check directory, given by its descriptor. Paths that do not exist are
 /// skipped (a host without `/lib64`).
 pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     let attr = handled(abi);
@@ -186,8 +201,12 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Resu
         } else {
             *access & !FS_READ_DIR
         };
-        add_rule(&ruleset, target.0.as_raw_fd(), access & attr.handled_access_fs)
-            .map_err(|e| io::Error::new(e.kind(), format!("rule for {}: {e}", path.display())))?;
+        add_rule(
+            &ruleset,
+            target.0.as_raw_fd(),
+            access & attr.handled_access_fs,
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("rule for {}: {e}", path.display())))?;
     }
     if !is_directory(check_dir.as_raw_fd())? {
         return Err(io::Error::new(
@@ -198,7 +217,7 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Resu
     add_rule(
         &ruleset,
         check_dir.as_raw_fd(),
-        (FS_READ_FILE | FS_READ_DIR) & attr.handled_access_fs,
+        CHECK_DIR_ACCESS & attr.handled_access_fs,
     )
     .map_err(|e| io::Error::new(e.kind(), format!("rule for the check directory: {e}")))?;
     Ok(ruleset)

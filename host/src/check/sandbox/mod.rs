@@ -379,6 +379,24 @@ fn enter(dir: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// A check killed by SIGXFSZ wrote a file past [`rlimits::FILE_SIZE`]:
+/// said in those words (it stays could-not-run).
+pub fn explain_file_size(outcome: crate::core::CheckOutcome) -> crate::core::CheckOutcome {
+    const KILLED: &str = "haproxy was killed by signal 25";
+    match outcome {
+        crate::core::CheckOutcome::Unavailable { reason } if reason.starts_with(KILLED) => {
+            crate::core::CheckOutcome::Unavailable {
+                reason: format!(
+                    "haproxy -c wrote a file past the check's limit of {} MiB (SIGXFSZ){}",
+                    rlimits::FILE_SIZE >> 20,
+                    &reason[KILLED.len()..]
+                ),
+            }
+        }
+        other => other,
+    }
+}
+
 /// Whether a render asks for the system CA store (`ca-file @system-ca`),
 /// in its config or any file (a crt-list can name it too).
 pub fn wants_system_ca(render: &crate::render::Render) -> bool {
@@ -397,7 +415,10 @@ pub struct HostFiles {
 
 impl HostFiles {
     pub fn of(render: &crate::render::Render) -> Self {
-        HostFiles { system_ca: wants_system_ca(render), resolv_conf: render.config().contains("parse-resolv-conf") }
+        HostFiles {
+            system_ca: wants_system_ca(render),
+            resolv_conf: render.config().contains("parse-resolv-conf"),
+        }
     }
 }
 
