@@ -36,11 +36,18 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
         && s.mode() != Mode::Off
     {
         println!("  landlock: the check directory: read, and new files written (no directories, links or removals);");
-        println!("            read-only on the haproxy binary and its loader (execute),");
+        println!("            the haproxy binary and its loader: read and execute;");
+        let libraries: Vec<String> = s
+            .grants()
+            .rules
+            .iter()
+            .filter(|(_, access)| *access == landlock::FS_READ_FILE)
+            .map(|(path, _)| path.display().to_string())
+            .collect();
+        println!("            read-only, as the loader finds them: {}", libraries.join(" "));
         println!(
-            "            {}, {}; the CA store only for @system-ca, /etc/resolv.conf only for parse-resolv-conf",
-            landlock::LIBRARY_DIRS.join(" "),
-            landlock::LOADER_CACHE
+            "            read-only for run-time loading: {}; the CA store only for @system-ca, /etc/resolv.conf only for parse-resolv-conf",
+            landlock::LIBRARY_DIRS.join(" ")
         );
         println!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
         println!(

@@ -117,7 +117,7 @@ impl Sandbox {
                 }
             }
         }
-        // Reading the binary's ELF header once: the CA variant only adds rules.
+        // Resolving the binary's libraries once: the CA variant only adds rules.
         let grants = landlock::Grants::for_binary(binary);
         Sandbox {
             grants_with_ca: grants.clone().with_system_ca(),
@@ -135,6 +135,11 @@ impl Sandbox {
 
     pub fn probe(&self) -> &Probe {
         &self.probe
+    }
+
+    /// What Landlock grants every check (before the render's own asks).
+    pub fn grants(&self) -> &landlock::Grants {
+        &self.grants
     }
 
     /// The start-up line.

@@ -404,6 +404,22 @@ fn haproxy_series(series: &str) -> Option<PathBuf> {
     }
 }
 
+/// A tool the test needs; in CI (where `.ci/run` installs it) its absence fails.
+fn tool(name: &str) -> Option<PathBuf> {
+    let found = ["/usr/bin", "/bin", "/usr/local/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is missing (.ci/run installs it)"
+        );
+        eprintln!("note: no {name}; test skipped");
+    }
+    found
+}
+
 fn passed(out: &CheckOutcome) -> bool {
     matches!(out, CheckOutcome::Passed { .. })
 }
@@ -505,4 +521,96 @@ async fn files_written_in_the_check_directory_are_bounded() {
     // bare, the same render passes: the limit is the sandbox's, not the config's
     let off = checker(Mode::Off, Probe::detect(""));
     assert!(passed(&check(&off, &config, writes(17).1).await));
+}
+
+/// A haproxy that brings its own loader and a library of its own, found
+/// through `RUNPATH=$ORIGIN/../lib` under a soname no system directory has
+/// (so only the private copy can satisfy it), with `PT_INTERP` moved past
+/// the first MiB of the file by patchelf. It must start in the sandbox.
+#[tokio::test]
+async fn a_haproxy_with_its_own_loader_and_libraries_runs_sandboxed() {
+    let Some(patchelf) = tool("patchelf") else {
+        return;
+    };
+    let source = haproxy();
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, lib) = (dir.path().join("bin"), dir.path().join("lib"));
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::create_dir(&lib).unwrap();
+    let binary = bin.join("haproxy");
+    std::fs::copy(&source, &binary).unwrap();
+    // the first library it needs but libc, copied under a private soname
+    let closure = loader::closure(&source).unwrap();
+    let needed = loader::Elf::read(&source).unwrap().needed;
+    let name = needed
+        .iter()
+        .find(|n| !n.starts_with("libc."))
+        .unwrap()
+        .clone();
+    let system_copy = closure
+        .libraries
+        .iter()
+        .find(|p| p.file_name().unwrap() == name.as_str())
+        .unwrap();
+    let private_name = name.replacen(".so", "-rgprivate.so", 1);
+    std::fs::copy(system_copy, lib.join(&private_name)).unwrap();
+    let interp = lib.join("ld-rgprivate.so");
+    std::fs::copy(closure.interpreter.unwrap(), &interp).unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(&patchelf)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "patchelf {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // one change per run: patchelf 0.14 garbles some combined edits
+    run(&[
+        "--set-soname".as_ref(),
+        private_name.as_ref(),
+        lib.join(&private_name).as_os_str(),
+    ]);
+    run(&[
+        "--replace-needed".as_ref(),
+        name.as_ref(),
+        private_name.as_ref(),
+        binary.as_os_str(),
+    ]);
+    run(&[
+        "--set-rpath".as_ref(),
+        "$ORIGIN/../lib".as_ref(),
+        binary.as_os_str(),
+    ]);
+    run(&[
+        "--set-interpreter".as_ref(),
+        interp.as_os_str(),
+        binary.as_os_str(),
+    ]);
+    let elf = loader::Elf::read(&binary).unwrap();
+    assert_eq!(elf.interpreter.as_deref(), Some(interp.as_path()));
+    assert_eq!(elf.runpath.as_deref(), Some("$ORIGIN/../lib"));
+    let grants = landlock::Grants::for_binary(&binary);
+    assert!(
+        grants.rules.iter().any(|(p, _)| p.ends_with(&private_name)),
+        "{:?}",
+        grants.rules
+    );
+
+    for (mode, probe) in [
+        (Mode::Off, Probe::detect("")),
+        (Mode::Strict, Probe::detect("")),
+        (Mode::BestEffort, Probe::detect("seccomp")),
+    ] {
+        let f = checker_for(binary.clone(), mode, probe);
+        let out = check(&f, VALID, vec![]).await;
+        assert!(passed(&out), "{mode:?}: {out:?}");
+        let out = check(&f, &VALID.replace("mode http", "mode bogus"), vec![]).await;
+        assert!(
+            matches!(out, CheckOutcome::Refused { .. }),
+            "{mode:?}: {out:?}"
+        );
+    }
 }
