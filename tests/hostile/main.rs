@@ -107,4 +107,5 @@ sandboxed! {
     lua::lua_system_ca_mark_keeps_private_keys,
     native::native_loadlib,
     native::native_require,
+    native::native_written_in_check_dir,
 }

@@ -192,6 +192,11 @@ pub fn all_denied(text: &str, required: &[&str]) -> Vec<String> {
     fails
 }
 
+/// The probes that must fail when the module loads under the full sandbox:
+/// all of them but `kill`, which only Landlock's signal scope (ABI 6)
+/// stops, and only where the kernel has it.
+pub const LOADED_PROBES: &[&str] = &["open", "connect", "udp", "unix", "fork", "ptrace", "exec"];
+
 /// Loads the module with `load` (Lua) and raises its report.
 /// With `must_load`, the module has to load (a run without Landlock);
 /// otherwise "it could not even load" is fine too.
@@ -281,6 +286,29 @@ error(f())\n",
             )
         },
         SECCOMP_PROBES,
+        true,
+    )
+}
+
+/// The check directory is writable (HAProxy writes there during `-c`), so a
+/// script can carry native code in a Lua string, write it next to the
+/// config and load it. It loads; every probe must still fail.
+pub fn native_written_in_check_dir(s: &mut Scene) -> Spec {
+    native_case(
+        s,
+        |so| {
+            let bytes = std::fs::read(so).unwrap();
+            let escaped: String = bytes.iter().map(|b| format!("\\x{b:02x}")).collect();
+            format!(
+                "local f = assert(io.open(\"written-probe.so\", \"wb\"))\n\
+f:write(\"{escaped}\")\n\
+f:close()\n\
+local fn, err = package.loadlib(\"./written-probe.so\", \"probe\")\n\
+if not fn then error(\"LOADLIB-FAILED: \" .. tostring(err)) end\n\
+error(fn())\n"
+            )
+        },
+        LOADED_PROBES,
         true,
     )
 }

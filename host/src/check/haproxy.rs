@@ -267,9 +267,11 @@ impl HaproxyChecker {
     }
 
     /// Out of memory under the sandbox is the check's own limit speaking:
-    /// say which limit, so an operator knows what to raise.
+    /// say which limit, so an operator knows what to raise. The file-size
+    /// limit kills instead (SIGXFSZ): that one is named too.
     fn explain_out_of_memory(&self, outcome: CheckOutcome) -> CheckOutcome {
         let sandboxed = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
+        let outcome = if sandboxed { sandbox::explain_file_size(outcome) } else { outcome };
         match outcome {
             CheckOutcome::Unavailable { reason } if sandboxed && reason.starts_with(verdict::OUT_OF_MEMORY_REASON) => {
                 CheckOutcome::Unavailable {

@@ -35,14 +35,26 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
     if let Some(s) = checker.sandbox()
         && s.mode() != Mode::Off
     {
-        println!("  landlock: read-only on the check directory, the haproxy binary and its loader (execute),");
+        println!("  landlock: the check directory: read, and new files written (no directories, links or removals);");
+        println!("            the haproxy binary and its loader: read and execute;");
+        let libraries: Vec<String> = s
+            .grants()
+            .rules
+            .iter()
+            .filter(|(_, access)| *access == landlock::FS_READ_FILE)
+            .map(|(path, _)| path.display().to_string())
+            .collect();
+        println!("            read-only, as the loader finds them: {}", libraries.join(" "));
         println!(
-            "            {}, {}; the CA store only for @system-ca, /etc/resolv.conf only for parse-resolv-conf",
-            landlock::LIBRARY_DIRS.join(" "),
-            landlock::LOADER_CACHE
+            "            read-only for run-time loading: {}; the CA store only for @system-ca, /etc/resolv.conf only for parse-resolv-conf",
+            landlock::LIBRARY_DIRS.join(" ")
         );
         println!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
-        println!("  rlimits:  address space, CPU seconds (the timeout), file size 0, {} open files, core 0", rlimits::OPEN_FILES);
+        println!(
+            "  rlimits:  address space, CPU seconds (the timeout), file size {} MiB, {} open files, core 0",
+            rlimits::FILE_SIZE >> 20,
+            rlimits::OPEN_FILES
+        );
         println!("  env:      haproxy starts with an empty environment; stdin /dev/null");
     }
     ExitCode::SUCCESS

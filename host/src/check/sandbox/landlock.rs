@@ -1,5 +1,6 @@
-//! Landlock: the only files the check may touch are the check directory, the
-//! haproxy binary and what its loader reads, all read-only.
+//! Landlock: the only files the check may touch are the check directory,
+//! the haproxy binary and what its loader reads; the only place it may
+//! write is the check directory.
 //!
 //! The ruleset is built in the parent with raw system calls (the kernel ABI
 //! is small, and the `landlock` crate's `restrict_self` is not meant for a
@@ -7,18 +8,32 @@
 //! The check directory's rule is added from the directory's own descriptor
 //! (the one the child `fchdir`s to), never from a path.
 //!
-//! Which files: read+execute on the binary and its ELF interpreter (read
-//! from `PT_INTERP`), read-only on `/lib`, `/lib64`, `/usr/lib`, `/usr/lib64`
-//! and `/etc/ld.so.cache`, where the loader finds shared libraries. This is
-//! broader than the exact `DT_NEEDED` closure but holds no secrets, and it
-//! keeps working when a haproxy build links one more library. `execute` is
-//! granted on the binary and the loader only, so nothing else can be
-//! `execve`d even though seccomp must allow our own `execve`. The system CA
-//! store (`/etc/ssl`, `/usr/share/ca-certificates`) is granted only when the
-//! render asks for `@system-ca`: it is large, slow to load, and not needed.
+//! Which files: read+execute on the binary and its ELF interpreter;
+//! read-only on exactly the shared objects the loader will open, found as
+//! it finds them ([`super::loader`]: run paths, `$ORIGIN`, its cache), and
+//! on the loader's cache. A library outside the system directories (a
+//! self-built haproxy's private OpenSSL) is granted by its own path, so the
+//! loader never falls back to the system copy. The system library
+//! directories (`/lib`, `/lib64`, `/usr/lib`, `/usr/lib64`) stay readable
+//! too: they hold no secrets, and what a check loads at run time rather
+//! than at start (a Lua C module, an NSS or OpenSSL module) must load as
+//! it does without the sandbox, or a render passing bare would be refused.
+//! `execute` is granted on the binary and the loader only, so nothing else
+//! can be `execve`d even though seccomp must allow our own `execve` (mapping
+//! a library needs read, not execute). The system CA store (`/etc/ssl/certs`
+//! and friends) is granted only when the render asks for `@system-ca`: it is
+//! large, slow to load, and not needed.
+//!
+//! The check directory is readable, and writable as far as HAProxy writes
+//! during `-c`: new regular files, written and truncated (3.2 writes an
+//! `acme` section's missing account key next to the config; bare, that
+//! passes). No directories, links, devices, sockets or removals, so nothing
+//! written can lead outside, and the gate removes all of it with the
+//! directory. How much a file may hold is bounded by `RLIMIT_FSIZE`
+//! ([`super::rlimits`]).
 
 use std::ffi::CString;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -27,8 +42,10 @@ const CREATE_RULESET_VERSION: u32 = 1;
 const RULE_PATH_BENEATH: libc::c_int = 1;
 
 pub const FS_EXECUTE: u64 = 1 << 0;
+pub const FS_WRITE_FILE: u64 = 1 << 1;
 pub const FS_READ_FILE: u64 = 1 << 2;
 pub const FS_READ_DIR: u64 = 1 << 3;
+pub const FS_MAKE_REG: u64 = 1 << 8;
 /// Every filesystem right of ABI 1 (execute … make_sym).
 const FS_ABI1: u64 = (1 << 13) - 1;
 const FS_REFER: u64 = 1 << 13; // ABI 2
@@ -39,9 +56,12 @@ const NET_CONNECT_TCP: u64 = 1 << 1; // ABI 4
 const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0; // ABI 6
 const SCOPE_SIGNAL: u64 = 1 << 1; // ABI 6
 
-/// Directories the loader may read shared libraries from.
+/// System library directories, readable for what a check loads at run time.
 pub const LIBRARY_DIRS: [&str; 4] = ["/lib", "/lib64", "/usr/lib", "/usr/lib64"];
-pub const LOADER_CACHE: &str = "/etc/ld.so.cache";
+/// What the check may do in its own directory: read, and create, write
+/// and truncate regular files.
+pub const CHECK_DIR_ACCESS: u64 =
+    FS_READ_FILE | FS_READ_DIR | FS_WRITE_FILE | FS_MAKE_REG | FS_TRUNCATE;
 /// The system CA store, granted only for `@system-ca`: the certificate
 /// directories only, never `/etc/ssl` whole (`/etc/ssl/private` holds keys).
 pub const SYSTEM_CA_DIRS: [&str; 5] = [
@@ -122,16 +142,20 @@ pub struct Grants {
 }
 
 impl Grants {
-    /// The fixed part: binary, loader, libraries.
+    /// The fixed part: the binary, its loader and the libraries the loader
+    /// opens, the system library directories. A binary whose headers
+    /// cannot be read gets only itself (it then fails to start, and the
+    /// check says so).
     pub fn for_binary(binary: &Path) -> Grants {
         let mut rules = vec![(binary.to_path_buf(), FS_EXECUTE | FS_READ_FILE)];
-        if let Some(interp) = elf_interpreter(binary) {
-            rules.push((interp, FS_EXECUTE | FS_READ_FILE));
+        if let Ok(closure) = super::loader::closure(binary) {
+            rules.extend(closure.interpreter.map(|i| (i, FS_EXECUTE | FS_READ_FILE)));
+            rules.extend(closure.libraries.into_iter().map(|l| (l, FS_READ_FILE)));
+            rules.extend(closure.data.into_iter().map(|d| (d, FS_READ_FILE)));
         }
         for dir in LIBRARY_DIRS {
             rules.push((dir.into(), FS_READ_FILE | FS_READ_DIR));
         }
-        rules.push((LOADER_CACHE.into(), FS_READ_FILE));
         Grants { rules }
     }
 
@@ -155,8 +179,8 @@ impl Grants {
 /// The resolver configuration, granted only for `parse-resolv-conf`.
 pub const RESOLV_CONF: &str = "/etc/resolv.conf";
 
-/// Builds a ruleset fd (close-on-exec) granting `grants` plus read-only on
-/// the check directory, given by its descriptor. Paths that do not exist are
+/// Builds a ruleset fd (close-on-exec) granting `grants` plus
+/// [`CHECK_DIR_ACCESS`] on the check directory, given by its descriptor. Paths that do not exist are
 /// skipped (a host without `/lib64`).
 pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     let attr = handled(abi);
@@ -186,8 +210,12 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Resu
         } else {
             *access & !FS_READ_DIR
         };
-        add_rule(&ruleset, target.0.as_raw_fd(), access & attr.handled_access_fs)
-            .map_err(|e| io::Error::new(e.kind(), format!("rule for {}: {e}", path.display())))?;
+        add_rule(
+            &ruleset,
+            target.0.as_raw_fd(),
+            access & attr.handled_access_fs,
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("rule for {}: {e}", path.display())))?;
     }
     if !is_directory(check_dir.as_raw_fd())? {
         return Err(io::Error::new(
@@ -198,7 +226,7 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Resu
     add_rule(
         &ruleset,
         check_dir.as_raw_fd(),
-        (FS_READ_FILE | FS_READ_DIR) & attr.handled_access_fs,
+        CHECK_DIR_ACCESS & attr.handled_access_fs,
     )
     .map_err(|e| io::Error::new(e.kind(), format!("rule for the check directory: {e}")))?;
     Ok(ruleset)
@@ -273,65 +301,36 @@ pub(super) fn errno() -> i32 {
     unsafe { *libc::__errno_location() }
 }
 
-/// The ELF interpreter (`PT_INTERP`) of a 64-bit little-endian ELF, if any:
-/// the loader the kernel opens (and must be allowed to execute).
-pub fn elf_interpreter(binary: &Path) -> Option<PathBuf> {
-    let mut data = Vec::new();
-    std::fs::File::open(binary)
-        .ok()?
-        .take(1 << 20)
-        .read_to_end(&mut data)
-        .ok()?;
-    parse_interpreter(&data)
-}
-
-fn parse_interpreter(data: &[u8]) -> Option<PathBuf> {
-    const PT_INTERP: u32 = 3;
-    // ELF magic, ELFCLASS64, little-endian
-    if data.get(..6)? != b"\x7fELF\x02\x01" {
-        return None;
-    }
-    let u16_at = |o: usize| data.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32_at = |o: usize| {
-        data.get(o..o + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-    };
-    let u64_at = |o: usize| {
-        data.get(o..o + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
-    };
-    let phoff = u64_at(0x20)? as usize;
-    let phentsize = u16_at(0x36)? as usize;
-    let phnum = u16_at(0x38)? as usize;
-    for i in 0..phnum {
-        let ph = phoff.checked_add(i.checked_mul(phentsize)?)?;
-        if u32_at(ph)? == PT_INTERP {
-            let offset = u64_at(ph + 8)? as usize;
-            let size = u64_at(ph + 32)? as usize;
-            let raw = data.get(offset..offset.checked_add(size)?)?;
-            let name = raw.split(|&b| b == 0).next()?;
-            return Some(PathBuf::from(std::ffi::OsStr::from_bytes(name)));
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn finds_the_loader_of_a_dynamic_binary() {
-        let interp =
-            elf_interpreter(Path::new("/bin/sh")).expect("/bin/sh is dynamically linked here");
-        assert!(
-            interp.to_str().unwrap().contains("ld-"),
-            "{}",
-            interp.display()
+    fn the_loader_and_its_libraries_are_granted_by_their_own_paths() {
+        let grants = Grants::for_binary(Path::new("/bin/sh"));
+        let right = |p: &Path| grants.rules.iter().find(|(r, _)| r == p).map(|(_, a)| *a);
+        assert_eq!(right(Path::new("/bin/sh")), Some(FS_EXECUTE | FS_READ_FILE));
+        let closure = crate::check::sandbox::loader::closure(Path::new("/bin/sh")).unwrap();
+        let interp = closure.interpreter.unwrap();
+        assert_eq!(right(&interp), Some(FS_EXECUTE | FS_READ_FILE));
+        assert!(!closure.libraries.is_empty());
+        for lib in &closure.libraries {
+            assert_eq!(right(lib), Some(FS_READ_FILE), "{}", lib.display());
+        }
+        assert_eq!(
+            right(Path::new(crate::check::sandbox::loader::LD_SO_CACHE)),
+            Some(FS_READ_FILE)
         );
-        assert!(interp.exists());
-        assert_eq!(parse_interpreter(b"#!/bin/sh\n"), None);
-        assert_eq!(parse_interpreter(b"\x7fELF\x02\x01"), None);
+        // nothing else may be executed
+        let executable: Vec<_> = grants
+            .rules
+            .iter()
+            .filter(|(_, a)| a & FS_EXECUTE != 0)
+            .collect();
+        assert_eq!(executable.len(), 2, "{executable:?}");
+        // a file that is no ELF: itself only, and the system directories
+        let text = Grants::for_binary(Path::new("/etc/hostname"));
+        assert_eq!(text.rules.len(), 1 + LIBRARY_DIRS.len());
     }
 
     #[test]

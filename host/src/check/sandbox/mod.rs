@@ -15,6 +15,7 @@
 pub mod caps;
 pub mod ids;
 pub mod landlock;
+pub mod loader;
 pub mod namespaces;
 pub mod probe;
 pub mod rlimits;
@@ -116,7 +117,7 @@ impl Sandbox {
                 }
             }
         }
-        // Reading the binary's ELF header once: the CA variant only adds rules.
+        // Resolving the binary's libraries once: the CA variant only adds rules.
         let grants = landlock::Grants::for_binary(binary);
         Sandbox {
             grants_with_ca: grants.clone().with_system_ca(),
@@ -134,6 +135,11 @@ impl Sandbox {
 
     pub fn probe(&self) -> &Probe {
         &self.probe
+    }
+
+    /// What Landlock grants every check (before the render's own asks).
+    pub fn grants(&self) -> &landlock::Grants {
+        &self.grants
     }
 
     /// The start-up line.
@@ -378,6 +384,26 @@ fn enter(dir: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// A check killed by SIGXFSZ wrote a file past [`rlimits::FILE_SIZE`]:
+/// said in those words (it stays could-not-run).
+pub fn explain_file_size(outcome: crate::core::CheckOutcome) -> crate::core::CheckOutcome {
+    const KILLED: &str = "haproxy was killed by signal 25";
+    const NAMED: &str = " (SIGXFSZ: the check's file size limit)";
+    match outcome {
+        crate::core::CheckOutcome::Unavailable { reason } if reason.starts_with(KILLED) => {
+            let rest = &reason[KILLED.len()..];
+            crate::core::CheckOutcome::Unavailable {
+                reason: format!(
+                    "haproxy -c wrote a file past the check's limit of {} MiB (SIGXFSZ){}",
+                    rlimits::FILE_SIZE >> 20,
+                    rest.strip_prefix(NAMED).unwrap_or(rest)
+                ),
+            }
+        }
+        other => other,
+    }
+}
+
 /// Whether a render asks for the system CA store (`ca-file @system-ca`),
 /// in its config or any file (a crt-list can name it too).
 pub fn wants_system_ca(render: &crate::render::Render) -> bool {
@@ -396,7 +422,10 @@ pub struct HostFiles {
 
 impl HostFiles {
     pub fn of(render: &crate::render::Render) -> Self {
-        HostFiles { system_ca: wants_system_ca(render), resolv_conf: render.config().contains("parse-resolv-conf") }
+        HostFiles {
+            system_ca: wants_system_ca(render),
+            resolv_conf: render.config().contains("parse-resolv-conf"),
+        }
     }
 }
 

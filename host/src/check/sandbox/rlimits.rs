@@ -7,6 +7,17 @@ use std::time::Duration;
 /// keeps a hostile Lua script from exhausting the host's.
 pub const OPEN_FILES: u64 = 256;
 
+/// The largest file a check may write (`RLIMIT_FSIZE`), 16 MiB. HAProxy
+/// writes files during `-c`, and a limit below what it writes turns a
+/// valid config into a killed check: 3.0 built with `USE_SHM_OPEN` sizes a
+/// 64 KiB startup-log file in `/dev/shm` on every run (`ftruncate`; with a
+/// limit of 0, SIGXFSZ kills it when Landlock does not stop the
+/// `shm_open` first), and 3.2 writes an `acme` section's missing account
+/// key (a few KiB of PEM). 16 MiB is 256 times the largest of these, yet
+/// small next to any disk. Beyond it the writer is killed by SIGXFSZ
+/// (could not run, never refused).
+pub const FILE_SIZE: u64 = 16 << 20;
+
 /// The limits for one check, computed in the parent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -23,8 +34,8 @@ impl Limits {
             entries: [
                 (libc::RLIMIT_AS, memory),
                 (libc::RLIMIT_CPU, cpu),
-                // nothing may be written to a file (SIGXFSZ kills the writer)
-                (libc::RLIMIT_FSIZE, 0),
+                // what HAProxy writes during -c fits; more kills the writer (SIGXFSZ)
+                (libc::RLIMIT_FSIZE, FILE_SIZE),
                 (libc::RLIMIT_NOFILE, OPEN_FILES),
                 // a crash must not write a core holding the render's secrets
                 (libc::RLIMIT_CORE, 0),
@@ -61,7 +72,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_seconds_round_up_and_files_are_closed_to_writes() {
+    fn cpu_seconds_round_up_and_files_are_bounded() {
         let l = Limits::new(1 << 30, Duration::from_millis(2500));
         assert_eq!(l.get(libc::RLIMIT_CPU), Some(4));
         assert_eq!(
@@ -69,7 +80,7 @@ mod tests {
             Some(31)
         );
         assert_eq!(l.get(libc::RLIMIT_AS), Some(1 << 30));
-        assert_eq!(l.get(libc::RLIMIT_FSIZE), Some(0));
+        assert_eq!(l.get(libc::RLIMIT_FSIZE), Some(16 << 20));
         assert_eq!(l.get(libc::RLIMIT_CORE), Some(0));
         assert_eq!(l.get(libc::RLIMIT_NOFILE), Some(OPEN_FILES));
     }

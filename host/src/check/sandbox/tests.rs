@@ -40,10 +40,14 @@ struct Fixture {
 }
 
 fn checker(mode: Mode, probe: Probe) -> Fixture {
+    checker_for(haproxy(), mode, probe)
+}
+
+fn checker_for(binary: PathBuf, mode: Mode, probe: Probe) -> Fixture {
     let work = tempfile::tempdir().unwrap();
     let checker = HaproxyChecker::with_probe(
         HaproxyOptions {
-            binary: haproxy(),
+            binary,
             work_dir: Some(work.path().to_path_buf()),
             sandbox: SandboxOptions {
                 mode,
@@ -266,7 +270,8 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
         .stderr(std::process::Stdio::piped());
     prepared.apply(&mut cmd);
     let out = cmd.output().await.unwrap();
-    let text = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("haproxy.cfg"), "{text}");
     // a closed descriptor: the spawn fails, naming the step (with the
@@ -348,4 +353,264 @@ async fn running_out_of_memory_could_not_run_rather_than_refused() {
         check(&f, &config, vec![]).await,
         CheckOutcome::Passed { .. }
     ));
+}
+
+/// Where `tests/build-haproxy.sh` builds the HAProxy versions tested.
+const BUILD_CACHE: &str = "/var/tmp/rendergate-haproxy";
+
+/// A HAProxy of `series` ("3.0", "3.2"): `RENDERGATE_TEST_HAPROXY` when it
+/// is one, else the newest in the build cache. Absent, a test in CI fails
+/// (it must run there); elsewhere it is skipped with a note.
+fn haproxy_series(series: &str) -> Option<PathBuf> {
+    let is_series = |p: &Path| {
+        std::process::Command::new(p)
+            .arg("-v")
+            .output()
+            .is_ok_and(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .starts_with(&format!("HAProxy version {series}."))
+            })
+    };
+    let from_env = std::env::var_os("RENDERGATE_TEST_HAPROXY")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && is_series(p));
+    let cached = || {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(BUILD_CACHE)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("haproxy-{series}."))
+            })
+            .map(|e| e.path().join("sbin/haproxy"))
+            .filter(|p| is_series(p))
+            .collect();
+        found.sort();
+        found.pop()
+    };
+    match from_env.or_else(cached) {
+        Some(p) => Some(p),
+        None if std::env::var_os("CI").is_some() => panic!(
+            "this test needs HAProxy {series}: set RENDERGATE_TEST_HAPROXY or run tests/build-haproxy.sh (into {BUILD_CACHE})"
+        ),
+        None => {
+            eprintln!(
+                "note: no HAProxy {series} (RENDERGATE_TEST_HAPROXY, {BUILD_CACHE}); test skipped"
+            );
+            None
+        }
+    }
+}
+
+/// A tool the test needs; in CI (where `.ci/run` installs it) its absence fails.
+fn tool(name: &str) -> Option<PathBuf> {
+    let found = ["/usr/bin", "/bin", "/usr/local/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is missing (.ci/run installs it)"
+        );
+        eprintln!("note: no {name}; test skipped");
+    }
+    found
+}
+
+fn passed(out: &CheckOutcome) -> bool {
+    matches!(out, CheckOutcome::Passed { .. })
+}
+
+/// 3.2 writes an `acme` section's missing account key next to the config:
+/// bare `haproxy -c` passes, and so must every sandbox mode.
+#[tokio::test]
+async fn an_acme_section_without_its_account_key_passes_as_it_does_bare() {
+    let Some(h32) = haproxy_series("3.2") else {
+        return;
+    };
+    let config = VALID.replace("global\n", "global\n  expose-experimental-directives\n")
+        + "acme le\n  directory https://acme.invalid/directory\n  contact admin@example.com\n";
+    for (mode, probe) in [
+        (Mode::Off, Probe::detect("")),
+        (Mode::Strict, Probe::detect("")),
+        (Mode::BestEffort, Probe::detect("landlock")),
+    ] {
+        let f = checker_for(h32.clone(), mode, probe);
+        let out = check(&f, &config, vec![]).await;
+        assert!(passed(&out), "{mode:?}: {out:?}");
+    }
+}
+
+/// 3.0 built with `USE_SHM_OPEN` sizes a startup-log file on every run;
+/// without Landlock nothing stops the `shm_open`, and the file-size limit
+/// must not kill it.
+#[tokio::test]
+async fn best_effort_without_landlock_passes_on_3_0() {
+    let Some(h30) = haproxy_series("3.0") else {
+        return;
+    };
+    let vv = std::process::Command::new(&h30)
+        .arg("-vv")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&vv.stdout).contains("+SHM_OPEN"),
+        "this 3.0 lacks USE_SHM_OPEN"
+    );
+    for probe in [
+        Probe::detect("landlock"),
+        Probe::detect("landlock,seccomp"),
+        Probe::detect(""),
+    ] {
+        let f = checker_for(h30.clone(), Mode::BestEffort, probe.clone());
+        let out = check(&f, VALID, vec![]).await;
+        assert!(passed(&out), "{probe:?}: {out:?}");
+        let out = check(&f, &VALID.replace("mode http", "mode bogus"), vec![]).await;
+        assert!(
+            matches!(out, CheckOutcome::Refused { .. }),
+            "{probe:?}: {out:?}"
+        );
+    }
+}
+
+/// What a check writes stays in its directory and below the file-size
+/// limit; past the limit it could not run (killed by SIGXFSZ), never refused.
+#[tokio::test]
+async fn files_written_in_the_check_directory_are_bounded() {
+    let vv = std::process::Command::new(haproxy())
+        .arg("-vv")
+        .output()
+        .unwrap();
+    if !String::from_utf8_lossy(&vv.stdout).contains("+LUA") {
+        eprintln!("note: this haproxy has no Lua; test skipped");
+        return;
+    }
+    let writes = |mib: u32| {
+        let script = format!(
+            "local f = assert(io.open(\"written.bin\", \"wb\"))\n\
+             local chunk = string.rep(\"x\", 1024 * 1024)\n\
+             for i = 1, {mib} do assert(f:write(chunk)) end\n\
+             assert(f:close())\n"
+        );
+        let files = vec![RenderFile {
+            kind: FileKind::General,
+            path: "lua/w.lua".into(),
+            content: script,
+        }];
+        (
+            VALID.replace("global\n", "global\n  lua-load lua/w.lua\n"),
+            files,
+        )
+    };
+    let f = strict();
+    let (config, files) = writes(1);
+    let out = check(&f, &config, files).await;
+    assert!(passed(&out), "{out:?}");
+    let (config, files) = writes(17);
+    let out = check(&f, &config, files).await;
+    let CheckOutcome::Unavailable { reason } = &out else {
+        panic!("{out:?}")
+    };
+    assert!(
+        reason.starts_with("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)"),
+        "{reason}"
+    );
+    // bare, the same render passes: the limit is the sandbox's, not the config's
+    let off = checker(Mode::Off, Probe::detect(""));
+    assert!(passed(&check(&off, &config, writes(17).1).await));
+}
+
+/// A haproxy that brings its own loader and a library of its own, found
+/// through `RUNPATH=$ORIGIN/../lib` under a soname no system directory has
+/// (so only the private copy can satisfy it), with `PT_INTERP` moved past
+/// the first MiB of the file by patchelf. It must start in the sandbox.
+#[tokio::test]
+async fn a_haproxy_with_its_own_loader_and_libraries_runs_sandboxed() {
+    let Some(patchelf) = tool("patchelf") else {
+        return;
+    };
+    let source = haproxy();
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, lib) = (dir.path().join("bin"), dir.path().join("lib"));
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::create_dir(&lib).unwrap();
+    let binary = bin.join("haproxy");
+    std::fs::copy(&source, &binary).unwrap();
+    // the first library it needs but libc, copied under a private soname
+    let closure = loader::closure(&source).unwrap();
+    let needed = loader::Elf::read(&source).unwrap().needed;
+    let name = needed
+        .iter()
+        .find(|n| !n.starts_with("libc."))
+        .unwrap()
+        .clone();
+    let system_copy = closure
+        .libraries
+        .iter()
+        .find(|p| p.file_name().unwrap() == name.as_str())
+        .unwrap();
+    let private_name = name.replacen(".so", "-rgprivate.so", 1);
+    std::fs::copy(system_copy, lib.join(&private_name)).unwrap();
+    let interp = lib.join("ld-rgprivate.so");
+    std::fs::copy(closure.interpreter.unwrap(), &interp).unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(&patchelf)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "patchelf {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // one change per run: patchelf 0.14 garbles some combined edits
+    run(&[
+        "--set-soname".as_ref(),
+        private_name.as_ref(),
+        lib.join(&private_name).as_os_str(),
+    ]);
+    run(&[
+        "--replace-needed".as_ref(),
+        name.as_ref(),
+        private_name.as_ref(),
+        binary.as_os_str(),
+    ]);
+    run(&[
+        "--set-rpath".as_ref(),
+        "$ORIGIN/../lib".as_ref(),
+        binary.as_os_str(),
+    ]);
+    run(&[
+        "--set-interpreter".as_ref(),
+        interp.as_os_str(),
+        binary.as_os_str(),
+    ]);
+    let elf = loader::Elf::read(&binary).unwrap();
+    assert_eq!(elf.interpreter.as_deref(), Some(interp.as_path()));
+    assert_eq!(elf.runpath.as_deref(), Some("$ORIGIN/../lib"));
+    let grants = landlock::Grants::for_binary(&binary);
+    assert!(
+        grants.rules.iter().any(|(p, _)| p.ends_with(&private_name)),
+        "{:?}",
+        grants.rules
+    );
+
+    for (mode, probe) in [
+        (Mode::Off, Probe::detect("")),
+        (Mode::Strict, Probe::detect("")),
+        (Mode::BestEffort, Probe::detect("seccomp")),
+    ] {
+        let f = checker_for(binary.clone(), mode, probe);
+        let out = check(&f, VALID, vec![]).await;
+        assert!(passed(&out), "{mode:?}: {out:?}");
+        let out = check(&f, &VALID.replace("mode http", "mode bogus"), vec![]).await;
+        assert!(
+            matches!(out, CheckOutcome::Refused { .. }),
+            "{mode:?}: {out:?}"
+        );
+    }
 }

@@ -1,0 +1,783 @@
+//! What the dynamic loader opens to start a binary: its interpreter
+//! (`PT_INTERP`) and the `DT_NEEDED` closure, found the way glibc's
+//! `ld.so` (or musl's) finds it, so Landlock can grant exactly those files.
+//!
+//! Granting directories instead breaks binaries whose libraries live
+//! elsewhere (a self-built haproxy with a `RUNPATH`, `/opt`, `/usr/local`)
+//! and, worse, can make the loader silently take the system copy of a
+//! library the binary has its own copy of: glibc skips a file it may not
+//! open (`EACCES`) and goes on searching. So the search here follows
+//! glibc's `_dl_map_object`, breadth first like `_dl_map_object_deps`:
+//! for a name without `/`, the `DT_RPATH`s of the requesting object and of
+//! the objects that loaded it, up to the executable (only when the
+//! requester has no `DT_RUNPATH`); no `LD_LIBRARY_PATH` (checks run with an
+//! empty environment); the requester's `DT_RUNPATH`; `/etc/ld.so.cache`;
+//! the default directories (both skipped under `DF_1_NODEFLIB`). `$ORIGIN`,
+//! `$LIB` and `$PLATFORM` are expanded. `/etc/ld.so.preload` is honoured.
+//!
+//! What is not modelled exactly: which `glibc-hwcaps` (or legacy hwcap)
+//! subdirectory the CPU selects. Every variant of a library found next to
+//! the plain one is granted, so the loader picks what it would pick
+//! anyway. Relative search directories (relative to the check directory at
+//! run time) are skipped.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ffi::{CStr, OsStr};
+use std::fs::File;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// glibc's loader cache.
+pub const LD_SO_CACHE: &str = "/etc/ld.so.cache";
+/// Libraries glibc's loader loads into every program.
+pub const LD_SO_PRELOAD: &str = "/etc/ld.so.preload";
+
+/// Bounds against a malformed or hostile file: nothing real comes close.
+const MAX_PHNUM: usize = 4096;
+const MAX_DYNAMIC: u64 = 1 << 20;
+const MAX_STRTAB: u64 = 16 << 20;
+const MAX_OBJECTS: usize = 1024;
+const MAX_CACHE: u64 = 64 << 20;
+
+const PT_LOAD: u32 = 1;
+const PT_DYNAMIC: u32 = 2;
+const PT_INTERP: u32 = 3;
+const DT_NULL: u64 = 0;
+const DT_NEEDED: u64 = 1;
+const DT_STRTAB: u64 = 5;
+const DT_STRSZ: u64 = 10;
+const DT_SONAME: u64 = 14;
+const DT_RPATH: u64 = 15;
+const DT_RUNPATH: u64 = 29;
+const DT_FLAGS_1: u64 = 0x6fff_fffb;
+const DF_1_NODEFLIB: u64 = 0x800;
+
+/// What one ELF file tells the loader.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Elf {
+    pub class64: bool,
+    pub big_endian: bool,
+    pub machine: u16,
+    pub interpreter: Option<PathBuf>,
+    pub needed: Vec<String>,
+    pub soname: Option<String>,
+    pub rpath: Option<String>,
+    pub runpath: Option<String>,
+    pub nodeflib: bool,
+}
+
+/// Fixed-width reads at any offset of the file, in the file's byte order.
+struct Reader<'a> {
+    file: &'a File,
+    len: u64,
+    big: bool,
+    class64: bool,
+}
+
+impl Reader<'_> {
+    fn bytes(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(bad("a read past the end of the file"));
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.file.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
+
+    fn uint(&self, b: &[u8]) -> u64 {
+        let mut v = 0u64;
+        if self.big {
+            for &x in b {
+                v = v << 8 | u64::from(x);
+            }
+        } else {
+            for &x in b.iter().rev() {
+                v = v << 8 | u64::from(x);
+            }
+        }
+        v
+    }
+
+    /// A field of `n` bytes at `at` in `b`.
+    fn field(&self, b: &[u8], at: usize, n: usize) -> u64 {
+        self.uint(&b[at..at + n])
+    }
+
+    /// An address-sized field (4 or 8 bytes) at the ELF64 or ELF32 offset.
+    fn word(&self, b: &[u8], at64: usize, at32: usize) -> u64 {
+        if self.class64 {
+            self.field(b, at64, 8)
+        } else {
+            self.field(b, at32, 4)
+        }
+    }
+}
+
+fn bad(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("not a usable ELF file: {what}"),
+    )
+}
+
+/// One program header, the fields the loader reads.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    kind: u32,
+    offset: u64,
+    vaddr: u64,
+    filesz: u64,
+}
+
+impl Elf {
+    /// Reads the headers of `path`: program headers wherever they are in
+    /// the file, `PT_INTERP`, and `PT_DYNAMIC` with its strings found
+    /// through the load segments.
+    pub fn read(path: &Path) -> io::Result<Elf> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        let mut ident = [0u8; 64];
+        let head = len.min(64) as usize;
+        file.read_exact_at(&mut ident[..head], 0)?;
+        if head < 52 || &ident[..4] != b"\x7fELF" {
+            return Err(bad("no ELF header"));
+        }
+        let class64 = match ident[4] {
+            1 => false,
+            2 => true,
+            _ => return Err(bad("unknown class")),
+        };
+        let big = match ident[5] {
+            1 => false,
+            2 => true,
+            _ => return Err(bad("unknown byte order")),
+        };
+        if class64 && head < 64 {
+            return Err(bad("short header"));
+        }
+        let r = Reader {
+            file: &file,
+            len,
+            big,
+            class64,
+        };
+        let machine = r.field(&ident, 18, 2) as u16;
+        let phoff = r.word(&ident, 0x20, 0x1c);
+        let (phentsize, phnum) = if class64 {
+            (r.field(&ident, 0x36, 2), r.field(&ident, 0x38, 2))
+        } else {
+            (r.field(&ident, 0x2a, 2), r.field(&ident, 0x2c, 2))
+        };
+        let min_entry = if class64 { 56 } else { 32 };
+        if phnum as usize > MAX_PHNUM || (phnum > 0 && phentsize < min_entry) {
+            return Err(bad("program headers"));
+        }
+        let table = r.bytes(phoff, phentsize * phnum)?;
+        let segments: Vec<Segment> = table
+            .chunks_exact(phentsize as usize)
+            .map(|p| Segment {
+                kind: r.field(p, 0, 4) as u32,
+                offset: r.word(p, 8, 4),
+                vaddr: r.word(p, 16, 8),
+                filesz: r.word(p, 32, 16),
+            })
+            .collect();
+        let mut elf = Elf {
+            class64,
+            big_endian: big,
+            machine,
+            ..Elf::default()
+        };
+        if let Some(interp) = segments.iter().find(|s| s.kind == PT_INTERP) {
+            let raw = r.bytes(interp.offset, interp.filesz.min(4096))?;
+            let name = raw.split(|&b| b == 0).next().unwrap_or_default();
+            elf.interpreter = Some(PathBuf::from(OsStr::from_bytes(name)));
+        }
+        let Some(dynamic) = segments.iter().find(|s| s.kind == PT_DYNAMIC) else {
+            return Ok(elf); // static: nothing to load
+        };
+        let entries = r.bytes(dynamic.offset, dynamic.filesz.min(MAX_DYNAMIC))?;
+        let size = if class64 { 16 } else { 8 };
+        let mut tags: Vec<(u64, u64)> = Vec::new();
+        for e in entries.chunks_exact(size) {
+            let (tag, val) = (r.word(e, 0, 0), r.word(e, 8, 4));
+            if tag == DT_NULL {
+                break;
+            }
+            tags.push((tag, val));
+        }
+        let find = |t: u64| tags.iter().find(|(tag, _)| *tag == t).map(|(_, v)| *v);
+        elf.nodeflib = find(DT_FLAGS_1).is_some_and(|f| f & DF_1_NODEFLIB != 0);
+        let Some(strtab) = find(DT_STRTAB) else {
+            return Ok(elf);
+        };
+        // DT_STRTAB is an address: the load segment holding it gives the offset
+        let at = segments
+            .iter()
+            .filter(|s| s.kind == PT_LOAD)
+            .find(|s| strtab >= s.vaddr && strtab - s.vaddr < s.filesz)
+            .map(|s| s.offset + (strtab - s.vaddr))
+            .ok_or_else(|| bad("DT_STRTAB outside every load segment"))?;
+        let strsz = find(DT_STRSZ)
+            .unwrap_or(0)
+            .min(MAX_STRTAB)
+            .min(len.saturating_sub(at));
+        let strings = r.bytes(at, strsz)?;
+        let string = |off: u64| -> Option<String> {
+            let tail = strings.get(off as usize..)?;
+            let end = tail.iter().position(|&b| b == 0)?;
+            Some(String::from_utf8_lossy(&tail[..end]).into_owned())
+        };
+        for (tag, val) in &tags {
+            match *tag {
+                DT_NEEDED => elf.needed.extend(string(*val)),
+                DT_SONAME => elf.soname = string(*val),
+                DT_RPATH => elf.rpath = string(*val),
+                DT_RUNPATH => elf.runpath = string(*val),
+                _ => {}
+            }
+        }
+        Ok(elf)
+    }
+
+    /// Whether `other` could be loaded into this object's process (glibc's
+    /// `open_verify`: same class, byte order and machine).
+    fn accepts(&self, other: &Elf) -> bool {
+        self.class64 == other.class64
+            && self.big_endian == other.big_endian
+            && self.machine == other.machine
+    }
+}
+
+/// The files the loader opens to start a binary.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Closure {
+    /// `PT_INTERP`; `None` for a static binary.
+    pub interpreter: Option<PathBuf>,
+    /// Every shared object of the `DT_NEEDED` closure (and of
+    /// `/etc/ld.so.preload`), with the hwcap variants found beside them.
+    pub libraries: Vec<PathBuf>,
+    /// Files the loader reads that are not code (its cache, its preload
+    /// list, musl's path file), when they exist.
+    pub data: Vec<PathBuf>,
+    /// Needed names found nowhere: the binary will not start, sandboxed or not.
+    pub unresolved: Vec<String>,
+}
+
+/// Resolves what starting `binary` loads. Errors when `binary` is not an
+/// ELF file this module can read.
+pub fn closure(binary: &Path) -> io::Result<Closure> {
+    let main = Elf::read(binary)?;
+    let mut out = Closure {
+        interpreter: main.interpreter.clone(),
+        ..Closure::default()
+    };
+    let Some(interp) = main.interpreter.clone() else {
+        return Ok(out);
+    };
+    let flavour = if interp
+        .file_name()
+        .is_some_and(|n| n.as_bytes().starts_with(b"ld-musl-"))
+    {
+        Flavour::Musl
+    } else {
+        Flavour::Glibc
+    };
+    // $ORIGIN of the executable: the kernel's (resolved) path, as /proc/self/exe gives it
+    let origin = std::fs::canonicalize(binary)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| binary.parent().unwrap_or(Path::new("/")).to_path_buf());
+    let mut search = Search::new(flavour, &main, &interp, &mut out);
+    search.objects.push(Object {
+        elf: main,
+        origin,
+        loader: None,
+        is_main: true,
+    });
+    // the loader itself is loaded already: its names are taken
+    if let Ok(elf) = Elf::read(&interp) {
+        search.take_names(&interp.to_string_lossy(), elf.soname.as_deref());
+    }
+    if flavour == Flavour::Glibc {
+        for name in preload_names() {
+            search.load(&name, 0);
+        }
+    }
+    search.run();
+    Ok(out)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavour {
+    Glibc,
+    Musl,
+}
+
+struct Object {
+    elf: Elf,
+    /// `$ORIGIN`: the directory of the path the object was found at.
+    origin: PathBuf,
+    /// Index of the object whose `DT_NEEDED` brought this one in.
+    loader: Option<usize>,
+    is_main: bool,
+}
+
+/// One closure computation.
+struct Search<'a> {
+    flavour: Flavour,
+    objects: Vec<Object>,
+    /// Every name an object is known by (the name asked for, its soname).
+    names: HashSet<String>,
+    cache: Option<HashMap<String, Vec<(PathBuf, bool)>>>,
+    default_dirs: Vec<PathBuf>,
+    main: Elf,
+    lib: String,
+    platform: Option<String>,
+    out: &'a mut Closure,
+    granted: HashSet<PathBuf>,
+}
+
+impl<'a> Search<'a> {
+    fn new(flavour: Flavour, main: &Elf, interp: &Path, out: &'a mut Closure) -> Search<'a> {
+        let mut search = Search {
+            flavour,
+            objects: Vec::new(),
+            names: HashSet::new(),
+            cache: None,
+            default_dirs: Vec::new(),
+            main: main.clone(),
+            lib: dst_lib(interp),
+            platform: platform(),
+            out,
+            granted: HashSet::new(),
+        };
+        match flavour {
+            Flavour::Glibc => {
+                search.default_dirs = glibc_default_dirs(main);
+                if let Ok(bytes) = read_bounded(Path::new(LD_SO_CACHE), MAX_CACHE) {
+                    search.out.data.push(LD_SO_CACHE.into());
+                    search.cache = Some(parse_cache(&bytes));
+                }
+                if Path::new(LD_SO_PRELOAD).exists() {
+                    search.out.data.push(LD_SO_PRELOAD.into());
+                }
+            }
+            Flavour::Musl => {
+                // /etc/ld-musl-<arch>.path, named after the loader
+                let arch = interp
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_prefix("ld-musl-"))
+                    .and_then(|n| n.split(".so").next())
+                    .unwrap_or_default()
+                    .to_owned();
+                let file = PathBuf::from(format!("/etc/ld-musl-{arch}.path"));
+                search.default_dirs = match std::fs::read_to_string(&file) {
+                    Ok(text) => {
+                        search.out.data.push(file);
+                        text.split([':', '\n'])
+                            .filter(|d| !d.is_empty())
+                            .map(PathBuf::from)
+                            .collect()
+                    }
+                    Err(_) => ["/lib", "/usr/local/lib", "/usr/lib"]
+                        .map(PathBuf::from)
+                        .to_vec(),
+                };
+            }
+        }
+        search
+    }
+
+    fn take_names(&mut self, name: &str, soname: Option<&str>) {
+        self.names.insert(name.to_owned());
+        if let Some(s) = soname {
+            self.names.insert(s.to_owned());
+        }
+    }
+
+    /// Breadth first, as glibc maps dependencies: each object's needed names
+    /// in order, objects in the order they were found.
+    fn run(&mut self) {
+        let mut queue: VecDeque<usize> = (0..self.objects.len()).collect();
+        while let Some(i) = queue.pop_front() {
+            for name in self.objects[i].elf.needed.clone() {
+                let before = self.objects.len();
+                self.load(&name, i);
+                queue.extend(before..self.objects.len());
+            }
+        }
+    }
+
+    /// Finds `name`, needed by object `requester`, unless an object already has it.
+    fn load(&mut self, name: &str, requester: usize) {
+        if self.names.contains(name) || self.objects.len() >= MAX_OBJECTS {
+            return;
+        }
+        // musl's libc is its loader, under whatever name
+        if self.flavour == Flavour::Musl && is_musl_builtin(name) {
+            return;
+        }
+        let found = if name.contains('/') {
+            // a path: used as it is (a relative one would be relative to the
+            // check directory at run time, where no library is)
+            let path = self
+                .expand(name, requester)
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute());
+            path.and_then(|p| self.candidate(&p).map(|elf| vec![(p, elf)]))
+        } else {
+            self.search(name, requester)
+        };
+        self.names.insert(name.to_owned());
+        let Some(found) = found else {
+            self.out.unresolved.push(name.to_owned());
+            return;
+        };
+        for (path, elf) in found {
+            if let Some(s) = &elf.soname {
+                self.names.insert(s.clone());
+            }
+            self.names.insert(path.to_string_lossy().into_owned());
+            if self.granted.insert(path.clone()) {
+                self.out.libraries.push(path.clone());
+            }
+            let origin = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+            self.objects.push(Object {
+                elf,
+                origin,
+                loader: Some(requester),
+                is_main: false,
+            });
+        }
+    }
+
+    /// The search for a bare name: every file found in the first place
+    /// that has it (the plain file first, then hwcap variants).
+    fn search(&mut self, name: &str, requester: usize) -> Option<Vec<(PathBuf, Elf)>> {
+        if self.flavour == Flavour::Musl {
+            // musl: the run paths of the requester and its loaders, then the system path
+            let mut at = Some(requester);
+            while let Some(i) = at {
+                let o = &self.objects[i];
+                let list = o.elf.runpath.clone().or_else(|| o.elf.rpath.clone());
+                if let Some(found) = list.and_then(|l| self.in_dirs(name, &l, i)) {
+                    return Some(found);
+                }
+                at = self.objects[i].loader;
+            }
+            let dirs = self.default_dirs.clone();
+            return dirs.iter().find_map(|d| self.in_dir(name, d));
+        }
+        let req = &self.objects[requester];
+        if req.elf.runpath.is_none() {
+            // the requester's RPATH, then its loader's, … up to the executable
+            let mut did_main = false;
+            let mut at = Some(requester);
+            while let Some(i) = at {
+                let o = &self.objects[i];
+                // the executable's RPATH is ignored when it has a RUNPATH
+                let rpath = if o.is_main && o.elf.runpath.is_some() {
+                    None
+                } else {
+                    o.elf.rpath.clone()
+                };
+                if let Some(found) = rpath.and_then(|l| self.in_dirs(name, &l, i)) {
+                    return Some(found);
+                }
+                did_main |= self.objects[i].is_main;
+                at = self.objects[i].loader;
+            }
+            // then the executable's own RPATH, if the chain did not reach it
+            if !did_main
+                && self.objects[0].elf.runpath.is_none()
+                && let Some(found) = self.objects[0]
+                    .elf
+                    .rpath
+                    .clone()
+                    .and_then(|l| self.in_dirs(name, &l, 0))
+            {
+                return Some(found);
+            }
+        }
+        // no LD_LIBRARY_PATH: checks run with an empty environment
+        if let Some(runpath) = self.objects[requester].elf.runpath.clone()
+            && let Some(found) = self.in_dirs(name, &runpath, requester)
+        {
+            return Some(found);
+        }
+        let nodeflib = self.objects[requester].elf.nodeflib;
+        let entries = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.get(name))
+            .cloned()
+            .unwrap_or_default();
+        let mut from_cache = Vec::new();
+        let mut plain_found = false;
+        for (path, variant) in entries {
+            // under DF_1_NODEFLIB, no cache entry from a default directory
+            if nodeflib && self.default_dirs.iter().any(|d| path.starts_with(d)) {
+                continue;
+            }
+            if plain_found && !variant {
+                continue; // the first plain entry that loads is the one taken
+            }
+            if let Some(elf) = self.candidate(&path) {
+                plain_found |= !variant;
+                from_cache.push((path, elf));
+            }
+        }
+        if !from_cache.is_empty() {
+            return Some(from_cache);
+        }
+        if nodeflib {
+            return None;
+        }
+        let dirs = self.default_dirs.clone();
+        dirs.iter().find_map(|d| self.in_dir(name, d))
+    }
+
+    /// The first directory of a `:`-separated run path holding `name`.
+    fn in_dirs(&self, name: &str, list: &str, owner: usize) -> Option<Vec<(PathBuf, Elf)>> {
+        list.split(':')
+            .filter_map(|d| self.expand(d, owner))
+            .find_map(|d| self.in_dir(name, Path::new(&d)))
+    }
+
+    /// `name` in `dir` (and its hwcap subdirectories), when any is loadable.
+    fn in_dir(&self, name: &str, dir: &Path) -> Option<Vec<(PathBuf, Elf)>> {
+        if !dir.is_absolute() {
+            return None; // relative to the check directory at run time
+        }
+        let mut found = Vec::new();
+        let plain = dir.join(name);
+        if let Some(elf) = self.candidate(&plain) {
+            found.push((plain, elf));
+        }
+        for sub in self.hwcap_dirs(dir) {
+            let path = sub.join(name);
+            if let Some(elf) = self.candidate(&path) {
+                found.push((path, elf));
+            }
+        }
+        (!found.is_empty()).then_some(found)
+    }
+
+    /// `glibc-hwcaps/*` and the legacy `tls`, `<platform>` subdirectories.
+    fn hwcap_dirs(&self, dir: &Path) -> Vec<PathBuf> {
+        if self.flavour == Flavour::Musl {
+            return Vec::new();
+        }
+        let mut subs = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(dir.join("glibc-hwcaps")) {
+            subs.extend(entries.flatten().map(|e| e.path()));
+        }
+        subs.push(dir.join("tls"));
+        if let Some(p) = &self.platform {
+            subs.push(dir.join(p));
+            subs.push(dir.join("tls").join(p));
+        }
+        subs
+    }
+
+    /// A file the loader would take: present, ELF, loadable with the executable.
+    fn candidate(&self, path: &Path) -> Option<Elf> {
+        let elf = Elf::read(path).ok()?;
+        self.main.accepts(&elf).then_some(elf)
+    }
+
+    /// A run-path element with `$ORIGIN`, `$LIB` and `$PLATFORM` expanded
+    /// (also in `${…}` form); `None` when a token has no value.
+    fn expand(&self, element: &str, owner: usize) -> Option<String> {
+        let origin = self.objects[owner].origin.to_string_lossy().into_owned();
+        let mut out = String::new();
+        let mut rest = element;
+        while let Some(at) = rest.find('$') {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at + 1..];
+            let (token, len) = if let Some(braced) = tail.strip_prefix('{') {
+                match braced.find('}') {
+                    Some(end) => (&braced[..end], end + 2),
+                    None => ("", 0),
+                }
+            } else {
+                let end = tail
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
+                (&tail[..end], end)
+            };
+            let value = match token {
+                "ORIGIN" => Some(origin.as_str()),
+                "LIB" if self.flavour == Flavour::Glibc => Some(self.lib.as_str()),
+                "PLATFORM" if self.flavour == Flavour::Glibc => Some(self.platform.as_deref()?),
+                _ => None,
+            };
+            match value {
+                Some(v) => {
+                    out.push_str(v);
+                    rest = &tail[len..];
+                }
+                None => {
+                    // not a token glibc knows: kept as written
+                    out.push('$');
+                    rest = tail;
+                }
+            }
+        }
+        out.push_str(rest);
+        Some(out)
+    }
+}
+
+/// Names `/etc/ld.so.preload` lists (separated by blanks or `:`).
+fn preload_names() -> Vec<String> {
+    std::fs::read_to_string(LD_SO_PRELOAD)
+        .map(|text| {
+            text.split([' ', '\t', '\n', ':'])
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Names musl answers from its own libc, without a file.
+fn is_musl_builtin(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("lib") else {
+        return false;
+    };
+    ["c.", "pthread.", "rt.", "m.", "dl.", "util.", "xnet."]
+        .iter()
+        .any(|p| rest.starts_with(p))
+}
+
+/// glibc's built-in search directories for this executable's kind. Debian
+/// (multiarch) and the lib64 layout of other distributions; directories a
+/// host lacks find nothing.
+fn glibc_default_dirs(main: &Elf) -> Vec<PathBuf> {
+    const EM_386: u16 = 3;
+    const EM_X86_64: u16 = 62;
+    const EM_AARCH64: u16 = 183;
+    let triplet = match (main.machine, main.class64) {
+        (EM_X86_64, true) => Some("x86_64-linux-gnu"),
+        (EM_X86_64, false) => Some("x86_64-linux-gnux32"),
+        (EM_AARCH64, true) => Some("aarch64-linux-gnu"),
+        (EM_386, false) => Some("i386-linux-gnu"),
+        _ => None,
+    };
+    let mut dirs = Vec::new();
+    if let Some(t) = triplet.filter(|t| Path::new("/usr/lib").join(t).is_dir()) {
+        dirs.push(PathBuf::from("/lib").join(t));
+        dirs.push(PathBuf::from("/usr/lib").join(t));
+    } else if main.class64 {
+        dirs.push("/lib64".into());
+        dirs.push("/usr/lib64".into());
+    }
+    dirs.push("/lib".into());
+    dirs.push("/usr/lib".into());
+    dirs
+}
+
+/// glibc's `$LIB`: the loader's own library directory below `/` or `/usr`
+/// (`lib/x86_64-linux-gnu` on Debian, `lib64` elsewhere).
+fn dst_lib(interp: &Path) -> String {
+    let real = std::fs::canonicalize(interp).unwrap_or_else(|_| interp.to_path_buf());
+    let dir = real.parent().unwrap_or(Path::new("/lib"));
+    let rel = dir
+        .strip_prefix("/usr")
+        .or_else(|_| dir.strip_prefix("/"))
+        .unwrap_or(dir);
+    rel.to_string_lossy().into_owned()
+}
+
+/// `$PLATFORM`: the kernel's `AT_PLATFORM` string (the same for the check).
+fn platform() -> Option<String> {
+    // SAFETY: getauxval has no preconditions.
+    let p = unsafe { libc::getauxval(libc::AT_PLATFORM) } as *const libc::c_char;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: AT_PLATFORM points at a NUL-terminated string the kernel put
+    // on this process's stack, alive for the whole process.
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+fn read_bounded(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    File::open(path)?.take(cap).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The new-format part of glibc's `ld.so.cache` (`glibc-ld.so.cache1.1`,
+/// alone or after the old `ld.so-1.7.0` table): each name with its paths in
+/// cache order, and whether the entry is a hwcap variant. Entries for other
+/// architectures are left for [`Search::candidate`] to refuse, as the
+/// loader's `open_verify` would.
+pub fn parse_cache(bytes: &[u8]) -> HashMap<String, Vec<(PathBuf, bool)>> {
+    const OLD: &[u8] = b"ld.so-1.7.0";
+    const NEW: &[u8] = b"glibc-ld.so.cache1.1";
+    const HWCAP_EXTENSION: u64 = 1 << 62;
+    let mut map: HashMap<String, Vec<(PathBuf, bool)>> = HashMap::new();
+    let u32_at = |b: &[u8], o: usize| {
+        b.get(o..o + 4)
+            .map(|x| u32::from_ne_bytes(x.try_into().unwrap()))
+    };
+    let u64_at = |b: &[u8], o: usize| {
+        b.get(o..o + 8)
+            .map(|x| u64::from_ne_bytes(x.try_into().unwrap()))
+    };
+    let mut start = 0usize;
+    if bytes.starts_with(OLD) {
+        // old header: magic (padded to 12) and a count, then 12-byte entries;
+        // the new table follows, aligned to 8
+        let Some(n) = u32_at(bytes, 12) else {
+            return map;
+        };
+        start = (16 + n as usize * 12).next_multiple_of(8);
+    }
+    let Some(cache) = bytes.get(start..) else {
+        return map;
+    };
+    if !cache.starts_with(NEW) {
+        return map;
+    }
+    let Some(nlibs) = u32_at(cache, 20) else {
+        return map;
+    };
+    // strings are offsets from the start of the new header
+    let string = |off: u32| -> Option<&[u8]> {
+        let tail = cache.get(off as usize..)?;
+        Some(&tail[..tail.iter().position(|&b| b == 0)?])
+    };
+    for i in 0..nlibs as usize {
+        let e = 48 + i * 24;
+        let (Some(flags), Some(key), Some(value), Some(hwcap)) = (
+            u32_at(cache, e),
+            u32_at(cache, e + 4),
+            u32_at(cache, e + 8),
+            u64_at(cache, e + 16),
+        ) else {
+            break;
+        };
+        // FLAG_ELF_LIBC6 in the type byte: the only kind glibc's loader takes
+        if flags & 0xff != 3 {
+            continue;
+        }
+        let (Some(k), Some(v)) = (string(key), string(value)) else {
+            continue;
+        };
+        let variant = hwcap & HWCAP_EXTENSION != 0 || hwcap != 0;
+        map.entry(String::from_utf8_lossy(k).into_owned())
+            .or_default()
+            .push((PathBuf::from(OsStr::from_bytes(v)), variant));
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests;
