@@ -11,6 +11,7 @@
 pub mod base;
 pub mod dir;
 pub mod haproxy;
+pub mod identity;
 pub mod layout;
 pub mod sandbox;
 pub mod verdict;
