@@ -284,7 +284,7 @@ fn core_rate(pods: u64, n: u64, distinct: bool) -> f64 {
     let answer = |gate: &mut core::Gate| {
         while let Some(e) = gate.poll_effect() {
             if let Effect::StartCheck(r) = e {
-                gate.handle_check_result(now, r.id, CheckOutcome::Passed { message: String::new() }, Duration::ZERO);
+                gate.handle_check_result(now, r.id, CheckOutcome::Passed { message: String::new() }, "judge", Duration::ZERO);
             }
         }
     };

@@ -187,7 +187,7 @@ impl Driver {
                         (CheckOutcome::Unavailable { reason: format!("the check task failed: {e}") }, Duration::ZERO)
                     });
                     self.metrics.check_finished(outcome.label(), took);
-                    self.core.handle_check_result(now(), id, outcome, took);
+                    self.core.handle_check_result(now(), id, outcome, self.checker.identity(), took);
                 },
                 () = sleep_until(timer), if timer.is_some() => self.core.handle_timeout(now()),
             }

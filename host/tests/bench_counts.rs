@@ -221,7 +221,7 @@ fn a_long_stream_keeps_the_retained_state_bounded() {
                 CheckOutcome::Passed { message: String::new() }
             };
             pending = None;
-            gate.handle_check_result(now, id, outcome, Duration::from_millis(50));
+            gate.handle_check_result(now, id, outcome, "judge", Duration::from_millis(50));
         }
         if gate.poll_timeout().is_some_and(|t| t <= now) {
             gate.handle_timeout(now);
