@@ -67,6 +67,7 @@ pub async fn run(args: Args) -> ExitCode {
     let deadline = started + args.timeout;
     let outcome = tokio::time::timeout_at(deadline, checker.check(&render, deadline))
         .await
+        .map(|checked| checked.outcome)
         .unwrap_or_else(|_| CheckOutcome::Unavailable {
             reason: format!("the check timed out after {}", rendergate::duration::format(args.timeout)),
         });
