@@ -5,5 +5,6 @@
 
 mod support;
 
+mod binary_changes;
 mod check_command;
 mod serve_stream;
