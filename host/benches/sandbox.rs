@@ -75,7 +75,8 @@ fn main() {
         let bare = median(rounds, || run(Command::new(&haproxy).args(["-dr", "-c", "-f", "haproxy.cfg"]).current_dir(dir.path())));
         let check = |c: &HaproxyChecker| {
             median(rounds, || {
-                let outcome = runtime.block_on(c.check(&r, tokio::time::Instant::now() + Duration::from_secs(30)));
+                let outcome =
+                    runtime.block_on(c.check(&r, tokio::time::Instant::now() + Duration::from_secs(30))).outcome;
                 assert_eq!(outcome.label(), "pass", "{outcome:?}");
             })
         };

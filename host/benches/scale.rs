@@ -17,7 +17,7 @@
 #[path = "../../examples/gen_render.rs"]
 mod gen_render;
 
-use rendergate::check::{CheckFuture, Checker};
+use rendergate::check::{CheckFuture, Checked, Checker};
 use rendergate::core::{self, CoreConfig, Effect};
 use rendergate::{CheckOutcome, Event, Gate, GateConfig, Name, Output, PodReport, PolicySeat, Render};
 use std::io::Write;
@@ -182,11 +182,13 @@ fn serve_rate(pods: u64, events: u64, distinct: bool, extra: &[&str], rounds: us
 /// Passes at once.
 struct Instant0;
 impl Checker for Instant0 {
-    fn identity(&self) -> &str {
-        "instant"
+    fn identity(&self) -> Arc<str> {
+        "instant".into()
     }
     fn check<'a>(&'a self, _render: &'a Render, _deadline: tokio::time::Instant) -> CheckFuture<'a> {
-        Box::pin(async { CheckOutcome::Passed { message: String::new() } })
+        Box::pin(async {
+            Checked { outcome: CheckOutcome::Passed { message: String::new() }, judge: "instant".into() }
+        })
     }
 }
 
@@ -284,7 +286,7 @@ fn core_rate(pods: u64, n: u64, distinct: bool) -> f64 {
     let answer = |gate: &mut core::Gate| {
         while let Some(e) = gate.poll_effect() {
             if let Effect::StartCheck(r) = e {
-                gate.handle_check_result(now, r.id, CheckOutcome::Passed { message: String::new() }, Duration::ZERO);
+                gate.handle_check_result(now, r.id, CheckOutcome::Passed { message: String::new() }, "judge", Duration::ZERO);
             }
         }
     };

@@ -4,8 +4,10 @@
 //! The driver task owns the core. It feeds it events, results and timer
 //! expiries, carries out its effects (start a check, ask the policy, publish)
 //! and sleeps until the core's next timer. Nothing here decides anything.
+//! Before each input it tells the core who judges now (the checker's
+//! identity, taken afresh), so memory never answers for a replaced binary.
 
-use crate::check::Checker;
+use crate::check::{Checked, Checker};
 use crate::core::{self, CheckId, CheckOutcome, CheckRequest, Effect, Event, LatchState, Reason, Verdict};
 use crate::health::Health;
 use crate::metrics::Metrics;
@@ -84,7 +86,7 @@ impl Gate {
         let health = Arc::new(Health::new(config.check_timeout, config.health_margin, now()));
         let core_config = core::CoreConfig { check_interval: config.check_interval, ..core::CoreConfig::default() };
         let driver = Driver {
-            core: core::Gate::new(core_config, checker.identity()),
+            core: core::Gate::new(core_config, &*checker.identity()),
             checker,
             policy,
             metrics: metrics.clone(),
@@ -137,7 +139,7 @@ const OUTPUT_BURST: usize = 256;
 /// A check running on the worker.
 struct RunningCheck {
     id: CheckId,
-    task: JoinHandle<(CheckOutcome, Duration)>,
+    task: JoinHandle<(Checked, Duration)>,
 }
 
 struct Driver {
@@ -175,6 +177,7 @@ impl Driver {
                 n = events.recv_many(&mut batch, EVENT_BATCH), if input_open => {
                     if n == 0 {
                         input_open = false;
+                        self.refresh_judge();
                         self.core.drain(now());
                     } else if self.handle_events(&mut batch).await.is_err() {
                         break; // nobody listens any more
@@ -183,13 +186,18 @@ impl Driver {
                 result = async { (&mut self.check.as_mut().expect("guarded").task).await }, if self.check.is_some() => {
                     let id = self.check.take().expect("guarded").id;
                     self.health.check_ended();
-                    let (outcome, took) = result.unwrap_or_else(|e| {
-                        (CheckOutcome::Unavailable { reason: format!("the check task failed: {e}") }, Duration::ZERO)
+                    let (checked, took) = result.unwrap_or_else(|e| {
+                        let outcome = CheckOutcome::Unavailable { reason: format!("the check task failed: {e}") };
+                        (Checked { outcome, judge: self.core.judge().into() }, Duration::ZERO)
                     });
-                    self.metrics.check_finished(outcome.label(), took);
-                    self.core.handle_check_result(now(), id, outcome, took);
+                    self.metrics.check_finished(checked.outcome.label(), took);
+                    self.refresh_judge();
+                    self.core.handle_check_result(now(), id, checked.outcome, &checked.judge, took);
                 },
-                () = sleep_until(timer), if timer.is_some() => self.core.handle_timeout(now()),
+                () = sleep_until(timer), if timer.is_some() => {
+                    self.refresh_judge();
+                    self.core.handle_timeout(now());
+                },
             }
             self.cancel_abandoned_check();
         }
@@ -215,6 +223,7 @@ impl Driver {
     /// event would otherwise have to copy before changing it.
     async fn handle_events(&mut self, batch: &mut Vec<Event>) -> Result<(), mpsc::error::SendError<Output>> {
         self.health.turn_started(now());
+        self.refresh_judge();
         for event in batch.drain(..) {
             self.core.handle_event(now(), event);
             // Before the effects: a lost term must stop its check before the
@@ -227,6 +236,15 @@ impl Driver {
             }
         }
         self.flush().await
+    }
+
+    /// Tells the core who judges now, before it may consult memory. A `stat`
+    /// of the binary, unless it changed (then it is hashed once).
+    fn refresh_judge(&mut self) {
+        let judge = self.checker.identity();
+        if self.core.set_judge(&judge) {
+            tracing::info!(judge = &*judge, "the judge changed: answers of the previous haproxy binary are not reused");
+        }
     }
 
     /// Sends the pending outputs, waiting for room as the reader frees it.
@@ -297,6 +315,8 @@ impl Driver {
         let checker = self.checker.clone();
         let slot = self.config.check_slot.clone();
         let render = request.render;
+        // The answer of a check that never finished names the judge it was asked under.
+        let asked_of: Arc<str> = self.core.judge().into();
         tracing::debug!(plan = render.plan(), render = render.id(), correlation = render.correlation().unwrap_or(""), "check started");
         let task = tokio::spawn(async move {
             let started = Instant::now();
@@ -306,10 +326,11 @@ impl Driver {
                 let _slot = slot.acquire_owned().await;
                 checker.check(&render, deadline).await
             });
-            let outcome = judged.await.unwrap_or_else(|_| CheckOutcome::Unavailable {
-                reason: format!("the check timed out after {}", crate::duration::format(timeout)),
+            let checked = judged.await.unwrap_or_else(|_| {
+                let reason = format!("the check timed out after {}", crate::duration::format(timeout));
+                Checked { outcome: CheckOutcome::Unavailable { reason }, judge: asked_of }
             });
-            (outcome, started.elapsed())
+            (checked, started.elapsed())
         });
         self.health.check_started(now());
         self.check = Some(RunningCheck { id: request.id, task });

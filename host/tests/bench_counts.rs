@@ -11,7 +11,7 @@ mod gen_render;
 #[path = "../../tests/e2e/support.rs"]
 mod support;
 
-use rendergate::check::{CheckFuture, Checker};
+use rendergate::check::{CheckFuture, Checked, Checker};
 use rendergate::core::{self, CoreConfig, Effect};
 use rendergate::{CheckOutcome, Event, Gate, GateConfig, Output, PodReport, PolicySeat, Render};
 use std::sync::Arc;
@@ -26,14 +26,14 @@ struct Counting {
 }
 
 impl Checker for Counting {
-    fn identity(&self) -> &str {
-        "counting"
+    fn identity(&self) -> Arc<str> {
+        "counting".into()
     }
     fn check<'a>(&'a self, _render: &'a Render, _deadline: tokio::time::Instant) -> CheckFuture<'a> {
         self.checks.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            CheckOutcome::Passed { message: String::new() }
+            Checked { outcome: CheckOutcome::Passed { message: String::new() }, judge: self.identity() }
         })
     }
 }
@@ -221,7 +221,7 @@ fn a_long_stream_keeps_the_retained_state_bounded() {
                 CheckOutcome::Passed { message: String::new() }
             };
             pending = None;
-            gate.handle_check_result(now, id, outcome, Duration::from_millis(50));
+            gate.handle_check_result(now, id, outcome, "judge", Duration::from_millis(50));
         }
         if gate.poll_timeout().is_some_and(|t| t <= now) {
             gate.handle_timeout(now);

@@ -59,6 +59,8 @@ const IDS: u8 = 10;
 const CONTENTS: u8 = 6;
 const PODS: u8 = 4;
 const CHECK_TOOK: Duration = Duration::from_millis(80);
+/// The one judge of these runs: every answer is stored and looked up under it.
+const JUDGE: &str = "haproxy sha256:props";
 
 fn plan_name(p: u8) -> String {
     format!("plan-{p}")
@@ -286,7 +288,7 @@ impl Run {
         let checksums =
             (0..CONTENTS).map(|c| Render::new("any", "any", config_text(c), vec![]).checksum().clone()).collect();
         Run {
-            gate: Gate::new(config, "haproxy sha256:props"),
+            gate: Gate::new(config, JUDGE),
             model: Model {
                 refuse: s.refuse.clone(),
                 checksums,
@@ -400,14 +402,20 @@ impl Run {
                 if outcome.is_judgement() {
                     self.model.remember(content);
                 }
-                self.gate.handle_check_result(now, id, outcome.clone(), CHECK_TOOK);
+                self.gate.handle_check_result(now, id, outcome.clone(), JUDGE, CHECK_TOOK);
                 self.absorb(Expect { fresh: Some((render, content, outcome)), ..Expect::default() });
             }
             Op::StaleResult { pick } => {
                 if !self.model.stale.is_empty() {
                     let id = self.model.stale[pick % self.model.stale.len()];
                     let in_flight = self.gate.in_flight().map(|r| r.id);
-                    self.gate.handle_check_result(now, id, CheckOutcome::Passed { message: String::new() }, CHECK_TOOK);
+                    self.gate.handle_check_result(
+                        now,
+                        id,
+                        CheckOutcome::Passed { message: String::new() },
+                        JUDGE,
+                        CHECK_TOOK,
+                    );
                     let effects = self.effects();
                     assert!(effects.is_empty(), "a check of an earlier term published {effects:?}");
                     assert_eq!(
@@ -751,14 +759,14 @@ fn resent_id_with_other_content_is_not_released_unchecked() {
 
     gate.handle_event(now, Event::Rendered(Render::new("plan-1", "r-1", "bad", vec![])));
     let id = start(&mut gate);
-    gate.handle_check_result(now, id, CheckOutcome::Refused { message: "[ALERT] bad".into() }, CHECK_TOOK);
+    gate.handle_check_result(now, id, CheckOutcome::Refused { message: "[ALERT] bad".into() }, "haproxy", CHECK_TOOK);
     assert!(gate.latch().is_pessimistic());
 
     gate.handle_event(now, Event::Rendered(Render::new("plan-2", "r-2", "good", vec![])));
     let id = start(&mut gate); // r-2 "good" in flight
     gate.handle_event(now, Event::Rendered(Render::new("plan-2", "r-2", "also bad", vec![])));
     effects(&mut gate);
-    gate.handle_check_result(now, id, CheckOutcome::Passed { message: String::new() }, CHECK_TOOK);
+    gate.handle_check_result(now, id, CheckOutcome::Passed { message: String::new() }, "haproxy", CHECK_TOOK);
     let out = effects(&mut gate);
     let Some(Effect::Verdict(v)) = out.first() else { panic!("{out:?}") };
     assert!(!v.newest, "a pass on content \"good\" is not a pass on the newest render (content \"also bad\")");

@@ -6,7 +6,7 @@
 //! HTTP is spoken by hand over a `TcpStream` (HTTP/1.0, one request per
 //! connection): no client crate.
 
-use rendergate::check::{CheckFuture, Checker};
+use rendergate::check::{CheckFuture, Checked, Checker};
 use rendergate::{CheckOutcome, Event, Gate, GateConfig, Output, PolicySeat, Render};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -325,13 +325,13 @@ struct Blocking {
 }
 
 impl Checker for Blocking {
-    fn identity(&self) -> &str {
-        "blocking"
+    fn identity(&self) -> Arc<str> {
+        "blocking".into()
     }
     fn check<'a>(&'a self, _render: &'a Render, _deadline: tokio::time::Instant) -> CheckFuture<'a> {
         Box::pin(async move {
             std::thread::sleep(self.block);
-            CheckOutcome::Passed { message: String::new() }
+            Checked { outcome: CheckOutcome::Passed { message: String::new() }, judge: self.identity() }
         })
     }
 }

@@ -3,7 +3,7 @@
 //! loss, and draining at the end of input. The real checker is proven by the
 //! end-to-end tests; these pin down timing exactly.
 
-use rendergate::check::{CheckFuture, Checker};
+use rendergate::check::{CheckFuture, Checked, Checker};
 use rendergate::{CheckOutcome, Event, Gate, GateConfig, Output, PolicySeat, Render};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,11 +13,19 @@ use tokio::time::Instant;
 
 /// Judges a render by its config: `pass`, `refuse`, `slow` (passes after
 /// 100 ms) or `hang` (never answers). Records when each check started and
-/// how many checks were dropped unfinished.
+/// how many checks were dropped unfinished. Its identity is what the test
+/// sets; a check answers with the identity it started with.
 #[derive(Default)]
 struct Scripted {
     starts: Mutex<Vec<(String, Instant)>>,
     dropped: Arc<AtomicUsize>,
+    judge: Mutex<Arc<str>>,
+}
+
+impl Scripted {
+    fn set_judge(&self, judge: &str) {
+        *self.judge.lock().unwrap() = judge.into();
+    }
 }
 
 struct DropCount(Arc<AtomicUsize>);
@@ -28,12 +36,13 @@ impl Drop for DropCount {
 }
 
 impl Checker for Scripted {
-    fn identity(&self) -> &str {
-        "scripted"
+    fn identity(&self) -> Arc<str> {
+        self.judge.lock().unwrap().clone()
     }
     fn check<'a>(&'a self, render: &'a Render, _deadline: Instant) -> CheckFuture<'a> {
         self.starts.lock().unwrap().push((render.id().to_owned(), Instant::now()));
         let guard = DropCount(self.dropped.clone());
+        let judge = self.identity();
         Box::pin(async move {
             let outcome = match render.config() {
                 "pass" => CheckOutcome::Passed { message: String::new() },
@@ -45,7 +54,7 @@ impl Checker for Scripted {
                 _ => std::future::pending().await,
             };
             std::mem::forget(guard); // finished: not a drop
-            outcome
+            Checked { outcome, judge }
         })
     }
 }
@@ -82,6 +91,35 @@ async fn check_starts_are_spaced_by_the_interval() {
     assert_eq!(starts.len(), 2);
     assert!(starts[0].1 - t0 < Duration::from_millis(10));
     assert_eq!(starts[1].1 - starts[0].1, Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_judge_is_asked_again_and_answers_are_remembered_under_the_judge_that_gave_them() {
+    let config = GateConfig { check_interval: Duration::ZERO, ..GateConfig::default() };
+    let (checker, gate, mut outputs) = start(config);
+    let same_content = |id: &str| Event::Rendered(Render::new("plan-1", id, "slow", vec![]));
+    checker.set_judge("haproxy-1");
+    gate.send(same_content("r-1")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await; // the check runs with haproxy-1
+    checker.set_judge("haproxy-2"); // replaced meanwhile
+    let v = verdict(&mut outputs).await;
+    assert_eq!((v.render.as_str(), v.remembered), ("r-1", false));
+
+    // haproxy-1 answered: haproxy-2 is asked, then remembered
+    gate.send(same_content("r-2")).await.unwrap();
+    let v = verdict(&mut outputs).await;
+    assert_eq!((v.render.as_str(), v.remembered), ("r-2", false));
+    gate.send(same_content("r-3")).await.unwrap();
+    let v = verdict(&mut outputs).await;
+    assert_eq!((v.render.as_str(), v.remembered), ("r-3", true));
+    assert_eq!(checker.starts.lock().unwrap().len(), 2);
+
+    // haproxy-1 back in place: its answer is still remembered
+    checker.set_judge("haproxy-1");
+    gate.send(same_content("r-4")).await.unwrap();
+    let v = verdict(&mut outputs).await;
+    assert_eq!((v.render.as_str(), v.remembered), ("r-4", true));
+    assert_eq!(checker.starts.lock().unwrap().len(), 2);
 }
 
 #[tokio::test(start_paused = true)]

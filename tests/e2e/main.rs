@@ -5,6 +5,7 @@
 
 mod support;
 
+mod binary_changes;
 mod check_command;
 mod integrity;
 mod serve_stream;

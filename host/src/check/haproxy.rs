@@ -9,29 +9,34 @@
 //! lines keep their order), and kills the whole process group when the check
 //! ends for any reason: exit, deadline, or the future being dropped. The
 //! directory is removed after the group is dead, on every way out.
+//!
+//! Which binary runs is settled per check ([`super::identity`]), and so is
+//! its sandbox: a binary replaced or installed while the gate runs is the one
+//! the next check runs, and the answer is reported with the identity of the
+//! binary that gave it.
 
 use super::base::BaseDir;
+use super::identity::{Binary, BinaryIdentity};
 use super::layout;
 use super::sandbox::{self, Sandbox, SandboxOptions};
 use super::checked_copy::{ResolveId, Rewrites, checked_copy};
 use super::verdict::{self, Exit, Transcript};
-use super::{CheckFuture, Checker};
+use super::{CheckFuture, Checked, Checker};
 use crate::core::CheckOutcome;
 use crate::render::Render;
 use sandbox::Probe;
-use sha2::{Digest, Sha256};
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use tokio::io::AsyncReadExt;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
 use tokio::time::Instant;
 
 /// How to run HAProxy.
 #[derive(Clone, Debug)]
 pub struct HaproxyOptions {
-    /// The binary; a name without `/` is looked up on `PATH` once, at construction.
+    /// The binary; a name without `/` is looked up on `PATH` again for every check.
     pub binary: PathBuf,
     /// Pass `-dr`: an unresolvable server name is a warning, not an error,
     /// so a DNS blip never reverts a fleet.
@@ -56,42 +61,65 @@ impl Default for HaproxyOptions {
 #[derive(Debug)]
 pub struct HaproxyChecker {
     opts: HaproxyOptions,
-    /// The binary to run, or why there is none (then every check is unavailable).
-    binary: Result<PathBuf, String>,
-    identity: String,
-    /// Made once with the binary (its loader is read now); `None` without one.
-    sandbox: Option<Sandbox>,
+    /// The binary, found and named again for every check; when there is
+    /// none, that check could not run.
+    binary: BinaryIdentity,
+    probe: Probe,
+    /// The sandbox of the binary last found, by its identity: a sandbox is
+    /// made for one binary (it reads the binary's loader), so another binary
+    /// gets a new one.
+    sandbox: Mutex<Option<(Arc<str>, Arc<Sandbox>)>>,
     /// `<work dir>/rendergate-<euid>` with this checker's subdirectory, or
     /// why it was refused (then every check could not run, saying so).
     base: Result<BaseDir, String>,
 }
 
+/// What one check runs: the binary as hashed, and the sandbox made for it.
+struct Judge {
+    binary: Arc<Binary>,
+    sandbox: Arc<Sandbox>,
+}
+
+/// A check whose binary was replaced while it ran has no known judge; it is
+/// run again, with the binary now in place, up to this many times in all.
+const RUNS_PER_CHECK: usize = 3;
+
 impl HaproxyChecker {
-    /// Resolves and hashes the binary now, once. A missing binary is not an
-    /// error here: the gate must still run and say "could not run" per check.
+    /// Finds and hashes the binary now (again at every check). A missing
+    /// binary is not an error here: the gate must still run and say "could
+    /// not run" per check, until the binary is there.
     pub fn new(opts: HaproxyOptions) -> Self {
         Self::with_probe(opts, Probe::current().clone())
     }
 
     /// As [`HaproxyChecker::new`] with a given sandbox probe (tests force layers absent).
     pub fn with_probe(opts: HaproxyOptions, probe: Probe) -> Self {
-        let (binary, identity) = match resolve_binary(&opts.binary).and_then(|path| {
-            let hash = hash_file(&path).map_err(|e| format!("haproxy binary not readable: {}: {e}", path.display()))?;
-            Ok((path, hash))
-        }) {
-            Ok((path, hash)) => {
-                let identity = format!("{} sha256:{hash}", path.display());
-                (Ok(path), identity)
-            }
-            Err(problem) => (Err(problem), format!("{} missing", opts.binary.display())),
-        };
-        let sandbox = binary.as_ref().ok().map(|path| Sandbox::with_probe(opts.sandbox.clone(), path, probe));
         let work_dir = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
         let base = BaseDir::open(&work_dir);
         if let Err(problem) = &base {
             tracing::error!("{problem}; every check will be could-not-run");
         }
-        HaproxyChecker { opts, binary, identity, sandbox, base }
+        let checker =
+            HaproxyChecker { binary: BinaryIdentity::new(&opts.binary), opts, probe, sandbox: Mutex::new(None), base };
+        // The first check need not hash the binary nor read its loader.
+        let _ = checker.judge();
+        checker
+    }
+
+    /// The binary found now and its sandbox, made anew when the binary changed.
+    fn judge(&self) -> Result<Judge, String> {
+        let binary = self.binary.current()?;
+        let mut made = self.sandbox.lock().unwrap_or_else(PoisonError::into_inner);
+        let sandbox = match made.as_ref().filter(|(identity, _)| *identity == binary.identity) {
+            Some((_, sandbox)) => sandbox.clone(),
+            None => {
+                let sandbox =
+                    Arc::new(Sandbox::with_probe(self.opts.sandbox.clone(), &binary.path, self.probe.clone()));
+                *made = Some((binary.identity.clone(), sandbox.clone()));
+                sandbox
+            }
+        };
+        Ok(Judge { binary, sandbox })
     }
 
     /// Where this checker's check directories are made
@@ -101,38 +129,50 @@ impl HaproxyChecker {
         self.base.as_ref().ok().map(BaseDir::own_path)
     }
 
-    /// The sandbox checks run in (`None` when there is no binary to run).
-    pub fn sandbox(&self) -> Option<&Sandbox> {
-        self.sandbox.as_ref()
+    /// The sandbox checks of the binary found now run in (`None` when there
+    /// is no binary to run).
+    pub fn sandbox(&self) -> Option<Arc<Sandbox>> {
+        self.judge().ok().map(|judge| judge.sandbox)
     }
 
     /// The start-up line saying which sandbox layers checks get.
     pub fn sandbox_report(&self) -> String {
-        match &self.sandbox {
-            Some(sandbox) => sandbox.report(),
-            None => Probe::current().report(self.opts.sandbox.mode),
-        }
+        self.probe.report(self.opts.sandbox.mode)
     }
 
     /// Each layer and whether checks get it (the `rendergate_sandbox_layer` gauge).
     pub fn sandbox_layers(&self) -> Vec<(&'static str, bool)> {
-        match &self.sandbox {
-            Some(sandbox) => sandbox.probe().layers(sandbox.mode()),
-            None => Probe::current().layers(self.opts.sandbox.mode),
+        self.probe.layers(self.opts.sandbox.mode)
+    }
+
+    /// The binary a check runs now, when there is one.
+    pub fn binary(&self) -> Option<PathBuf> {
+        self.binary.current().ok().map(|binary| binary.path.clone())
+    }
+
+    /// Runs the check with the binary found now, and answers with its
+    /// identity. The binary is looked at again once the check is over: if
+    /// its path no longer holds the file that was hashed, nobody knows which
+    /// of the two answered, and the check runs again.
+    async fn judged(&self, render: &Render, deadline: Instant) -> Checked {
+        for _ in 0..RUNS_PER_CHECK {
+            let judge = match self.judge() {
+                Ok(judge) => judge,
+                Err(problem) => return Checked { outcome: unavailable(problem), judge: self.binary.missing() },
+            };
+            let outcome = self.run(&judge, render, deadline).await;
+            if judge.binary.unchanged() {
+                return Checked { outcome, judge: judge.binary.identity.clone() };
+            }
+            tracing::info!(binary = %judge.binary.path.display(), "the haproxy binary changed during the check; checking again");
         }
+        let outcome = unavailable(format!("the haproxy binary kept changing during the check ({RUNS_PER_CHECK} runs)"));
+        Checked { outcome, judge: self.binary.identity() }
     }
 
-    /// The binary that runs, when there is one.
-    pub fn binary(&self) -> Option<&Path> {
-        self.binary.as_deref().ok()
-    }
-
-    async fn run(&self, render: &Render, deadline: Instant) -> CheckOutcome {
+    async fn run(&self, judge: &Judge, render: &Render, deadline: Instant) -> CheckOutcome {
         let started = Instant::now();
-        let binary = match &self.binary {
-            Ok(binary) => binary,
-            Err(problem) => return unavailable(problem.clone()),
-        };
+        let binary = &judge.binary.path;
         // Every path is judged before the directory even exists.
         let layout = match layout::plan(render) {
             Ok(layout) => layout,
@@ -154,7 +194,7 @@ impl HaproxyChecker {
         // the one to remove from its output. Nothing is opened by it: files
         // are written through the handle, and the child enters by descriptor.
         let dir = tmp.path();
-        let sandboxed = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
+        let sandboxed = judge.sandbox.mode() != sandbox::Mode::Off;
         let lookup = |kind, name: &[u8]| sandbox::ids::lookup(kind, name);
         let rewrites =
             Rewrites { check_dir: dir, resolve_ids: sandboxed.then_some(&lookup as ResolveId), inherit_env: !sandboxed };
@@ -166,10 +206,9 @@ impl HaproxyChecker {
             return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary));
         }
         let time_left = deadline.saturating_duration_since(Instant::now());
-        let prepared = match self.sandbox.as_ref().map(|s| s.prepare(tmp.fd(), sandbox::HostFiles::of(render), time_left)) {
-            Some(Ok(prepared)) => prepared,
-            Some(Err(reason)) => return unavailable(verdict::sanitise(&reason, dir, binary)),
-            None => return unavailable("no sandbox for a missing binary".into()),
+        let prepared = match judge.sandbox.prepare(tmp.fd(), sandbox::HostFiles::of(render), time_left) {
+            Ok(prepared) => prepared,
+            Err(reason) => return unavailable(verdict::sanitise(&reason, dir, binary)),
         };
 
         let (reader, writer) = match pipe() {
@@ -270,7 +309,7 @@ impl HaproxyChecker {
     /// say which limit, so an operator knows what to raise. The file-size
     /// limit kills instead (SIGXFSZ): that one is named too.
     fn explain_out_of_memory(&self, outcome: CheckOutcome) -> CheckOutcome {
-        let sandboxed = self.sandbox.as_ref().is_some_and(|s| s.mode() != sandbox::Mode::Off);
+        let sandboxed = self.opts.sandbox.mode != sandbox::Mode::Off;
         let outcome = if sandboxed { sandbox::explain_file_size(outcome) } else { outcome };
         match outcome {
             CheckOutcome::Unavailable { reason } if sandboxed && reason.starts_with(verdict::OUT_OF_MEMORY_REASON) => {
@@ -287,12 +326,12 @@ impl HaproxyChecker {
 }
 
 impl Checker for HaproxyChecker {
-    fn identity(&self) -> &str {
-        &self.identity
+    fn identity(&self) -> Arc<str> {
+        self.binary.identity()
     }
 
     fn check<'a>(&'a self, render: &'a Render, deadline: Instant) -> CheckFuture<'a> {
-        Box::pin(self.run(render, deadline))
+        Box::pin(self.judged(render, deadline))
     }
 }
 
@@ -354,52 +393,6 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((reader, writer))
 }
 
-/// The binary's path: as given when it has a `/` (made absolute, since
-/// HAProxy runs in the check directory), else the first executable match on
-/// `PATH`.
-fn resolve_binary(binary: &Path) -> Result<PathBuf, String> {
-    let text = binary.as_os_str().as_encoded_bytes();
-    if text.is_empty() {
-        return Err("haproxy binary not found: no binary configured".into());
-    }
-    if text.contains(&b'/') {
-        let path =
-            std::path::absolute(binary).map_err(|e| format!("haproxy binary not found: {}: {e}", binary.display()))?;
-        return match std::fs::metadata(&path) {
-            Ok(meta) if meta.is_file() => Ok(path),
-            Ok(_) => Err(format!("haproxy binary not found: {} is not a file", path.display())),
-            Err(e) => Err(format!("haproxy binary not found: {}: {e}", path.display())),
-        };
-    }
-    let search = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&search)
-        // an empty entry means "the current directory": never trusted
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(binary))
-        .find(|candidate| is_executable_file(candidate))
-        .ok_or_else(|| format!("haproxy binary not found: no {} on PATH", binary.display()))
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-fn hash_file(path: &Path) -> io::Result<String> {
-    let mut file = File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => hasher.update(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(crate::hex::hex(&hasher.finalize()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,7 +429,7 @@ frontend f
 
     impl Fixture {
         async fn check(&self, render: &Render) -> CheckOutcome {
-            self.checker.check(render, Instant::now() + Duration::from_secs(20)).await
+            self.checker.check(render, Instant::now() + Duration::from_secs(20)).await.outcome
         }
 
         /// Everything under the work directory but the base directory and
@@ -506,25 +499,94 @@ frontend f
         false
     }
 
-    #[tokio::test]
-    async fn identity_names_the_resolved_binary_and_its_hash() {
-        let f = fixture("haproxy");
-        let binary = f.checker.binary().expect("haproxy on PATH").to_path_buf();
-        assert!(binary.is_absolute(), "{}", binary.display());
-        let expected = format!("{} sha256:{}", binary.display(), hash_file(&binary).unwrap());
-        assert_eq!(f.checker.identity(), expected);
-        assert_eq!(f.checker.identity().len(), binary.as_os_str().len() + 8 + 64);
+    fn sha256(path: &Path) -> String {
+        use sha2::Digest;
+        crate::hex::hex(&sha2::Sha256::digest(std::fs::read(path).unwrap()))
     }
 
     #[tokio::test]
-    async fn a_changed_binary_has_another_identity() {
+    async fn identity_names_the_resolved_binary_and_its_hash() {
+        let f = fixture("haproxy");
+        let binary = f.checker.binary().expect("haproxy on PATH");
+        assert!(binary.is_absolute(), "{}", binary.display());
+        let expected = format!("{} sha256:{}", binary.display(), sha256(&binary));
+        assert_eq!(*f.checker.identity(), *expected);
+        assert_eq!(f.checker.identity().len(), binary.as_os_str().len() + 8 + 64);
+        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        assert_eq!(*checked.judge, *expected);
+    }
+
+    #[tokio::test]
+    async fn a_binary_replaced_after_start_judges_the_next_check_under_its_own_identity() {
         let tools = tempfile::tempdir().unwrap();
         let path = script(tools.path(), "exit 0");
-        let first = fixture(path.to_str().unwrap()).checker.identity().to_owned();
-        script(tools.path(), "exit 1");
-        let second = fixture(path.to_str().unwrap()).checker.identity().to_owned();
-        assert_ne!(first, second);
-        assert!(first.starts_with(&format!("{} sha256:", path.display())), "{first}");
+        let f = fixture(path.to_str().unwrap());
+        let first = f.checker.identity();
+        assert_eq!(*first, format!("{} sha256:{}", path.display(), sha256(&path)));
+        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        assert_eq!(checked, Checked { outcome: CheckOutcome::Passed { message: String::new() }, judge: first.clone() });
+
+        script(tools.path(), "echo '[ALERT] (1) : config : refused by the new binary'\nexit 1");
+        let second = f.checker.identity();
+        assert_ne!(second, first);
+        assert_eq!(*second, format!("{} sha256:{}", path.display(), sha256(&path)));
+        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        assert_eq!(checked.judge, second);
+        assert_eq!(checked.outcome.label(), "refused", "{checked:?}");
+    }
+
+    #[tokio::test]
+    async fn a_binary_installed_after_start_runs_at_the_next_check_and_one_removed_could_not_run() {
+        let tools = tempfile::tempdir().unwrap();
+        let path = tools.path().join("fake-haproxy");
+        let f = fixture(path.to_str().unwrap());
+        assert_eq!(*f.checker.identity(), format!("{} missing", path.display()));
+        assert!(f.checker.sandbox().is_none());
+        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let CheckOutcome::Unavailable { reason } = &checked.outcome else { panic!("{checked:?}") };
+        assert!(reason.starts_with(&format!("haproxy binary not found: {}", path.display())), "{reason}");
+        assert_eq!(*checked.judge, format!("{} missing", path.display()));
+
+        script(tools.path(), "exit 0");
+        assert!(f.checker.sandbox().is_some(), "a sandbox is made for the binary once it is there");
+        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        assert_eq!(checked.outcome, CheckOutcome::Passed { message: String::new() });
+        assert_eq!(*checked.judge, format!("{} sha256:{}", path.display(), sha256(&path)));
+
+        std::fs::remove_file(&path).unwrap();
+        let out = f.check(&render(VALID, vec![])).await;
+        let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
+        assert!(reason.starts_with(&format!("haproxy binary not found: {}", path.display())), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn a_binary_replaced_during_the_check_is_run_again_and_named() {
+        // the first binary puts the second in its own place while it runs:
+        // its answer could be either's, so the check runs again, and the
+        // answer is the second's, under the second's identity
+        let tools = tempfile::tempdir().unwrap();
+        let next_dir = tempfile::tempdir().unwrap();
+        let next = script(next_dir.path(), "echo '[ALERT] (1) : config : refused by the second binary'\nexit 1");
+        let path = script(tools.path(), &format!("mv {} \"$0\"\nexit 0", next.display()));
+        let f = fixture(path.to_str().unwrap());
+        let first = f.checker.identity();
+        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        assert!(!next.exists(), "the first binary ran");
+        assert_ne!(checked.judge, first);
+        assert_eq!(*checked.judge, format!("{} sha256:{}", path.display(), sha256(&path)));
+        assert_eq!(checked.outcome.label(), "refused", "{checked:?}");
+        assert!(checked.outcome.message().contains("refused by the second binary"), "{checked:?}");
+
+        // one that replaces itself at every run never gets a judge
+        let copy = next_dir.path().join("copy");
+        let restless =
+            format!("cp \"$0\" {copy}\necho \"# $$\" >> {copy}\nmv {copy} \"$0\"\nexit 0", copy = copy.display());
+        script(tools.path(), &restless);
+        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        assert_eq!(
+            checked.outcome,
+            CheckOutcome::Unavailable { reason: "the haproxy binary kept changing during the check (3 runs)".into() }
+        );
     }
 
     #[tokio::test]
@@ -581,13 +643,13 @@ frontend f
     #[tokio::test]
     async fn a_missing_binary_is_unavailable_for_every_check() {
         let f = fixture("/nonexistent/haproxy");
-        assert_eq!(f.checker.identity(), "/nonexistent/haproxy missing");
+        assert_eq!(*f.checker.identity(), *"/nonexistent/haproxy missing");
         let out = f.check(&render(VALID, vec![])).await;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(reason.starts_with("haproxy binary not found: /nonexistent/haproxy"), "{reason}");
 
         let f = fixture("no-such-haproxy-binary");
-        assert_eq!(f.checker.identity(), "no-such-haproxy-binary missing");
+        assert_eq!(*f.checker.identity(), *"no-such-haproxy-binary missing");
         let out = f.check(&render(VALID, vec![])).await;
         assert_eq!(
             out,
@@ -618,7 +680,7 @@ frontend f
     #[tokio::test]
     async fn a_deadline_that_has_nearly_passed_times_out() {
         let f = fixture("haproxy");
-        let out = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(1)).await;
+        let out = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(1)).await.outcome;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(reason.starts_with("haproxy -c timed out after"), "{reason}");
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
@@ -631,7 +693,7 @@ frontend f
         let binary = script(tools.path(), &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()));
         let f = fixture(binary.to_str().unwrap());
         let started = std::time::Instant::now();
-        let out = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(500)).await;
+        let out = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(500)).await.outcome;
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(
@@ -754,7 +816,7 @@ frontend f
             work_dir: Some(f.work.path().join("does-not-exist")),
             ..HaproxyOptions::default()
         });
-        let out = checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let out = checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(reason.starts_with("cannot create a check directory in "), "{reason}");
     }
@@ -793,7 +855,7 @@ frontend f
         let c = checker(work.path());
         assert_eq!(c.check_dirs(), None);
         for _ in 0..2 {
-            let out = c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+            let out = c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
             let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
             assert_eq!(
                 reason,
@@ -816,7 +878,7 @@ frontend f
             return;
         }
         let c = checker(work.path());
-        let out = c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let out = c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(reason.contains(&format!("{} is owned by uid 65534, not by this process's uid", base.display())), "{reason}");
     }
@@ -852,7 +914,7 @@ frontend f
         expected.sort();
         assert_eq!(names, expected);
         // both check, side by side
-        assert_eq!(second.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.label(), "pass");
+        assert_eq!(second.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome.label(), "pass");
         drop(second);
         assert!(base.exists(), "the base went while a checker still uses it");
         std::fs::remove_file(own.join("in-flight")).unwrap();

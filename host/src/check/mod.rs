@@ -1,7 +1,8 @@
 //! Judging one render with HAProxy: the [`Checker`] seat, and the real
 //! `haproxy -c` checker behind it.
 //!
-//! The gate only knows the trait. The checker here lays the render out in a
+//! The gate only knows the trait. The checker here finds the binary and
+//! names it ([`identity`]), lays the render out in a
 //! fresh check directory ([`layout`]) under a private base directory
 //! ([`base`]), runs `haproxy -c` in it ([`haproxy`])
 //! and reads HAProxy's words into a verdict ([`verdict`]). A sandbox wraps a
@@ -12,6 +13,7 @@ pub mod base;
 pub mod checked_copy;
 pub mod dir;
 pub mod haproxy;
+pub mod identity;
 pub mod layout;
 pub mod sandbox;
 pub mod tokenize;
@@ -21,6 +23,7 @@ use crate::core::CheckOutcome;
 use crate::render::Render;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 pub use haproxy::{HaproxyChecker, HaproxyOptions};
 
@@ -29,16 +32,29 @@ pub use haproxy::{HaproxyChecker, HaproxyOptions};
 pub const DEADLINE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A boxed future, so checkers can be chosen at run time (`dyn Checker`).
-pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = CheckOutcome> + Send + 'a>>;
+pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = Checked> + Send + 'a>>;
+
+/// One check's outcome, and who gave it: the identity the check really ran
+/// with, which verdict memory keeps the answer under. It can differ from
+/// what [`Checker::identity`] said before the check, when the binary was
+/// replaced in between.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    pub outcome: CheckOutcome,
+    pub judge: Arc<str>,
+}
 
 /// Runs HAProxy's own judgement over one render.
 pub trait Checker: Send + Sync + 'static {
-    /// What judges: for `haproxy -c`, the binary's path and content hash.
-    /// Read once; part of the verdict memory's key, so a changed binary never
-    /// reuses an old answer.
-    fn identity(&self) -> &str;
+    /// What judges now: for `haproxy -c`, the binary's path and content
+    /// hash. Part of the verdict memory's key, so a changed binary never
+    /// reuses an old answer. Asked before every turn of the gate that may
+    /// consult memory: it must be cheap (the real checker `stat`s the binary
+    /// and hashes it again only when it changed).
+    fn identity(&self) -> Arc<str>;
 
-    /// Judges `render`, giving up at `deadline` with [`CheckOutcome::Unavailable`].
-    /// Dropping the future must stop the check and clean up after it.
+    /// Judges `render`, giving up at `deadline` with [`CheckOutcome::Unavailable`],
+    /// and says which judge answered. Dropping the future must stop the
+    /// check and clean up after it.
     fn check<'a>(&'a self, render: &'a Render, deadline: tokio::time::Instant) -> CheckFuture<'a>;
 }

@@ -81,6 +81,7 @@ pub async fn run(args: Args) -> ExitCode {
     // group; this outer bound only catches a checker that does not.
     let outcome = tokio::time::timeout_at(deadline + rendergate::check::DEADLINE_GRACE, checker.check(&render, deadline))
         .await
+        .map(|checked| checked.outcome)
         .unwrap_or_else(|_| CheckOutcome::Unavailable {
             reason: format!("the check timed out after {}", rendergate::duration::format(args.timeout)),
         });

@@ -108,7 +108,7 @@ where
     let checker = Arc::new(HaproxyChecker::new(options));
     super::log_sandbox(&checker);
     metrics.set_sandbox_layers(checker.sandbox_layers());
-    tracing::info!(judge = rendergate::Checker::identity(checker.as_ref()), policy = seat.name(), "rendergate serve");
+    tracing::info!(judge = &*rendergate::Checker::identity(checker.as_ref()), policy = seat.name(), "rendergate serve");
     let config = GateConfig {
         check_interval: args.check_interval,
         check_timeout: args.check_timeout,

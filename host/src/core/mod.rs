@@ -3,6 +3,7 @@
 //! input, runs the checks the gate asks for, and reports their outcomes.
 //!
 //! ```text
+//! set_judge                                           (who judges now)
 //! handle_event / handle_check_result / handle_timeout   (inputs, with now)
 //! poll_effect  -> StartCheck | Verdict | Latch | Release | Decide
 //! poll_timeout -> when to call handle_timeout next
@@ -111,7 +112,8 @@ pub enum Effect {
 #[derive(Debug)]
 pub struct Gate {
     config: CoreConfig,
-    /// Identity of the checker (the haproxy binary): part of the memory key.
+    /// Identity of the checker (the haproxy binary) as last told: memory is
+    /// consulted under it. Answers are stored under the judge that gave them.
     judge: String,
     latch: Latch,
     renders: Renders,
@@ -130,6 +132,7 @@ pub struct Gate {
 
 impl Gate {
     /// `judge`: the checker's identity ([`crate::Checker::identity`]).
+    /// It can change while the gate runs: see [`Gate::set_judge`].
     pub fn new(config: CoreConfig, judge: impl Into<String>) -> Self {
         Gate {
             renders: Renders::new(config.superseded_limit),
@@ -164,6 +167,20 @@ impl Gate {
     pub fn in_flight(&self) -> Option<&CheckRequest> {
         self.in_flight.as_ref()
     }
+    pub fn judge(&self) -> &str {
+        &self.judge
+    }
+
+    /// Who judges now (the haproxy binary's identity, taken afresh by the
+    /// driver). Tell it before any input that may settle a render from
+    /// memory: only answers of this judge are reused. Returns whether it changed.
+    pub fn set_judge(&mut self, judge: &str) -> bool {
+        if self.judge == judge {
+            return false;
+        }
+        judge.clone_into(&mut self.judge);
+        true
+    }
 
     pub fn handle_event(&mut self, now: Instant, event: Event) {
         match event {
@@ -181,14 +198,28 @@ impl Gate {
         self.step(now);
     }
 
-    /// A check the gate asked for has finished. Results of checks from an
+    /// A check the gate asked for has finished; `judge` is the identity the
+    /// check ran with (the binary may have changed since it was asked for),
+    /// and its answer is remembered under it. Results of checks from an
     /// earlier term (or otherwise stale) publish nothing.
-    pub fn handle_check_result(&mut self, now: Instant, id: CheckId, outcome: CheckOutcome, duration: Duration) {
+    pub fn handle_check_result(
+        &mut self,
+        now: Instant,
+        id: CheckId,
+        outcome: CheckOutcome,
+        judge: &str,
+        duration: Duration,
+    ) {
         let Some(request) = self.in_flight.take_if(|r| r.id == id) else {
             return;
         };
         if outcome.is_judgement() {
-            self.memory.insert(self.key(&request.render), &outcome);
+            let key = MemoryKey {
+                plan: request.render.plan().to_owned(),
+                checksum: request.render.checksum().clone(),
+                judge: judge.to_owned(),
+            };
+            self.memory.insert(key, &outcome);
             self.renders.judged(&request.render);
         } else {
             self.renders.failed(&request.render, now);
@@ -327,14 +358,6 @@ impl Gate {
             refused_plans: self.refused_plans.clone(),
         };
         self.effects.push_back(Effect::Decide { trigger, fleet });
-    }
-
-    fn key(&self, render: &Render) -> MemoryKey {
-        MemoryKey {
-            plan: render.plan().to_owned(),
-            checksum: render.checksum().clone(),
-            judge: self.judge.clone(),
-        }
     }
 
     /// A new leadership term starts from nothing. The check in flight is

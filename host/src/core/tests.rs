@@ -70,10 +70,15 @@ impl Harness {
         self.gate.handle_timeout(self.now);
         self.pump();
     }
-    /// Finishes the check in flight with `outcome`.
+    /// Finishes the check in flight with `outcome`, by the current judge.
     fn finish(&mut self, outcome: CheckOutcome) {
+        let judge = self.gate.judge().to_owned();
+        self.finish_by(outcome, &judge);
+    }
+    /// Finishes the check in flight with `outcome`, by `judge`.
+    fn finish_by(&mut self, outcome: CheckOutcome, judge: &str) {
         let id = self.gate.in_flight().expect("a check is in flight").id;
-        self.gate.handle_check_result(self.now, id, outcome, Duration::from_millis(80));
+        self.gate.handle_check_result(self.now, id, outcome, judge, Duration::from_millis(80));
         self.pump();
     }
     fn take(&mut self) -> Vec<Effect> {
@@ -269,6 +274,56 @@ fn memory_hit_publishes_a_remembered_verdict_without_a_check_and_moves_the_latch
 }
 
 #[test]
+fn a_new_judge_is_not_answered_from_the_old_ones_memory() {
+    let mut h = Harness::with_interval(Duration::ZERO);
+    assert!(h.gate.set_judge("haproxy-1"));
+    assert!(!h.gate.set_judge("haproxy-1"), "the same judge told again changes nothing");
+    h.event(render("plan-1", "r-1", "x"));
+    h.finish(refused());
+    // the binary was replaced: the same content is checked again
+    assert!(h.gate.set_judge("haproxy-2"));
+    h.take();
+    h.event(render("plan-1", "r-2", "x"));
+    assert_eq!(h.checked, ["r-1", "r-2"], "the new judge is asked");
+    assert!(h.take().is_empty(), "no verdict from memory");
+    h.finish(pass());
+    assert_eq!(h.last_verdict().outcome, pass());
+    h.event(render("plan-1", "r-3", "x"));
+    let v = h.last_verdict();
+    assert_eq!((v.render.as_str(), v.remembered, v.outcome), ("r-3", true, pass()));
+    // and back: the first binary's answer is its own
+    h.gate.set_judge("haproxy-1");
+    h.event(render("plan-1", "r-4", "x"));
+    let v = h.last_verdict();
+    assert_eq!((v.render.as_str(), v.remembered, v.outcome), ("r-4", true, refused()));
+    assert_eq!(h.checked, ["r-1", "r-2"]);
+}
+
+#[test]
+fn an_answer_is_remembered_under_the_judge_that_gave_it() {
+    let mut h = Harness::with_interval(Duration::ZERO);
+    h.gate.set_judge("haproxy-1");
+    h.event(render("plan-1", "r-1", "x"));
+    // asked under haproxy-1, but haproxy-2 was in place when the check ran
+    h.finish_by(refused(), "haproxy-2");
+    assert_eq!(h.last_verdict().outcome, refused());
+    h.event(render("plan-1", "r-2", "x"));
+    assert_eq!(h.checked, ["r-1", "r-2"], "haproxy-1 never answered: asked again");
+    // the other way round: asked under haproxy-2, answered by haproxy-1
+    h.gate.set_judge("haproxy-2");
+    h.finish_by(pass(), "haproxy-1");
+    h.take();
+    h.event(render("plan-1", "r-3", "x"));
+    let v = h.last_verdict();
+    assert_eq!((v.render.as_str(), v.remembered, v.outcome), ("r-3", true, refused()), "haproxy-2's own answer");
+    h.gate.set_judge("haproxy-1");
+    h.event(render("plan-1", "r-4", "x"));
+    let v = h.last_verdict();
+    assert_eq!((v.render.as_str(), v.remembered, v.outcome), ("r-4", true, pass()), "haproxy-1's own answer");
+    assert_eq!(h.checked, ["r-1", "r-2"]);
+}
+
+#[test]
 fn could_not_run_is_never_remembered() {
     let mut h = Harness::with_interval(Duration::ZERO);
     h.event(render("plan-1", "r-1", "x"));
@@ -331,7 +386,7 @@ fn leadership_loss_resets_everything_and_the_in_flight_check_publishes_nothing()
     assert_eq!(h.take(), [Effect::Latch(LatchState::Optimistic)]);
     assert_eq!(h.gate.latch().state(), LatchState::Optimistic);
     assert!(h.gate.renders().is_empty() && h.gate.pods().is_empty() && h.gate.memory().is_empty());
-    h.gate.handle_check_result(h.now, stale, pass(), Duration::ZERO);
+    h.gate.handle_check_result(h.now, stale, pass(), "haproxy sha256:test", Duration::ZERO);
     h.pump();
     assert!(h.take().is_empty(), "a cancelled check is not a verdict");
     // The new term knows nothing: plan-1's bad content is checked afresh.

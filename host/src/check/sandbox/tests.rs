@@ -72,6 +72,7 @@ async fn check(f: &Fixture, config: &str, files: Vec<RenderFile>) -> CheckOutcom
     f.checker
         .check(&render, Instant::now() + Duration::from_secs(20))
         .await
+        .outcome
 }
 
 #[tokio::test]
@@ -216,7 +217,8 @@ async fn a_failing_layer_is_named_and_could_not_run() {
             &Render::new("p", "r", VALID, vec![]),
             Instant::now() + Duration::from_secs(20),
         )
-        .await;
+        .await
+        .outcome;
     assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
     // the tag carries the layer back through spawn's error
     let e = tagged(Layer::Landlock, libc::E2BIG);
@@ -333,7 +335,8 @@ async fn running_out_of_memory_could_not_run_rather_than_refused() {
     let render = Render::new("p", "r", config.as_str(), vec![]);
     let out = c
         .check(&render, Instant::now() + Duration::from_secs(20))
-        .await;
+        .await
+        .outcome;
     let CheckOutcome::Unavailable { reason } = &out else {
         panic!("{out:?}")
     };
