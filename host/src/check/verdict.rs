@@ -12,9 +12,9 @@
 //! The exit status is HAProxy's verdict; the lines explain it. 0 passes, 2
 //! is HAProxy's "valid, but will not start (no listener)" and passes with a
 //! remark. Any other status is a refusal when HAProxy printed a judging line
-//! (`[EMERG]`, `[ALERT]`, `[CRIT]`, `[ERR]`), and "could not run" when its
-//! only complaint is running out of memory, or when it judged nothing (no
-//! output, or none of its lines says why): never a pass.
+//! (`[EMERG]`, `[ALERT]`, `[CRIT]`, `[ERR]`) or only advisory ones, and
+//! "could not run" when its only complaint is running out of memory, when it
+//! printed nothing, or when its lines are not HAProxy's: never a pass.
 
 use crate::core::CheckOutcome;
 use std::collections::VecDeque;
