@@ -320,9 +320,7 @@ impl Driver {
         tracing::debug!(plan = render.plan(), render = render.id(), correlation = render.correlation().unwrap_or(""), "check started");
         let task = tokio::spawn(async move {
             let started = Instant::now();
-            // The checker ends its own check at the deadline (and waits for
-            // HAProxy's group to be gone); this bound catches one that does not.
-            let judged = tokio::time::timeout_at(deadline + crate::check::DEADLINE_GRACE, async {
+            let judged = tokio::time::timeout_at(deadline, async {
                 let _slot = slot.acquire_owned().await;
                 checker.check(&render, deadline).await
             });

@@ -27,8 +27,10 @@ use std::sync::Arc;
 
 pub use haproxy::{HaproxyChecker, HaproxyOptions};
 
-/// How long past its deadline a check may take to stop and clean up (kill
-/// HAProxy's process group and wait for it) before its caller gives up on it.
+/// How long past its deadline `rendergate check` lets a check stop and clean
+/// up (kill HAProxy's process group and wait for it) before giving up on it,
+/// so the command never exits while HAProxy is still dying. (`serve` holds
+/// its checks to the deadline exactly: the timeout covers the slot too.)
 pub const DEADLINE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A boxed future, so checkers can be chosen at run time (`dyn Checker`).
