@@ -21,8 +21,10 @@
 //! environment, is never touched: HAProxy judges it as written.
 
 use super::tokenize::{self, Line, Lookup, Word};
+use memchr::memmem::Finder;
 use std::collections::HashMap;
 use std::io;
+use std::sync::LazyLock;
 use std::path::Path;
 
 /// A user or a group name.
@@ -236,12 +238,27 @@ pub fn checked_copy(config: &str, rewrites: &Rewrites) -> io::Result<CheckedCopy
 }
 
 /// Whether a line could hold a word any rewrite looks for. A word can be
-/// spelled with quotes or escapes, so this looks for any of their letters'
-/// traces conservatively: a line with a quote, a backslash, or one of the
-/// keywords as plain text.
+/// spelled with quotes or escapes, so a line with a quote or a backslash
+/// counts, as does one with a keyword as plain text. (A big render has tens
+/// of thousands of lines: these tests run on every one, so they use memchr.)
 fn mentions_a_target(body: &str) -> bool {
-    body.contains(['"', '\'', '\\'])
-        || ["default-path", "quiet", "user", "group", "bind"].iter().any(|k| body.contains(k))
+    static KEYWORDS: LazyLock<[Finder<'static>; 5]> = LazyLock::new(|| {
+        ["default-path", "quiet", "user", "group", "bind"].map(|k| Finder::new(k.as_bytes()))
+    });
+    has_quote_or_escape(body) || KEYWORDS.iter().any(|k| k.find(body.as_bytes()).is_some())
+}
+
+fn has_quote_or_escape(body: &str) -> bool {
+    memchr::memchr3(b'"', b'\'', b'\\', body.as_bytes()).is_some()
+}
+
+/// Whether a line starts (after blanks) with a section keyword as plain text.
+fn opens_a_section(body: &str) -> bool {
+    let bytes = body.as_bytes();
+    let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
+    let len = bytes[start..].iter().position(|b| b.is_ascii_whitespace() || *b == b'#').unwrap_or(bytes.len() - start);
+    let first = &bytes[start..start + len];
+    SECTIONS.iter().any(|s| s.as_bytes() == first)
 }
 
 /// What HAProxy's environment holds at each line, as far as the config
@@ -276,7 +293,8 @@ impl Environment {
             } else if trimmed.starts_with(".endif") {
                 depth = depth.saturating_sub(1);
             }
-            if !body.contains("env") && !opens_a_section(body) && !body.contains(['"', '\'', '\\']) {
+            static ENV: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"env"));
+            if ENV.find(body.as_bytes()).is_none() && !opens_a_section(body) && !has_quote_or_escape(body) {
                 continue;
             }
             let line = tokenize::line(body.as_bytes());
@@ -344,12 +362,6 @@ impl Environment {
 fn forgeable(config: &str) -> bool {
     let escapes = config.contains('\\') && ["\\n", "\\x0a", "\\x0A"].iter().any(|e| config.contains(e));
     escapes || config.contains("lua-")
-}
-
-/// Whether a line starts (after blanks) with a section keyword as plain text.
-fn opens_a_section(body: &str) -> bool {
-    let first = body.trim_start().split(|c: char| c.is_ascii_whitespace() || c == '#').next().unwrap_or("");
-    SECTIONS.contains(&first)
 }
 
 /// The user and group rewrites of one exact line.

@@ -64,6 +64,10 @@ const OUT_OF_MEMORY: [&str; 6] = [
 ];
 /// How a "could not run" for lack of memory starts.
 pub const OUT_OF_MEMORY_REASON: &str = "haproxy -c ran out of memory";
+/// Cheap first tests for [`OUT_OF_MEMORY`] (lower and upper case alike).
+static OOM_HINTS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> = std::sync::LazyLock::new(|| {
+    [memchr::memmem::Finder::new(b"(null)"), memchr::memmem::Finder::new(b"emory"), memchr::memmem::Finder::new(b"llocat")]
+});
 /// Bytes of a tag: enough to recognise the longest (`[WARNING]`) and the remarks.
 const HEAD: usize = 72;
 
@@ -175,7 +179,7 @@ impl<'a> Transcript<'a> {
     /// The next bytes of HAProxy's output (stdout and stderr, in order).
     pub fn feed(&mut self, mut bytes: &[u8]) {
         self.bytes += bytes.len() as u64;
-        while let Some(end) = bytes.iter().position(|&b| b == b'\n') {
+        while let Some(end) = memchr::memchr(b'\n', bytes) {
             self.take(&bytes[..end]);
             let line = std::mem::take(&mut self.partial);
             self.line(&line);
@@ -255,7 +259,7 @@ impl<'a> Transcript<'a> {
         let mut oom = false;
         // Out of memory garbles lines (3.x glues `(null)`s onto a `[NOTICE]`),
         // so every line is looked at; a cheap test first.
-        if !blank && [&b"(null)"[..], b"emory", b"llocat"].iter().any(|p| raw.windows(p.len()).any(|w| w == *p)) {
+        if !blank && OOM_HINTS.iter().any(|hint| hint.find(raw).is_some()) {
             let k = kept.get_or_insert_with(|| self.keep(raw));
             oom = OUT_OF_MEMORY.iter().any(|p| unquoted(&k.to_ascii_lowercase()).contains(p));
             self.oom_lines += usize::from(oom);
