@@ -212,14 +212,21 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     assert_eq!(live.current().name(), "scoped-revert");
     assert_eq!(reloader.poll(), Ok(false), "unchanged");
 
-    for broken in [built::HOSTILE_OTHER_WORLD, built::HOSTILE_PANIC] {
-        std::fs::copy(broken, &live_path).unwrap();
-        assert!(reloader.poll().is_err(), "{broken} must be refused");
-        assert_eq!(live.current().name(), "scoped-revert", "the old policy keeps deciding");
-    }
+    std::fs::copy(built::HOSTILE_OTHER_WORLD, &live_path).unwrap();
+    assert!(reloader.poll().is_err(), "another world must be refused");
+    assert_eq!(live.current().name(), "scoped-revert", "the old policy keeps deciding");
     std::fs::write(&live_path, b"\0asm garbage").unwrap();
     assert!(reloader.poll().is_err());
-    assert_eq!(metrics.policy_reloads(false), 3);
+    assert_eq!(live.current().name(), "scoped-revert");
+    assert_eq!(metrics.policy_reloads(false), 2);
+
+    // One that implements the world but fails the samples is taken, with a
+    // warning and a metric, as at start: the seat's fallback covers it.
+    std::fs::copy(built::HOSTILE_PANIC, &live_path).unwrap();
+    assert_eq!(reloader.poll(), Ok(true));
+    assert_eq!(live.current().name(), "hostile-panic");
+    assert_eq!(metrics.policy_sample_failures("hostile-panic"), 5, "every sample fails");
+    assert_eq!(metrics.policy_reloads(true), 1);
 
     std::fs::copy(built::FLEET_REVERT, &live_path).unwrap();
     assert_eq!(reloader.poll(), Ok(true));
@@ -227,7 +234,7 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     assert_eq!(policy.name(), "fleet-revert");
     let d = policy.decide(&refusal(), &fleet(2)).unwrap();
     assert!(d.revert.iter().all(|r| r.target == policy_core::RevertTarget::Plan("plan-1".into())), "{d:?}");
-    assert_eq!(metrics.policy_reloads(true), 1);
+    assert_eq!(metrics.policy_reloads(true), 2);
 }
 
 #[test]
@@ -256,14 +263,15 @@ fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
     assert_eq!(cache.load_or_compile_traced(engine, &bytes).unwrap().1, CacheUse::Hit, "the rebuilt entry is good");
 }
 
-#[test]
-fn serve_with_the_fleet_revert_guest_changes_the_revert_outputs() {
+/// Runs `rendergate serve` with `args` over a fleet where plan-1 passes,
+/// two pods take plan-2, and plan-2 is refused; returns the output lines
+/// and the log.
+fn serve_a_refusal(args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, String) {
     let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/haproxy.cfg")).unwrap();
     let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/maps/hosts.map")).unwrap();
     let broken = config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
     let files = serde_json::json!([{"kind": "map", "path": "maps/hosts.map", "content": map}]);
     let haproxy = std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into());
-    // plan-1 passes (the known-good plan), two pods take plan-2, plan-2 is refused.
     let input = [
         serde_json::json!({"type":"rendered","plan":"plan-1","render":"r-1","config":config,"files":files}),
         serde_json::json!({"type":"applied","pod":"ns/haproxy-0","render":"r-2","plan":"plan-2","running_plan":"plan-1","baseline_plan":"plan-0"}),
@@ -272,33 +280,72 @@ fn serve_with_the_fleet_revert_guest_changes_the_revert_outputs() {
     ]
     .map(|l| format!("{l}\n"))
     .concat();
+    let mut child = std::process::Command::new(BIN)
+        .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy])
+        .args(args)
+        .arg("--policy-cache")
+        .arg(cache)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}: {:?}\n{log}", out.status);
+    let lines = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (lines, log)
+}
+
+fn of_type<'a>(lines: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    lines.iter().filter(|l| l["type"] == kind).collect()
+}
+
+#[test]
+fn serve_with_the_fleet_revert_guest_changes_the_revert_outputs() {
     let cache = tempfile::tempdir().unwrap();
-    let run = |policy: Option<&str>| {
-        let mut child = std::process::Command::new(BIN)
-            .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy])
-            .args(policy.map(|p| vec!["--policy", p]).unwrap_or_default())
-            .arg("--policy-cache")
-            .arg(cache.path())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success());
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .filter(|l| l["type"] == "revert")
-            .collect::<Vec<_>>()
-    };
-    let default = run(None);
-    let fleet = run(Some(built::FLEET_REVERT));
+    let (default, _) = serve_a_refusal(&[], cache.path());
+    let (fleet, _) = serve_a_refusal(&["--policy", built::FLEET_REVERT], cache.path());
+    let (default, fleet) = (of_type(&default, "revert"), of_type(&fleet, "revert"));
     assert_eq!(default.len(), 2, "{default:?}");
     assert!(default.iter().all(|r| r["to"] == "baseline"), "{default:?}");
     assert_eq!(fleet.len(), 2, "{fleet:?}");
     assert!(fleet.iter().all(|r| r["to"] == "plan-1"), "fleet-revert reverts to the newest passed plan: {fleet:?}");
+}
+
+#[test]
+fn serve_starts_with_a_policy_that_fails_the_samples_and_its_fallback_decides() {
+    // hostile-recurse compiles and implements the world, and traps on every
+    // decision: serve starts with a warning, and each trigger gets the fallback.
+    let cache = tempfile::tempdir().unwrap();
+    let trapping = ["--policy", built::HOSTILE_RECURSE];
+    let (lines, log) = serve_a_refusal(&trapping, cache.path());
+    assert!(log.contains("fails the sample trigger"), "a warning at start: {log}");
+    assert_eq!(of_type(&lines, "verdict").len(), 2, "every render gets its verdict: {lines:?}");
+    let reverts = of_type(&lines, "revert");
+    assert_eq!(reverts.len(), 2, "the default's reverts: {lines:?}");
+    assert!(reverts.iter().all(|r| r["to"] == "baseline"), "{reverts:?}");
+    assert!(log.contains("fallback=\"default\"") || log.contains("fallback=default"), "{log}");
+
+    let (lines, log) = serve_a_refusal(&[&trapping[..], &["--policy-fallback", "none"]].concat(), cache.path());
+    assert_eq!(of_type(&lines, "verdict").len(), 2, "every render gets its verdict: {lines:?}");
+    assert!(of_type(&lines, "revert").is_empty() && of_type(&lines, "promote").is_empty(), "no decision: {lines:?}");
+    assert!(log.contains("no decision for this trigger"), "{log}");
+}
+
+#[test]
+fn serve_refuses_a_bad_policy_fallback_in_one_line() {
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--policy-fallback", "nothing"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--policy-fallback"), "{err}");
 }
 
 #[test]
