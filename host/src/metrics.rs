@@ -259,7 +259,7 @@ impl Metrics {
 
     pub fn policy_sample_failures(&self, policy: &str) -> u64 {
         let mut total = 0;
-        for reason in ["deadline", "fuel", "memory", "trap", "too-large", "bad-component"] {
+        for reason in ["deadline", "fuel", "memory", "trap", "too-large", "bad-component", "unrunnable"] {
             let key = PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() };
             total += self.policy_sample_failures.get(&key).map_or(0, |c| c.get());
         }

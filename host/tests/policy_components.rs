@@ -241,7 +241,7 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
 fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ComponentCache::open(&dir.path().join("cache")).unwrap();
-    let engine = rendergate::policy::component::engine();
+    let engine = &rendergate::policy::component::engine(PolicyLimits::default().memory).unwrap();
     let bytes = std::fs::read(built::OBSERVE_ONLY).unwrap();
     let (_, first) = cache.load_or_compile_traced(engine, &bytes).unwrap();
     assert_eq!(first, CacheUse::Compiled);
@@ -267,6 +267,11 @@ fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
 /// two pods take plan-2, and plan-2 is refused; returns the output lines
 /// and the log.
 fn serve_a_refusal(args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, String) {
+    serve_a_refusal_under(None, args, cache)
+}
+
+/// [`serve_a_refusal`], under an address-space limit (`ulimit -v`, KiB) if given.
+fn serve_a_refusal_under(ulimit_kib: Option<u64>, args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, String) {
     let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/haproxy.cfg")).unwrap();
     let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/maps/hosts.map")).unwrap();
     let broken = config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
@@ -280,7 +285,15 @@ fn serve_a_refusal(args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, Stri
     ]
     .map(|l| format!("{l}\n"))
     .concat();
-    let mut child = std::process::Command::new(BIN)
+    let mut command = match ulimit_kib {
+        None => std::process::Command::new(BIN),
+        Some(kib) => {
+            let mut sh = std::process::Command::new("sh");
+            sh.args(["-c", &format!("ulimit -v {kib} && exec \"$0\" \"$@\""), BIN]);
+            sh
+        }
+    };
+    let mut child = command
         .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy])
         .args(args)
         .arg("--policy-cache")
@@ -333,6 +346,40 @@ fn serve_starts_with_a_policy_that_fails_the_samples_and_its_fallback_decides() 
     assert_eq!(of_type(&lines, "verdict").len(), 2, "every render gets its verdict: {lines:?}");
     assert!(of_type(&lines, "revert").is_empty() && of_type(&lines, "promote").is_empty(), "no decision: {lines:?}");
     assert!(log.contains("no decision for this trigger"), "{log}");
+}
+
+#[test]
+fn serve_with_a_policy_runs_under_an_address_space_limit_of_4_gib() {
+    // Containers often cap the address space; wasmtime's default reservations
+    // (4 GiB per memory, and a pool of them) do not fit. The default limits
+    // fit the pool; 1 GiB memories do not, and fall back to on-demand.
+    const FOUR_GIB_IN_KIB: u64 = 4 << 20;
+    let cache = tempfile::tempdir().unwrap();
+    for extra in [&[][..], &["--policy-memory", "1GiB"][..]] {
+        let args = [&["--policy", built::FLEET_REVERT][..], extra].concat();
+        let (lines, log) = serve_a_refusal_under(Some(FOUR_GIB_IN_KIB), &args, cache.path());
+        assert_eq!(of_type(&lines, "verdict").len(), 2, "{extra:?}: every render gets its verdict: {lines:?}\n{log}");
+        let reverts = of_type(&lines, "revert");
+        assert_eq!(reverts.len(), 2, "{extra:?}: the policy's reverts: {lines:?}\n{log}");
+        assert!(reverts.iter().all(|r| r["to"] == "plan-1"), "{extra:?}: fleet-revert decided, not a fallback: {reverts:?}");
+        assert!(!log.contains("decided instead") && !log.contains("panicked"), "{extra:?}: {log}");
+        assert_eq!(log.contains("allocating each policy instance on demand"), !extra.is_empty(), "{extra:?}: {log}");
+    }
+}
+
+#[test]
+fn serve_names_the_address_space_limit_when_no_policy_instance_fits() {
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ulimit -v 1048576 && exec \"$0\" \"$@\"", BIN, "serve", "--policy", built::SCOPED_REVERT])
+        .args(["--policy-memory", "1GiB"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let last = err.trim().lines().last().unwrap();
+    assert!(last.starts_with("error: --policy") && last.contains("address-space limit of 1024 MiB"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]

@@ -39,6 +39,9 @@ pub enum PolicyFailure {
     TooLarge { bytes: usize, cap: usize },
     #[error("bad component: {0}")]
     BadComponent(String),
+    /// The host cannot run any policy here (the address space is too small).
+    #[error("cannot run a policy here: {0}")]
+    Unrunnable(String),
 }
 
 impl PolicyFailure {
@@ -51,6 +54,7 @@ impl PolicyFailure {
             PolicyFailure::Trap(_) => "trap",
             PolicyFailure::TooLarge { .. } => "too-large",
             PolicyFailure::BadComponent(_) => "bad-component",
+            PolicyFailure::Unrunnable(_) => "unrunnable",
         }
     }
 }
