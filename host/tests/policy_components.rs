@@ -238,6 +238,35 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
 }
 
 #[test]
+fn the_pool_holds_sixteen_live_components_shaped_like_python_ones() {
+    // A componentize-py component instantiates 14 core modules, one of which
+    // defines the memory the others share. 64 core instances held four.
+    use wasm_encoder::{InstanceSection, MemorySection, MemoryType, Module, ModuleArg, ModuleSection};
+    let mut with_memory = Module::new();
+    let mut memories = MemorySection::new();
+    memories.memory(MemoryType { minimum: 1, maximum: None, memory64: false, shared: false, page_size_log2: None });
+    with_memory.section(&memories);
+    let mut component = wasm_encoder::Component::new();
+    component.section(&ModuleSection(&with_memory));
+    component.section(&ModuleSection(&Module::new()));
+    let mut instances = InstanceSection::new();
+    instances.instantiate(0, std::iter::empty::<(&str, ModuleArg)>());
+    for _ in 1..14 {
+        instances.instantiate(1, std::iter::empty::<(&str, ModuleArg)>());
+    }
+    component.section(&instances);
+    let engine = rendergate::policy::component::engine(PolicyLimits::default().memory).unwrap();
+    let component = wasmtime::component::Component::from_binary(&engine, &component.finish()).unwrap();
+    let linker = wasmtime::component::Linker::<()>::new(&engine);
+    let mut live = Vec::new();
+    for n in 1..=16 {
+        let mut store = wasmtime::Store::new(&engine, ());
+        linker.instantiate(&mut store, &component).unwrap_or_else(|e| panic!("live component {n}: {e:#}"));
+        live.push(store);
+    }
+}
+
+#[test]
 fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ComponentCache::open(&dir.path().join("cache")).unwrap();

@@ -74,23 +74,33 @@ const WASM_PAGE: usize = 64 * 1024;
 /// fold small constant offsets into one check. Wasmtime's 32 MiB default
 /// would double the address space of a 32 MiB policy for nothing.
 const MEMORY_GUARD: u64 = 2 << 20;
-/// Component instances the pool holds at once. Each decision instantiates
-/// the policy in a fresh store and drops it after, so what is live at once
-/// is the serving policy, a candidate being vetted by hot reload, and
-/// `policy check`/`test` or benchmarks in the same process: 16 is ample,
-/// and the pool is sized for that many of the largest components we know.
-const POOL_COMPONENTS: u32 = 16;
-/// Core instances per component: a component built from Python
-/// (componentize-py) instantiates 14 core modules (libpython, libc, the WASI
-/// adapter, shims); a Rust `wasm32-wasip2` guest far fewer. 16 covers Python.
-const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
-/// Linear memories per component: one for a Rust guest and for a
-/// componentize-py one (its libraries share the main module's memory);
-/// 2 leaves room for a component that brings a second.
-const MEMORIES_PER_COMPONENT: u32 = 2;
-/// Tables per component: a dynamically linked (Python) component has its
-/// shared function table and the component shims' tables.
-const TABLES_PER_COMPONENT: u32 = 4;
+/// How the instance pool is sized (docs/operations.md, "Address space").
+/// Each decision instantiates the policy in a fresh store and drops it after,
+/// so what is live at once is the serving policy, a hot-reload candidate
+/// being vetted, and `policy check`/`test` or benchmarks in the same process.
+/// The pool holds 16 of the largest components we know at once, a component
+/// built from Python (componentize-py), and more of smaller ones. Measured
+/// (wasmparser over the component): a componentize-py component instantiates
+/// 14 core modules (libpython, libc, the WASI adapter, shims), defines one
+/// memory (its libraries share it) and two tables; a Rust `wasm32-wasip2`
+/// guest instantiates 3 core modules, with one memory and two tables.
+const LIVE_PYTHON_COMPONENTS: u32 = 16;
+/// Core instances: 16 Python components × 14, rounded up to 16 each (256).
+/// With the old 64, only four Python components could be live.
+const POOL_CORE_INSTANCES: u32 = LIVE_PYTHON_COMPONENTS * 16;
+/// Component instances of any kind live at once: twice the Python count, so
+/// smaller guests have room.
+const POOL_COMPONENTS: u32 = 2 * LIVE_PYTHON_COMPONENTS;
+/// One memory per live component (what both kinds define); each is a slot
+/// of the memory limit plus a guard, so this sets the pool's address space.
+const POOL_MEMORIES: u32 = POOL_COMPONENTS;
+/// Two tables per live component.
+const POOL_TABLES: u32 = 2 * POOL_COMPONENTS;
+/// What one component may take of the pool: a larger component than any we
+/// measured still loads, with fewer of it live at once.
+const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 64;
+const MAX_MEMORIES_PER_COMPONENT: u32 = 4;
+const MAX_TABLES_PER_COMPONENT: u32 = 8;
 /// Elements a table may have: the same bound `MemoryLimit` puts on growth.
 const TABLE_ELEMENTS: usize = 100_000;
 
@@ -100,8 +110,8 @@ const TABLE_ELEMENTS: usize = 100_000;
 ///
 /// Sizing (docs/operations.md, "Address space"): each linear memory reserves
 /// its limit, rounded up to whole pages, plus guards. The pooling allocator
-/// reserves every slot up front ([`POOL_COMPONENTS`] × [`MEMORIES_PER_COMPONENT`]
-/// memories: 32 × 34 MiB ≈ 1.1 GiB at the default 32 MiB), which reuses warm
+/// reserves every slot up front ([`POOL_MEMORIES`] memories: 32 × 34 MiB
+/// ≈ 1.1 GiB at the default 32 MiB), which reuses warm
 /// slots instead of mapping and zeroing memory per decision. When that
 /// reservation fails (an address-space limit, `ulimit -v`), the engine
 /// allocates each instance on demand instead (34 MiB per live memory), and
@@ -135,17 +145,17 @@ fn new_engine(reservation: usize) -> Result<Engine, String> {
     // limit is enforced by `MemoryLimit`, at or below the slots' size.
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(POOL_COMPONENTS)
-        .total_core_instances(POOL_COMPONENTS * CORE_INSTANCES_PER_COMPONENT)
-        .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
-        .total_memories(POOL_COMPONENTS * MEMORIES_PER_COMPONENT)
-        .max_memories_per_component(MEMORIES_PER_COMPONENT)
-        .total_tables(POOL_COMPONENTS * TABLES_PER_COMPONENT)
-        .max_tables_per_component(TABLES_PER_COMPONENT)
+        .total_core_instances(POOL_CORE_INSTANCES)
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+        .total_memories(POOL_MEMORIES)
+        .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+        .total_tables(POOL_TABLES)
+        .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
         .table_elements(TABLE_ELEMENTS)
         .max_memory_size(reservation)
         .max_unused_warm_slots(8);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    let pooled = (POOL_COMPONENTS * MEMORIES_PER_COMPONENT) as u64 * (reservation as u64 + MEMORY_GUARD);
+    let pooled = u64::from(POOL_MEMORIES) * (reservation as u64 + MEMORY_GUARD);
     let engine = match Engine::new(&config) {
         Ok(engine) => engine,
         Err(e) => {
