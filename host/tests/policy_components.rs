@@ -113,6 +113,41 @@ fn policy_check_names_a_good_component_and_refuses_another_world() {
 }
 
 #[test]
+fn policy_check_and_test_compile_through_the_cache() {
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("rendergate/policies");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args(["--log-level", "debug", "policy"])
+            .args(args)
+            .env("XDG_CACHE_HOME", home.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let compiled = |log: &str, how: &str| log.contains(&format!("policy compiled: {how}"));
+    let first = run(&["check", built::OBSERVE_ONLY]);
+    assert!(compiled(&first, "Compiled"), "{first}");
+    let entries = || -> Vec<_> {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .map(|p| (p.clone(), std::fs::metadata(&p).unwrap().modified().unwrap()))
+            .collect()
+    };
+    let stored = entries();
+    assert_eq!(stored.len(), 1, "one compiled entry in {}", cache.display());
+    let second = run(&["check", built::OBSERVE_ONLY]);
+    assert!(compiled(&second, "Hit"), "the second check takes it from the cache: {second}");
+    let fixture = fixtures("observe-only");
+    let third = run(&["test", built::OBSERVE_ONLY, fixture.to_str().unwrap()]);
+    assert!(compiled(&third, "Hit"), "policy test too: {third}");
+    assert_eq!(entries(), stored, "the entry was read, not rewritten");
+}
+
+#[test]
 fn hostile_guests_fail_with_the_right_typed_error() {
     let slow = PolicyLimits { fuel: u64::MAX / 2, ..PolicyLimits::default() };
     let started = Instant::now();

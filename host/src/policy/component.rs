@@ -271,7 +271,10 @@ impl ComponentPolicy {
         let engine = engine(limits.memory).map_err(PolicyFailure::Unrunnable)?;
         let engine = &engine;
         let component = match cache {
-            Some(cache) => cache.load_or_compile(engine, bytes),
+            Some(cache) => cache.load_or_compile_traced(engine, bytes).map(|(component, used)| {
+                tracing::debug!(cache = %cache.dir().display(), "policy compiled: {used:?}");
+                component
+            }),
             None => Component::from_binary(engine, bytes).map_err(|e| format!("{e:#}")),
         }
         .map_err(|e| PolicyFailure::BadComponent(format!("not a loadable component: {e}")))?;
