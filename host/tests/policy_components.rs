@@ -217,6 +217,22 @@ fn a_guest_decides_a_fleet_of_ten_thousand_within_the_default_limits() {
 }
 
 #[test]
+fn the_fleet_revert_guest_keeps_its_notes() {
+    let policy = load(built::FLEET_REVERT);
+    let d = policy.decide(&refusal(), &fleet(2)).unwrap();
+    assert_eq!(d.notes, ["plan-2 refused: 1 pod(s) back to plan-1"], "{d:?}");
+    // No passed plan: the default's reverts to baselines, and the note saying so.
+    let mut unknown = fleet(2);
+    unknown.passed_plans = Arc::from([]);
+    let d = policy.decide(&refusal(), &unknown).unwrap();
+    assert_eq!(d.revert, policy_core::decide(&refusal(), &unknown).revert);
+    assert_eq!(d.notes, ["no passed plan known: reverting to baselines"], "{d:?}");
+    // Through the seat, the notes reach what the gate logs.
+    let settled = PolicySeat::new(Arc::new(policy)).decide(&refusal(), &unknown, &Metrics::default());
+    assert_eq!(settled.notes, ["no passed plan known: reverting to baselines"]);
+}
+
+#[test]
 fn every_decision_gets_a_fresh_store() {
     let policy = load(built::HOSTILE_STATEFUL);
     for _ in 0..3 {
