@@ -184,6 +184,8 @@ fn a_failing_policy_gets_the_default_decision_and_is_counted() {
     assert_eq!(settled.revert.len(), 2, "pods 0 and 2 took plan-2 without loading it");
     assert_eq!(metrics.policy_failures("hostile-panic", "trap"), 1);
     assert!(metrics.render().contains("rendergate_policy_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 1"));
+    let fell_back = "rendergate_policy_fallbacks_total{policy=\"hostile-panic\",fallback=\"default\"} 1";
+    assert!(metrics.render().contains(fell_back), "{}", metrics.render());
 }
 
 #[test]
@@ -277,6 +279,8 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     assert_eq!(reloader.poll(), Ok(true));
     assert_eq!(live.current().name(), "hostile-panic");
     assert_eq!(metrics.policy_sample_failures("hostile-panic"), 5, "every sample fails");
+    let text = metrics.render();
+    assert!(text.contains("rendergate_policy_sample_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 5"), "{text}");
     assert_eq!(metrics.policy_reloads(true), 1);
 
     std::fs::copy(built::FLEET_REVERT, &live_path).unwrap();
