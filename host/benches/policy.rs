@@ -89,7 +89,7 @@ fn main() {
     println!("\n## Loading scoped-revert (ms)\n");
     let bytes = std::fs::read(policy_artifacts::SCOPED_REVERT).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let engine = rendergate::policy::component::engine();
+    let engine = &rendergate::policy::component::engine(PolicyLimits::default().memory).unwrap();
     let cold = Instant::now();
     let cache = ComponentCache::open(dir.path()).unwrap();
     cache.load_or_compile(engine, &bytes).unwrap();

@@ -47,6 +47,12 @@ struct PolicyRule {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyFallback {
+    policy: String,
+    fallback: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReloadResult {
     result: &'static str,
 }
@@ -70,6 +76,8 @@ pub struct Metrics {
     renders_retained: Gauge,
     policy_failures: Family<PolicyReason, Counter>,
     policy_dropped: Family<PolicyRule, Counter>,
+    policy_fallbacks: Family<PolicyFallback, Counter>,
+    policy_sample_failures: Family<PolicyReason, Counter>,
     policy_reloads: Family<ReloadResult, Counter>,
     decision_duration: Histogram,
     sandbox_layers: Family<LayerLabel, Gauge>,
@@ -124,7 +132,7 @@ impl Metrics {
         let policy_failures = Family::<PolicyReason, Counter>::default();
         registry.register(
             "rendergate_policy_failures",
-            "Triggers the default decided because the policy failed, by reason",
+            "Triggers a policy failed, by reason (the fallback decided them)",
             policy_failures.clone(),
         );
         let policy_dropped = Family::<PolicyRule, Counter>::default();
@@ -132,6 +140,18 @@ impl Metrics {
             "rendergate_policy_items_dropped",
             "Decision items the host's rules dropped, by rule",
             policy_dropped.clone(),
+        );
+        let policy_fallbacks = Family::<PolicyFallback, Counter>::default();
+        registry.register(
+            "rendergate_policy_fallbacks",
+            "Triggers a failing policy left to the fallback, by fallback (default: the built-in decision; none: no decision)",
+            policy_fallbacks.clone(),
+        );
+        let policy_sample_failures = Family::<PolicyReason, Counter>::default();
+        registry.register(
+            "rendergate_policy_sample_failures",
+            "Sample triggers a policy failed when it was loaded (at start or reload); it was put in force anyway",
+            policy_sample_failures.clone(),
         );
         let policy_reloads = Family::<ReloadResult, Counter>::default();
         registry.register("rendergate_policy_reloads", "Hot reloads of the policy, by result", policy_reloads.clone());
@@ -163,6 +183,8 @@ impl Metrics {
             renders_retained,
             policy_failures,
             policy_dropped,
+            policy_fallbacks,
+            policy_sample_failures,
             policy_reloads,
             decision_duration,
             sandbox_layers,
@@ -213,9 +235,35 @@ impl Metrics {
     }
 
     /// A policy failed (`reason`: deadline, fuel, memory, trap, too-large,
-    /// bad-component) and the default decided instead.
+    /// bad-component) and the fallback decided instead.
     pub fn policy_failed(&self, policy: &str, reason: &str) {
         self.policy_failures.get_or_create(&PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() }).inc();
+    }
+
+    /// A failing policy's trigger got the fallback (`default` or `none`).
+    pub fn policy_fell_back(&self, policy: &str, fallback: &'static str) {
+        self.policy_fallbacks.get_or_create(&PolicyFallback { policy: policy.to_owned(), fallback }).inc();
+    }
+
+    /// A policy being loaded failed a sample trigger (`reason` as for
+    /// [`Metrics::policy_failed`]); it is put in force anyway.
+    pub fn policy_sample_failed(&self, policy: &str, reason: &str) {
+        self.policy_sample_failures
+            .get_or_create(&PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() })
+            .inc();
+    }
+
+    pub fn policy_fallbacks(&self, policy: &str, fallback: &'static str) -> u64 {
+        self.policy_fallbacks.get(&PolicyFallback { policy: policy.to_owned(), fallback }).map_or(0, |c| c.get())
+    }
+
+    pub fn policy_sample_failures(&self, policy: &str) -> u64 {
+        let mut total = 0;
+        for reason in ["deadline", "fuel", "memory", "trap", "too-large", "bad-component", "unrunnable"] {
+            let key = PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() };
+            total += self.policy_sample_failures.get(&key).map_or(0, |c| c.get());
+        }
+        total
     }
 
     /// The host's rules dropped an item of a policy's decision.

@@ -113,6 +113,41 @@ fn policy_check_names_a_good_component_and_refuses_another_world() {
 }
 
 #[test]
+fn policy_check_and_test_compile_through_the_cache() {
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("rendergate/policies");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args(["--log-level", "debug", "policy"])
+            .args(args)
+            .env("XDG_CACHE_HOME", home.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let compiled = |log: &str, how: &str| log.contains(&format!("policy compiled: {how}"));
+    let first = run(&["check", built::OBSERVE_ONLY]);
+    assert!(compiled(&first, "Compiled"), "{first}");
+    let entries = || -> Vec<_> {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .map(|p| (p.clone(), std::fs::metadata(&p).unwrap().modified().unwrap()))
+            .collect()
+    };
+    let stored = entries();
+    assert_eq!(stored.len(), 1, "one compiled entry in {}", cache.display());
+    let second = run(&["check", built::OBSERVE_ONLY]);
+    assert!(compiled(&second, "Hit"), "the second check takes it from the cache: {second}");
+    let fixture = fixtures("observe-only");
+    let third = run(&["test", built::OBSERVE_ONLY, fixture.to_str().unwrap()]);
+    assert!(compiled(&third, "Hit"), "policy test too: {third}");
+    assert_eq!(entries(), stored, "the entry was read, not rewritten");
+}
+
+#[test]
 fn hostile_guests_fail_with_the_right_typed_error() {
     let slow = PolicyLimits { fuel: u64::MAX / 2, ..PolicyLimits::default() };
     let started = Instant::now();
@@ -149,6 +184,8 @@ fn a_failing_policy_gets_the_default_decision_and_is_counted() {
     assert_eq!(settled.revert.len(), 2, "pods 0 and 2 took plan-2 without loading it");
     assert_eq!(metrics.policy_failures("hostile-panic", "trap"), 1);
     assert!(metrics.render().contains("rendergate_policy_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 1"));
+    let fell_back = "rendergate_policy_fallbacks_total{policy=\"hostile-panic\",fallback=\"default\"} 1";
+    assert!(metrics.render().contains(fell_back), "{}", metrics.render());
 }
 
 #[test]
@@ -182,6 +219,22 @@ fn a_guest_decides_a_fleet_of_ten_thousand_within_the_default_limits() {
 }
 
 #[test]
+fn the_fleet_revert_guest_keeps_its_notes() {
+    let policy = load(built::FLEET_REVERT);
+    let d = policy.decide(&refusal(), &fleet(2)).unwrap();
+    assert_eq!(d.notes, ["plan-2 refused: 1 pod(s) back to plan-1"], "{d:?}");
+    // No passed plan: the default's reverts to baselines, and the note saying so.
+    let mut unknown = fleet(2);
+    unknown.passed_plans = Arc::from([]);
+    let d = policy.decide(&refusal(), &unknown).unwrap();
+    assert_eq!(d.revert, policy_core::decide(&refusal(), &unknown).revert);
+    assert_eq!(d.notes, ["no passed plan known: reverting to baselines"], "{d:?}");
+    // Through the seat, the notes reach what the gate logs.
+    let settled = PolicySeat::new(Arc::new(policy)).decide(&refusal(), &unknown, &Metrics::default());
+    assert_eq!(settled.notes, ["no passed plan known: reverting to baselines"]);
+}
+
+#[test]
 fn every_decision_gets_a_fresh_store() {
     let policy = load(built::HOSTILE_STATEFUL);
     for _ in 0..3 {
@@ -212,14 +265,23 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     assert_eq!(live.current().name(), "scoped-revert");
     assert_eq!(reloader.poll(), Ok(false), "unchanged");
 
-    for broken in [built::HOSTILE_OTHER_WORLD, built::HOSTILE_PANIC] {
-        std::fs::copy(broken, &live_path).unwrap();
-        assert!(reloader.poll().is_err(), "{broken} must be refused");
-        assert_eq!(live.current().name(), "scoped-revert", "the old policy keeps deciding");
-    }
+    std::fs::copy(built::HOSTILE_OTHER_WORLD, &live_path).unwrap();
+    assert!(reloader.poll().is_err(), "another world must be refused");
+    assert_eq!(live.current().name(), "scoped-revert", "the old policy keeps deciding");
     std::fs::write(&live_path, b"\0asm garbage").unwrap();
     assert!(reloader.poll().is_err());
-    assert_eq!(metrics.policy_reloads(false), 3);
+    assert_eq!(live.current().name(), "scoped-revert");
+    assert_eq!(metrics.policy_reloads(false), 2);
+
+    // One that implements the world but fails the samples is taken, with a
+    // warning and a metric, as at start: the seat's fallback covers it.
+    std::fs::copy(built::HOSTILE_PANIC, &live_path).unwrap();
+    assert_eq!(reloader.poll(), Ok(true));
+    assert_eq!(live.current().name(), "hostile-panic");
+    assert_eq!(metrics.policy_sample_failures("hostile-panic"), 5, "every sample fails");
+    let text = metrics.render();
+    assert!(text.contains("rendergate_policy_sample_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 5"), "{text}");
+    assert_eq!(metrics.policy_reloads(true), 1);
 
     std::fs::copy(built::FLEET_REVERT, &live_path).unwrap();
     assert_eq!(reloader.poll(), Ok(true));
@@ -227,14 +289,43 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     assert_eq!(policy.name(), "fleet-revert");
     let d = policy.decide(&refusal(), &fleet(2)).unwrap();
     assert!(d.revert.iter().all(|r| r.target == policy_core::RevertTarget::Plan("plan-1".into())), "{d:?}");
-    assert_eq!(metrics.policy_reloads(true), 1);
+    assert_eq!(metrics.policy_reloads(true), 2);
+}
+
+#[test]
+fn the_pool_holds_sixteen_live_components_shaped_like_python_ones() {
+    // A componentize-py component instantiates 14 core modules, one of which
+    // defines the memory the others share. 64 core instances held four.
+    use wasm_encoder::{InstanceSection, MemorySection, MemoryType, Module, ModuleArg, ModuleSection};
+    let mut with_memory = Module::new();
+    let mut memories = MemorySection::new();
+    memories.memory(MemoryType { minimum: 1, maximum: None, memory64: false, shared: false, page_size_log2: None });
+    with_memory.section(&memories);
+    let mut component = wasm_encoder::Component::new();
+    component.section(&ModuleSection(&with_memory));
+    component.section(&ModuleSection(&Module::new()));
+    let mut instances = InstanceSection::new();
+    instances.instantiate(0, std::iter::empty::<(&str, ModuleArg)>());
+    for _ in 1..14 {
+        instances.instantiate(1, std::iter::empty::<(&str, ModuleArg)>());
+    }
+    component.section(&instances);
+    let engine = rendergate::policy::component::engine(PolicyLimits::default().memory).unwrap();
+    let component = wasmtime::component::Component::from_binary(&engine, &component.finish()).unwrap();
+    let linker = wasmtime::component::Linker::<()>::new(&engine);
+    let mut live = Vec::new();
+    for n in 1..=16 {
+        let mut store = wasmtime::Store::new(&engine, ());
+        linker.instantiate(&mut store, &component).unwrap_or_else(|e| panic!("live component {n}: {e:#}"));
+        live.push(store);
+    }
 }
 
 #[test]
 fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ComponentCache::open(&dir.path().join("cache")).unwrap();
-    let engine = rendergate::policy::component::engine();
+    let engine = &rendergate::policy::component::engine(PolicyLimits::default().memory).unwrap();
     let bytes = std::fs::read(built::OBSERVE_ONLY).unwrap();
     let (_, first) = cache.load_or_compile_traced(engine, &bytes).unwrap();
     assert_eq!(first, CacheUse::Compiled);
@@ -256,14 +347,20 @@ fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
     assert_eq!(cache.load_or_compile_traced(engine, &bytes).unwrap().1, CacheUse::Hit, "the rebuilt entry is good");
 }
 
-#[test]
-fn serve_with_the_fleet_revert_guest_changes_the_revert_outputs() {
+/// Runs `rendergate serve` with `args` over a fleet where plan-1 passes,
+/// two pods take plan-2, and plan-2 is refused; returns the output lines
+/// and the log.
+fn serve_a_refusal(args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, String) {
+    serve_a_refusal_under(None, args, cache)
+}
+
+/// [`serve_a_refusal`], under an address-space limit (`ulimit -v`, KiB) if given.
+fn serve_a_refusal_under(ulimit_kib: Option<u64>, args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, String) {
     let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/haproxy.cfg")).unwrap();
     let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/maps/hosts.map")).unwrap();
     let broken = config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
     let files = serde_json::json!([{"kind": "map", "path": "maps/hosts.map", "content": map}]);
     let haproxy = std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into());
-    // plan-1 passes (the known-good plan), two pods take plan-2, plan-2 is refused.
     let input = [
         serde_json::json!({"type":"rendered","plan":"plan-1","render":"r-1","config":config,"files":files}),
         serde_json::json!({"type":"applied","pod":"ns/haproxy-0","render":"r-2","plan":"plan-2","running_plan":"plan-1","baseline_plan":"plan-0"}),
@@ -272,33 +369,114 @@ fn serve_with_the_fleet_revert_guest_changes_the_revert_outputs() {
     ]
     .map(|l| format!("{l}\n"))
     .concat();
-    let cache = tempfile::tempdir().unwrap();
-    let run = |policy: Option<&str>| {
-        let mut child = std::process::Command::new(BIN)
-            .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy])
-            .args(policy.map(|p| vec!["--policy", p]).unwrap_or_default())
-            .arg("--policy-cache")
-            .arg(cache.path())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success());
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .filter(|l| l["type"] == "revert")
-            .collect::<Vec<_>>()
+    let mut command = match ulimit_kib {
+        None => std::process::Command::new(BIN),
+        Some(kib) => {
+            let mut sh = std::process::Command::new("sh");
+            sh.args(["-c", &format!("ulimit -v {kib} && exec \"$0\" \"$@\""), BIN]);
+            sh
+        }
     };
-    let default = run(None);
-    let fleet = run(Some(built::FLEET_REVERT));
+    let mut child = command
+        .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy])
+        .args(args)
+        .arg("--policy-cache")
+        .arg(cache)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}: {:?}\n{log}", out.status);
+    let lines = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (lines, log)
+}
+
+fn of_type<'a>(lines: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    lines.iter().filter(|l| l["type"] == kind).collect()
+}
+
+#[test]
+fn serve_with_the_fleet_revert_guest_changes_the_revert_outputs() {
+    let cache = tempfile::tempdir().unwrap();
+    let (default, _) = serve_a_refusal(&[], cache.path());
+    let (fleet, _) = serve_a_refusal(&["--policy", built::FLEET_REVERT], cache.path());
+    let (default, fleet) = (of_type(&default, "revert"), of_type(&fleet, "revert"));
     assert_eq!(default.len(), 2, "{default:?}");
     assert!(default.iter().all(|r| r["to"] == "baseline"), "{default:?}");
     assert_eq!(fleet.len(), 2, "{fleet:?}");
     assert!(fleet.iter().all(|r| r["to"] == "plan-1"), "fleet-revert reverts to the newest passed plan: {fleet:?}");
+}
+
+#[test]
+fn serve_starts_with_a_policy_that_fails_the_samples_and_its_fallback_decides() {
+    // hostile-recurse compiles and implements the world, and traps on every
+    // decision: serve starts with a warning, and each trigger gets the fallback.
+    let cache = tempfile::tempdir().unwrap();
+    let trapping = ["--policy", built::HOSTILE_RECURSE];
+    let (lines, log) = serve_a_refusal(&trapping, cache.path());
+    assert!(log.contains("fails the sample trigger"), "a warning at start: {log}");
+    assert_eq!(of_type(&lines, "verdict").len(), 2, "every render gets its verdict: {lines:?}");
+    let reverts = of_type(&lines, "revert");
+    assert_eq!(reverts.len(), 2, "the default's reverts: {lines:?}");
+    assert!(reverts.iter().all(|r| r["to"] == "baseline"), "{reverts:?}");
+    assert!(log.contains("fallback=\"default\"") || log.contains("fallback=default"), "{log}");
+
+    let (lines, log) = serve_a_refusal(&[&trapping[..], &["--policy-fallback", "none"]].concat(), cache.path());
+    assert_eq!(of_type(&lines, "verdict").len(), 2, "every render gets its verdict: {lines:?}");
+    assert!(of_type(&lines, "revert").is_empty() && of_type(&lines, "promote").is_empty(), "no decision: {lines:?}");
+    assert!(log.contains("no decision for this trigger"), "{log}");
+}
+
+#[test]
+fn serve_with_a_policy_runs_under_an_address_space_limit_of_4_gib() {
+    // Containers often cap the address space; wasmtime's default reservations
+    // (4 GiB per memory, and a pool of them) do not fit. The default limits
+    // fit the pool; 1 GiB memories do not, and fall back to on-demand.
+    const FOUR_GIB_IN_KIB: u64 = 4 << 20;
+    let cache = tempfile::tempdir().unwrap();
+    for extra in [&[][..], &["--policy-memory", "1GiB"][..]] {
+        let args = [&["--policy", built::FLEET_REVERT][..], extra].concat();
+        let (lines, log) = serve_a_refusal_under(Some(FOUR_GIB_IN_KIB), &args, cache.path());
+        assert_eq!(of_type(&lines, "verdict").len(), 2, "{extra:?}: every render gets its verdict: {lines:?}\n{log}");
+        let reverts = of_type(&lines, "revert");
+        assert_eq!(reverts.len(), 2, "{extra:?}: the policy's reverts: {lines:?}\n{log}");
+        assert!(reverts.iter().all(|r| r["to"] == "plan-1"), "{extra:?}: fleet-revert decided, not a fallback: {reverts:?}");
+        assert!(!log.contains("decided instead") && !log.contains("panicked"), "{extra:?}: {log}");
+        assert_eq!(log.contains("allocating each policy instance on demand"), !extra.is_empty(), "{extra:?}: {log}");
+    }
+}
+
+#[test]
+fn serve_names_the_address_space_limit_when_no_policy_instance_fits() {
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ulimit -v 1048576 && exec \"$0\" \"$@\"", BIN, "serve", "--policy", built::SCOPED_REVERT])
+        .args(["--policy-memory", "1GiB"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let last = err.trim().lines().last().unwrap();
+    assert!(last.starts_with("error: --policy") && last.contains("address-space limit of 1024 MiB"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn serve_refuses_a_bad_policy_fallback_in_one_line() {
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--policy-fallback", "nothing"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--policy-fallback"), "{err}");
 }
 
 #[test]

@@ -24,12 +24,15 @@ fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
     if verdict.outcome != Outcome::Refused {
         return policy_core::decide(trigger, fleet);
     }
-    let mut decision = Decision::default();
     let Some(good) = fleet.passed_plans.last() else {
-        // No plan is known good: fall back to each pod's own baseline.
+        // No plan is known good: fall back to each pod's own baseline, and
+        // say so on the default's decision (a note pushed on a decision that
+        // is then thrown away was how this policy lost its notes).
+        let mut decision = policy_core::decide(trigger, fleet);
         decision.notes.push("no passed plan known: reverting to baselines".into());
-        return policy_core::decide(trigger, fleet);
+        return decision;
     };
+    let mut decision = Decision::default();
     for pod in fleet.pods.iter() {
         if pod.running_plan.as_deref() == Some(good) && pod.applied_plan.as_deref() == Some(good) {
             continue;
@@ -43,6 +46,7 @@ fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
             target: RevertTarget::Plan(good.clone()),
         });
     }
+    decision.notes.push(format!("{} refused: {} pod(s) back to {good}", verdict.plan, decision.revert.len()));
     decision
 }
 

@@ -1,6 +1,10 @@
 //! `rendergate policy check|test`: load a policy component, say whether it
 //! implements the world, and run it against fixtures (protocol.md §1, §4).
+//! Both compile through the same cache as `serve` (its default directory,
+//! docs/policies.md), so checking a policy before deploying it also warms
+//! the gate's start.
 
+use rendergate::policy::cache::ComponentCache;
 use rendergate::policy::fixture::{self, CaseResult};
 use rendergate::policy::{ComponentPolicy, Policy, PolicyLimits};
 use std::path::{Path, PathBuf};
@@ -24,7 +28,7 @@ pub enum Command {
 
 pub fn run(command: Command) -> ExitCode {
     match command {
-        Command::Check { component } => match ComponentPolicy::load(&component, PolicyLimits::default(), None) {
+        Command::Check { component } => match load(&component) {
             Ok(policy) => {
                 println!("{}: implements {} as {:?}", component.display(), rendergate::policy::component::WORLD, policy.name());
                 ExitCode::SUCCESS
@@ -38,8 +42,16 @@ pub fn run(command: Command) -> ExitCode {
     }
 }
 
+/// Loads `component` with the default limits, through the default compile cache when it can be used.
+fn load(component: &Path) -> Result<ComponentPolicy, rendergate::policy::PolicyFailure> {
+    let cache = ComponentCache::open(&ComponentCache::default_dir())
+        .inspect_err(|e| tracing::warn!("{e}; compiling without a cache"))
+        .ok();
+    ComponentPolicy::load(component, PolicyLimits::default(), cache.as_ref())
+}
+
 fn test(component: &Path, fixtures: &[PathBuf]) -> ExitCode {
-    let policy = match ComponentPolicy::load(component, PolicyLimits::default(), None) {
+    let policy = match load(component) {
         Ok(policy) => policy,
         Err(e) => {
             eprintln!("error: {}: {e}", component.display());

@@ -4,7 +4,7 @@
 use super::HaproxyArgs;
 use rendergate::policy::cache::ComponentCache;
 use rendergate::policy::reload::Reloader;
-use rendergate::policy::{PolicyLimits, PolicySeat};
+use rendergate::policy::{Fallback, PolicyLimits, PolicySeat};
 use rendergate::{Gate, GateConfig, HaproxyChecker, HaproxyOptions, Metrics};
 use rendergate::record::{CountedOutput, RecordedInput, Recorder};
 use std::path::{Path, PathBuf};
@@ -64,6 +64,13 @@ struct PolicyArgs {
     /// How often the policy file is checked for changes (SIGHUP checks at once).
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = super::duration)]
     policy_poll: Duration,
+    /// What a failing policy's trigger gets: the built-in default decision, or none (no promote, no revert).
+    #[arg(long, value_name = "default|none", default_value = "default", value_parser = fallback)]
+    policy_fallback: Fallback,
+}
+
+fn fallback(text: &str) -> Result<Fallback, String> {
+    text.parse()
 }
 
 pub async fn run(args: Args) -> ExitCode {
@@ -89,11 +96,13 @@ where
         Some(path) => match load_policy(path.clone(), &args.policy_limits, metrics.clone()) {
             Ok((seat, reloader)) => (seat, Some(reloader)),
             Err(e) => {
-                eprintln!("error: {e}");
+                // One line, whatever the compiler's message looks like.
+                eprintln!("error: {}", e.split_whitespace().collect::<Vec<_>>().join(" "));
                 return ExitCode::from(2);
             }
         },
     };
+    let seat = seat.with_fallback(args.policy_limits.policy_fallback);
     let listener = match &args.metrics_addr {
         None => None,
         Some(addr) => match rendergate::http::bind(addr).await {
@@ -108,7 +117,12 @@ where
     let checker = Arc::new(HaproxyChecker::new(options));
     super::log_sandbox(&checker);
     metrics.set_sandbox_layers(checker.sandbox_layers());
-    tracing::info!(judge = &*rendergate::Checker::identity(checker.as_ref()), policy = seat.name(), "rendergate serve");
+    tracing::info!(
+        judge = &*rendergate::Checker::identity(checker.as_ref()),
+        policy = seat.name(),
+        policy_fallback = seat.fallback().as_str(),
+        "rendergate serve"
+    );
     let config = GateConfig {
         check_interval: args.check_interval,
         check_timeout: args.check_timeout,
@@ -151,7 +165,9 @@ impl Args {
     }
 }
 
-/// Loads `--policy` (a bad component stops start-up) and its reloader.
+/// Loads `--policy` and its reloader. Only a component that does not
+/// compile or does not implement the world stops start-up; one that fails
+/// sample triggers is taken with a warning (docs/policies.md).
 fn load_policy(path: PathBuf, args: &PolicyArgs, metrics: Arc<Metrics>) -> Result<(PolicySeat, Reloader), String> {
     if args.policy_memory > rendergate::policy::component::MAX_POLICY_MEMORY {
         return Err(format!(

@@ -1,6 +1,7 @@
-//! The wasmtime host for policy components: one [`Engine`] per process, a
-//! component compiled once per load with its `InstancePre` kept, and a fresh
-//! [`Store`] per decision, so nothing leaks from one decision to the next.
+//! The wasmtime host for policy components: one [`Engine`] per memory limit
+//! (reservations sized from it, so it runs under `ulimit -v`), a component
+//! compiled once per load with its `InstancePre` kept, and a fresh [`Store`]
+//! per decision, so nothing leaks from one decision to the next.
 //!
 //! Each decision runs under limits: a wall-clock deadline (epoch
 //! interruption), fuel, linear memory, and a cap on the returned decision.
@@ -11,7 +12,7 @@
 use super::{Decision, Fleet, Policy, PolicyError, PolicyFailure, Trigger};
 use super::cache::ComponentCache;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::Duration;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store};
@@ -65,41 +66,144 @@ impl Default for PolicyLimits {
     }
 }
 
-/// The process's one engine, with a thread that advances its epoch.
-pub fn engine() -> &'static Engine {
-    static ENGINE: OnceLock<Engine> = OnceLock::new();
-    ENGINE.get_or_init(|| {
-        let mut config = Config::new();
-        config.consume_fuel(true);
-        config.epoch_interruption(true);
-        // Deep recursion traps early instead of exhausting the host's stack.
-        config.max_wasm_stack(512 * 1024);
-        // A fresh instance per decision: the pooling allocator reuses warm
-        // slots instead of mapping and zeroing memory each time. Slots only
-        // reserve address space; the per-policy memory limit is enforced by
-        // `MemoryLimit`, below this pool's ceiling.
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(32)
-            .total_core_instances(64)
-            .total_memories(64)
-            .total_tables(64)
-            .max_memory_size(MAX_POLICY_MEMORY)
-            .max_unused_warm_slots(8);
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).expect("the policy engine's configuration is valid");
-        let ticker = engine.weak();
-        std::thread::Builder::new()
-            .name("rendergate-policy-epoch".into())
-            .spawn(move || {
-                while let Some(engine) = ticker.upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
-                    std::thread::sleep(EPOCH_TICK);
-                }
-            })
-            .expect("start the policy epoch thread");
-        engine
-    })
+/// A WebAssembly page: memory reservations are whole pages.
+const WASM_PAGE: usize = 64 * 1024;
+/// The unmapped region after (and before) each linear memory. Memories are
+/// reserved only as large as the policy's memory limit, not 4 GiB, so
+/// compiled code bounds-checks every access anyway; the guard only lets it
+/// fold small constant offsets into one check. Wasmtime's 32 MiB default
+/// would double the address space of a 32 MiB policy for nothing.
+const MEMORY_GUARD: u64 = 2 << 20;
+/// How the instance pool is sized (docs/operations.md, "Address space").
+/// Each decision instantiates the policy in a fresh store and drops it after,
+/// so what is live at once is the serving policy, a hot-reload candidate
+/// being vetted, and `policy check`/`test` or benchmarks in the same process.
+/// The pool holds 16 of the largest components we know at once, a component
+/// built from Python (componentize-py), and more of smaller ones. Measured
+/// (wasmparser over the component): a componentize-py component instantiates
+/// 14 core modules (libpython, libc, the WASI adapter, shims), defines one
+/// memory (its libraries share it) and two tables; a Rust `wasm32-wasip2`
+/// guest instantiates 3 core modules, with one memory and two tables.
+const LIVE_PYTHON_COMPONENTS: u32 = 16;
+/// Core instances: 16 Python components × 14, rounded up to 16 each (256).
+/// With the old 64, only four Python components could be live.
+const POOL_CORE_INSTANCES: u32 = LIVE_PYTHON_COMPONENTS * 16;
+/// Component instances of any kind live at once: twice the Python count, so
+/// smaller guests have room.
+const POOL_COMPONENTS: u32 = 2 * LIVE_PYTHON_COMPONENTS;
+/// One memory per live component (what both kinds define); each is a slot
+/// of the memory limit plus a guard, so this sets the pool's address space.
+const POOL_MEMORIES: u32 = POOL_COMPONENTS;
+/// Two tables per live component.
+const POOL_TABLES: u32 = 2 * POOL_COMPONENTS;
+/// What one component may take of the pool: a larger component than any we
+/// measured still loads, with fewer of it live at once.
+const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 64;
+const MAX_MEMORIES_PER_COMPONENT: u32 = 4;
+const MAX_TABLES_PER_COMPONENT: u32 = 8;
+/// Elements a table may have: the same bound `MemoryLimit` puts on growth.
+const TABLE_ELEMENTS: usize = 100_000;
+
+/// The engine for policies whose memory limit is `memory` bytes, with a
+/// thread that advances its epoch: one per limit in the process (`serve`
+/// has one limit), since reservations are sized from it.
+///
+/// Sizing (docs/operations.md, "Address space"): each linear memory reserves
+/// its limit, rounded up to whole pages, plus guards. The pooling allocator
+/// reserves every slot up front ([`POOL_MEMORIES`] memories: 32 × 34 MiB
+/// ≈ 1.1 GiB at the default 32 MiB), which reuses warm
+/// slots instead of mapping and zeroing memory per decision. When that
+/// reservation fails (an address-space limit, `ulimit -v`), the engine
+/// allocates each instance on demand instead (34 MiB per live memory), and
+/// says so in the log. Only when that fails too is it an error, naming the limit.
+pub fn engine(memory: usize) -> Result<Engine, String> {
+    static ENGINES: Mutex<Vec<(usize, Engine)>> = Mutex::new(Vec::new());
+    let reservation = memory.max(1).next_multiple_of(WASM_PAGE);
+    let mut engines = ENGINES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, engine)) = engines.iter().find(|(r, _)| *r == reservation) {
+        return Ok(engine.clone());
+    }
+    let engine = new_engine(reservation)?;
+    engines.push((reservation, engine.clone()));
+    Ok(engine)
+}
+
+fn new_engine(reservation: usize) -> Result<Engine, String> {
+    let mut config = Config::new();
+    config.consume_fuel(true);
+    config.epoch_interruption(true);
+    // Deep recursion traps early instead of exhausting the host's stack.
+    config.max_wasm_stack(512 * 1024);
+    // A memory never outgrows its reservation (`MemoryLimit` stops it at the
+    // limit), so none is kept for growth past it.
+    config.memory_reservation(reservation as u64);
+    config.memory_reservation_for_growth(0);
+    config.memory_guard_size(MEMORY_GUARD);
+    let on_demand = config.clone();
+    // A fresh instance per decision: the pooling allocator reuses warm slots
+    // instead of mapping and zeroing memory each time. The per-policy memory
+    // limit is enforced by `MemoryLimit`, at or below the slots' size.
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(POOL_COMPONENTS)
+        .total_core_instances(POOL_CORE_INSTANCES)
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+        .total_memories(POOL_MEMORIES)
+        .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+        .total_tables(POOL_TABLES)
+        .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
+        .table_elements(TABLE_ELEMENTS)
+        .max_memory_size(reservation)
+        .max_unused_warm_slots(8);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    let pooled = u64::from(POOL_MEMORIES) * (reservation as u64 + MEMORY_GUARD);
+    let engine = match Engine::new(&config) {
+        Ok(engine) => engine,
+        Err(e) => {
+            tracing::warn!(
+                "the policy instance pool ({} MiB of address space) cannot be reserved{}: {e:#}; \
+                 allocating each policy instance on demand",
+                pooled >> 20,
+                address_space_limit()
+                    .map(|l| format!(" under an address-space limit of {} MiB", l >> 20))
+                    .unwrap_or_default(),
+            );
+            Engine::new(&on_demand)
+                .map_err(|e| format!("cannot start the policy engine{}: {e:#}", limit_note(reservation)))?
+        }
+    };
+    let ticker = engine.weak();
+    std::thread::Builder::new()
+        .name("rendergate-policy-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = ticker.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .map_err(|e| format!("cannot start the policy epoch thread{}: {e}", limit_note(reservation)))?;
+    Ok(engine)
+}
+
+/// The process's address-space limit (`ulimit -v`, RLIMIT_AS), if it has one.
+fn address_space_limit() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one rlimit through a valid pointer.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0;
+    (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+/// Names the address-space limit, for an error that may come from it.
+fn limit_note(reservation: usize) -> String {
+    match address_space_limit() {
+        Some(limit) => format!(
+            " under the address-space limit of {} MiB (ulimit -v); each policy instance needs {} MiB \
+             (--policy-memory plus guards): raise the limit or lower --policy-memory",
+            limit >> 20,
+            (reservation as u64 + 2 * MEMORY_GUARD) >> 20
+        ),
+        None => String::new(),
+    }
 }
 
 /// What a store holds for one decision.
@@ -107,6 +211,17 @@ struct GuestState {
     wasi: WasiCtx,
     table: ResourceTable,
     memory: MemoryLimit,
+}
+
+impl GuestState {
+    /// A state with no stdio, for instantiating once at load.
+    fn new(limits: &PolicyLimits) -> Self {
+        GuestState {
+            wasi: WasiCtxBuilder::new().build(),
+            table: ResourceTable::new(),
+            memory: MemoryLimit { max: limits.memory, hit: false },
+        }
+    }
 }
 
 impl WasiView for GuestState {
@@ -153,9 +268,13 @@ impl ComponentPolicy {
     }
 
     pub fn from_bytes(bytes: &[u8], limits: PolicyLimits, cache: Option<&ComponentCache>) -> Result<Self, PolicyFailure> {
-        let engine = engine();
+        let engine = engine(limits.memory).map_err(PolicyFailure::Unrunnable)?;
+        let engine = &engine;
         let component = match cache {
-            Some(cache) => cache.load_or_compile(engine, bytes),
+            Some(cache) => cache.load_or_compile_traced(engine, bytes).map(|(component, used)| {
+                tracing::debug!(cache = %cache.dir().display(), "policy compiled: {used:?}");
+                component
+            }),
             None => Component::from_binary(engine, bytes).map_err(|e| format!("{e:#}")),
         }
         .map_err(|e| PolicyFailure::BadComponent(format!("not a loadable component: {e}")))?;
@@ -168,6 +287,21 @@ impl ComponentPolicy {
         let pre = bindings::PolicyPre::new(instance_pre)
             .map_err(|e| PolicyFailure::BadComponent(format!("does not implement {WORLD}: {e:#}")))?;
         let mut policy = ComponentPolicy { name: String::from("(loading)"), pre, limits };
+        // The first instance: where an address-space limit shows, if the
+        // engine had to allocate on demand and even that does not fit.
+        let instantiable = {
+            let mut store = Store::new(engine, GuestState::new(&policy.limits));
+            store.limiter(|s| &mut s.memory);
+            policy.pre.instance_pre().instantiate(&mut store).map(drop)
+        };
+        if let Err(e) = instantiable
+            && e.downcast_ref::<wasmtime::Trap>().is_none()
+            && let Some(limit) = address_space_limit()
+        {
+            let note = limit_note(policy.limits.memory.next_multiple_of(WASM_PAGE));
+            tracing::debug!(limit, "instantiating the policy failed: {e:#}");
+            return Err(PolicyFailure::Unrunnable(format!("cannot instantiate the policy{note}: {e:#}")));
+        }
         policy.name = policy.call(|p, store| p.call_name(store), "(loading)")?.0;
         Ok(policy)
     }
@@ -198,7 +332,7 @@ impl ComponentPolicy {
         let stderr = MemoryOutputPipe::new(GUEST_OUTPUT_CAP);
         let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
         let state = GuestState { wasi, table: ResourceTable::new(), memory: MemoryLimit { max: self.limits.memory, hit: false } };
-        let mut store = Store::new(engine(), state);
+        let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.memory);
         store.set_fuel(self.limits.fuel).map_err(|e| PolicyFailure::Trap(format!("{e:#}")))?;
         let ticks = self.limits.deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()).max(1) as u64;

@@ -1,7 +1,8 @@
 //! The seat that decides promotions and reverts.
 //!
 //! A [`Policy`] proposes a decision for each trigger; the [`PolicySeat`]
-//! falls back to the built-in default when a policy fails, and holds every
+//! gives the trigger its [`Fallback`] when a policy fails (the built-in
+//! default's decision, or nothing: `--policy-fallback`), and holds every
 //! decision to the host's rules ([`rules`]) so no policy can widen exposure.
 //! The native default ([`native`]) and WebAssembly components
 //! ([`component`]) implement the same trait, so swapping one for the other
@@ -38,6 +39,9 @@ pub enum PolicyFailure {
     TooLarge { bytes: usize, cap: usize },
     #[error("bad component: {0}")]
     BadComponent(String),
+    /// The host cannot run any policy here (the address space is too small).
+    #[error("cannot run a policy here: {0}")]
+    Unrunnable(String),
 }
 
 impl PolicyFailure {
@@ -50,11 +54,52 @@ impl PolicyFailure {
             PolicyFailure::Trap(_) => "trap",
             PolicyFailure::TooLarge { .. } => "too-large",
             PolicyFailure::BadComponent(_) => "bad-component",
+            PolicyFailure::Unrunnable(_) => "unrunnable",
         }
     }
 }
 
-/// A policy's failure on one trigger. The seat uses the default decision instead.
+/// What a trigger gets when its policy fails (`--policy-fallback`, docs/policies.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fallback {
+    /// The built-in default policy's decision.
+    #[default]
+    Default,
+    /// No decision: no promotion, no revert.
+    None,
+}
+
+impl Fallback {
+    /// The flag's value and the metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::Default => "default",
+            Fallback::None => "none",
+        }
+    }
+
+    /// The decision this fallback gives `trigger`.
+    fn decide(self, trigger: &Trigger, fleet: &Fleet) -> Decision {
+        match self {
+            Fallback::Default => policy_core::decide(trigger, fleet),
+            Fallback::None => Decision::default(),
+        }
+    }
+}
+
+impl std::str::FromStr for Fallback {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "default" => Ok(Fallback::Default),
+            "none" => Ok(Fallback::None),
+            _ => Err(format!("{text:?}: expected default or none")),
+        }
+    }
+}
+
+/// A policy's failure on one trigger. The seat uses its [`Fallback`] instead.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("policy {policy:?} failed: {failure}")]
 pub struct PolicyError {
@@ -111,20 +156,21 @@ impl LivePolicy {
 pub struct Settled {
     pub promote: Vec<Promote>,
     pub revert: Vec<Revert>,
-    /// The policy failed and the default decided instead.
+    /// The policy failed and the seat's [`Fallback`] decided instead.
     pub failure: Option<PolicyError>,
     /// Items the rules dropped.
     pub dropped: Vec<rules::Dropped>,
     pub notes: Vec<String>,
 }
 
-/// A policy, held to the host's rules, with the default as its fallback.
+/// A policy, held to the host's rules, with a [`Fallback`] for its failures.
 #[derive(Clone)]
 pub struct PolicySeat {
     live: LivePolicy,
     /// The live policy as of `generation`.
     policy: Arc<dyn Policy>,
     generation: u64,
+    fallback: Fallback,
 }
 
 impl PolicySeat {
@@ -135,7 +181,17 @@ impl PolicySeat {
     /// A seat whose policy a [`reload::Reloader`] may replace.
     pub fn live(live: LivePolicy) -> Self {
         let generation = live.generation();
-        PolicySeat { policy: live.current(), live, generation }
+        PolicySeat { policy: live.current(), live, generation, fallback: Fallback::Default }
+    }
+
+    /// What a trigger gets when the policy fails (the built-in default unless told).
+    pub fn with_fallback(mut self, fallback: Fallback) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    pub fn fallback(&self) -> Fallback {
+        self.fallback
     }
 
     pub fn name(&self) -> String {
@@ -152,14 +208,29 @@ impl PolicySeat {
         let started = policy.timed().then(Instant::now);
         let (mut decision, failure) = match policy.decide(trigger, fleet) {
             Ok(d) => (d, None),
-            Err(e) => (policy_core::decide(trigger, fleet), Some(e)),
+            Err(e) => (self.fallback.decide(trigger, fleet), Some(e)),
         };
         if let Some(started) = started {
             metrics.policy_decided(started.elapsed());
         }
         if let Some(e) = &failure {
+            let fallback = self.fallback.as_str();
             metrics.policy_failed(&e.policy, e.failure.reason());
-            tracing::warn!(policy = e.policy, reason = e.failure.reason(), "{e}; the default policy decided instead");
+            metrics.policy_fell_back(&e.policy, fallback);
+            match self.fallback {
+                Fallback::Default => tracing::warn!(
+                    policy = e.policy,
+                    reason = e.failure.reason(),
+                    fallback,
+                    "{e}; the default policy decided instead"
+                ),
+                Fallback::None => tracing::warn!(
+                    policy = e.policy,
+                    reason = e.failure.reason(),
+                    fallback,
+                    "{e}; no decision for this trigger (--policy-fallback none)"
+                ),
+            }
         }
         let notes = std::mem::take(&mut decision.notes);
         let checked = rules::enforce(decision, fleet);
@@ -214,6 +285,23 @@ mod tests {
         assert_eq!(settled.promote, vec![Promote { pod: "ns/a".into(), plan: "p1".into() }]);
         assert_eq!(settled.failure.unwrap().failure.reason(), "trap");
         assert_eq!(metrics.policy_failures("broken", "trap"), 1);
+        assert_eq!(metrics.policy_fallbacks("broken", "default"), 1);
+    }
+
+    #[test]
+    fn with_fallback_none_a_failing_policy_gives_no_decision_and_is_counted() {
+        let pod = PodState { pod: "ns/a".into(), applied_plan: Some("p1".into()), running_plan: None, baseline_plan: None };
+        let fleet = Fleet { pods: vec![pod.clone()].into(), passed_plans: vec!["p1".into()].into(), refused_plans: Arc::from([]) };
+        let metrics = Metrics::default();
+        let mut seat = PolicySeat::new(Arc::new(Broken)).with_fallback(Fallback::None);
+        let settled = seat.decide(&Trigger::Applied(pod), &fleet, &metrics);
+        assert!(settled.promote.is_empty() && settled.revert.is_empty(), "{settled:?}");
+        assert_eq!(settled.failure.unwrap().failure.reason(), "trap");
+        assert_eq!(metrics.policy_failures("broken", "trap"), 1);
+        assert_eq!(metrics.policy_fallbacks("broken", "none"), 1);
+        assert_eq!(metrics.policy_fallbacks("broken", "default"), 0);
+        assert_eq!("none".parse(), Ok(Fallback::None));
+        assert!("nothing".parse::<Fallback>().is_err());
     }
 
     #[test]

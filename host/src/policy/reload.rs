@@ -1,15 +1,17 @@
 //! Hot reload of a policy component: watch the file (and SIGHUP), and swap
-//! the live policy only for a candidate that compiles, implements the world
-//! and decides a built-in set of sample triggers without failing. A broken
-//! candidate never replaces the live policy; decisions already running finish
-//! on the policy they started with.
+//! the live policy for a candidate that compiles and implements the world. A
+//! candidate that does not never replaces the live policy. One that fails
+//! some of a built-in set of sample triggers is taken with a warning and a
+//! metric, as at start (docs/policies.md): where it fails at run time, the
+//! seat's fallback decides. Decisions already running finish on the policy
+//! they started with.
 
 use super::cache::ComponentCache;
-use super::{ComponentPolicy, Fleet, LivePolicy, PodState, Policy, PolicyLimits, Trigger};
+use super::{ComponentPolicy, Fleet, LivePolicy, PodState, Policy, PolicyError, PolicyLimits, Trigger};
 use crate::metrics::Metrics;
 use policy_core::{Outcome, Verdict};
 use sha2::{Digest, Sha256};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +27,8 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    /// Loads the policy at `path` (an error stops start-up) and returns the
+    /// Loads the policy at `path` (an error, which stops start-up, only if it
+    /// does not compile or does not implement the world) and returns the
     /// reloader that will keep it current.
     pub fn start(
         path: PathBuf,
@@ -34,7 +37,9 @@ impl Reloader {
         metrics: Arc<Metrics>,
     ) -> Result<(Reloader, LivePolicy), String> {
         let bytes = std::fs::read(&path).map_err(|e| format!("--policy {}: {e}", path.display()))?;
-        let policy = load_vetted(&bytes, &limits, cache.as_ref()).map_err(|e| format!("--policy {}: {e}", path.display()))?;
+        let vetted =
+            load_vetted(&bytes, &limits, cache.as_ref()).map_err(|e| format!("--policy {}: {e}", path.display()))?;
+        let policy = vetted.take(&path, &metrics);
         let live = LivePolicy::new(Arc::new(policy));
         let seen = Sha256::digest(&bytes).into();
         Ok((Reloader { path, limits, cache, live: live.clone(), metrics, seen }, live))
@@ -51,7 +56,8 @@ impl Reloader {
         }
         self.seen = digest;
         match load_vetted(&bytes, &self.limits, self.cache.as_ref()) {
-            Ok(policy) => {
+            Ok(vetted) => {
+                let policy = vetted.take(&self.path, &self.metrics);
                 tracing::info!(policy = policy.name(), path = %self.path.display(), "policy reloaded");
                 self.live.replace(Arc::new(policy));
                 self.metrics.policy_reload(true);
@@ -95,16 +101,41 @@ impl Reloader {
     }
 }
 
-/// Compiles a candidate and runs it over the sample triggers.
-pub fn load_vetted(bytes: &[u8], limits: &PolicyLimits, cache: Option<&ComponentCache>) -> Result<ComponentPolicy, String> {
-    let policy = ComponentPolicy::from_bytes(bytes, limits.clone(), cache).map_err(|e| e.to_string())?;
-    for (what, trigger, fleet) in samples() {
-        policy.decide(&trigger, &fleet).map_err(|e| format!("fails the sample trigger \"{what}\": {e}"))?;
-    }
-    Ok(policy)
+/// A candidate that compiles and implements the world, and how it did on the sample triggers.
+pub struct Vetted {
+    pub policy: ComponentPolicy,
+    /// Each sample trigger it failed: what the sample is, and why.
+    pub sample_failures: Vec<(&'static str, PolicyError)>,
 }
 
-/// A few triggers every policy must decide without failing.
+impl Vetted {
+    /// The policy, once its sample failures are logged and counted.
+    fn take(self, path: &Path, metrics: &Metrics) -> ComponentPolicy {
+        for (what, e) in &self.sample_failures {
+            metrics.policy_sample_failed(&e.policy, e.failure.reason());
+            tracing::warn!(
+                policy = e.policy,
+                path = %path.display(),
+                reason = e.failure.reason(),
+                "the policy fails the sample trigger \"{what}\": {e}; it is in force anyway, the fallback decides where it fails"
+            );
+        }
+        self.policy
+    }
+}
+
+/// Compiles a candidate (an error if it does not compile or does not
+/// implement the world) and runs it over the sample triggers.
+pub fn load_vetted(bytes: &[u8], limits: &PolicyLimits, cache: Option<&ComponentCache>) -> Result<Vetted, String> {
+    let policy = ComponentPolicy::from_bytes(bytes, limits.clone(), cache).map_err(|e| e.to_string())?;
+    let sample_failures = samples()
+        .into_iter()
+        .filter_map(|(what, trigger, fleet)| policy.decide(&trigger, &fleet).err().map(|e| (what, e)))
+        .collect();
+    Ok(Vetted { policy, sample_failures })
+}
+
+/// A few triggers every policy should decide without failing.
 fn samples() -> Vec<(&'static str, Trigger, Fleet)> {
     let pod = |name: &str, applied: &str, running: &str| PodState {
         pod: name.into(),
