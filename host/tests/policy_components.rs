@@ -312,3 +312,30 @@ fn serve_refuses_to_start_with_a_bad_policy() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--policy") && err.contains("rendergate:policy"), "{err}");
 }
+
+#[test]
+fn a_guest_that_sleeps_is_cut_at_its_deadline_not_after_its_sleep() {
+    // hostile-sleep sleeps 200 ms in a WASI poll, where no epoch is checked.
+    let policy = load(built::HOSTILE_SLEEP);
+    for _ in 0..3 {
+        let started = Instant::now();
+        let e = policy.decide(&refusal(), &fleet(3)).expect_err("the sleep outlasts the deadline");
+        assert_eq!(e.failure, PolicyFailure::Deadline);
+        assert!(started.elapsed() < Duration::from_millis(150), "took {:?}", started.elapsed());
+    }
+}
+
+#[test]
+fn a_printing_guest_decides_on_any_thread_even_inside_a_tokio_runtime() {
+    // wasmtime-wasi's sync stdio once started a runtime inside the caller's and panicked.
+    let policy = Arc::new(load(built::HOSTILE_PRINT));
+    assert_eq!(policy.decide(&refusal(), &fleet(2)).unwrap(), NativeDefault.decide(&refusal(), &fleet(2)).unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let inside = policy.clone();
+    let decided =
+        runtime.block_on(async move { tokio::spawn(async move { inside.decide(&refusal(), &fleet(2)) }).await });
+    assert_eq!(decided.unwrap().unwrap(), NativeDefault.decide(&refusal(), &fleet(2)).unwrap());
+    let flood = load(built::HOSTILE_FLOOD);
+    let default = NativeDefault.decide(&refusal(), &fleet(2)).unwrap();
+    assert_eq!(flood.decide(&refusal(), &fleet(2)).unwrap(), default, "a mebibyte of stderr is dropped, not a trap");
+}

@@ -13,6 +13,7 @@ pub mod fixture;
 pub mod native;
 pub mod reload;
 pub mod rules;
+pub mod stdio;
 
 pub use component::{ComponentPolicy, PolicyLimits};
 pub use native::NativeDefault;

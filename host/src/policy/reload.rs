@@ -52,8 +52,10 @@ impl Reloader {
         self.seen = digest;
         match load_vetted(&bytes, &self.limits, self.cache.as_ref()) {
             Ok(policy) => {
-                tracing::info!(policy = policy.name(), path = %self.path.display(), "policy reloaded");
+                // Logged once it decides, so whoever reads the line may rely on it.
+                let name = policy.name().to_owned();
                 self.live.replace(Arc::new(policy));
+                tracing::info!(policy = name, path = %self.path.display(), "policy reloaded");
                 self.metrics.policy_reload(true);
                 Ok(true)
             }
