@@ -52,6 +52,11 @@ fn main() {
         ("HOSTILE_SLOW", "hostile_slow"),
         ("HOSTILE_OTHER_WORLD", "hostile_other_world"),
         ("HOSTILE_STATEFUL", "hostile_stateful"),
+        ("HOSTILE_PRINT", "hostile_print"),
+        ("HOSTILE_FLOOD", "hostile_flood"),
+        ("HOSTILE_PRINT_LATE", "hostile_print_late"),
+        ("HOSTILE_SLEEP", "hostile_sleep"),
+        ("HOSTILE_STDIN", "hostile_stdin"),
     ];
     let mut code = String::new();
     for (name, file) in components {

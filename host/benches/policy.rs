@@ -1,13 +1,18 @@
 //! Policy decision latency: the wasm `scoped-revert` guest (fresh store and
 //! instance per decision) against the native default, for fleets of 10 to
-//! 10,000 pods; fuel burned per decision; and loading a component cold
-//! (compile) against warm (precompiled cache).
+//! 10,000 pods, called directly and through the gate's policy worker (the
+//! round trip from the driver's side: hand-off, the seat's rules, the answer
+//! back); fuel burned per decision; and loading a component cold (compile)
+//! against warm (precompiled cache).
 //!
 //! `cargo bench -p rendergate --bench policy` (add `-- --quick` for fewer rounds).
 
 use policy_core::{Fleet, Outcome, PodState, Trigger, Verdict};
+use rendergate::Metrics;
 use rendergate::policy::cache::ComponentCache;
-use rendergate::policy::{ComponentPolicy, NativeDefault, Policy, PolicyLimits};
+use rendergate::policy::worker::PolicyWorker;
+use rendergate::policy::{ComponentPolicy, NativeDefault, Policy, PolicyLimits, PolicySeat};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn fleet(pods: usize) -> Fleet {
@@ -61,10 +66,17 @@ fn us(d: Duration) -> String {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let limits = PolicyLimits { deadline: Duration::from_secs(5), ..PolicyLimits::default() };
-    let wasm = ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits, None).unwrap();
+    let wasm = ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits.clone(), None).unwrap();
+    let seated = ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits, None).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let mut seat = PolicySeat::new(Arc::new(seated));
+    let mut worker = PolicyWorker::start(seat.clone(), metrics.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     println!("## Decision latency: one refusal over the whole fleet (µs)\n");
-    println!("| pods | wasm p50 | wasm p99 | native p50 | native p99 | ratio p50 | fuel burned |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| pods | wasm p50 | wasm p99 | seat p50 | via worker p50 | via worker p99 | native p50 | native p99 | ratio p50 | fuel burned |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for pods in [10, 100, 1_000, 10_000] {
         let rounds = match (pods, quick) {
             (10_000, _) => 40,
@@ -79,11 +91,30 @@ fn main() {
         let (wp50, wp99) = measure(rounds, || {
             wasm.decide(&t, &f).unwrap();
         });
+        // The seat on this thread: the wasm decision plus the host's rules.
+        let (sp50, _) = measure(rounds, || {
+            seat.decide(&t, &f, &metrics);
+        });
+        let (vp50, vp99) = measure(rounds, || {
+            runtime.block_on(async {
+                worker.ask(t.clone(), f.clone());
+                worker.next().await.unwrap();
+            })
+        });
         let (np50, np99) = measure(rounds, || {
             NativeDefault.decide(&t, &f).unwrap();
         });
         let ratio = wp50.as_secs_f64() / np50.as_secs_f64();
-        println!("| {pods} | {} | {} | {} | {} | {ratio:.0}x | {fuel} |", us(wp50), us(wp99), us(np50), us(np99));
+        println!(
+            "| {pods} | {} | {} | {} | {} | {} | {} | {} | {ratio:.0}x | {fuel} |",
+            us(wp50),
+            us(wp99),
+            us(sp50),
+            us(vp50),
+            us(vp99),
+            us(np50),
+            us(np99)
+        );
     }
 
     println!("\n## Loading scoped-revert (ms)\n");

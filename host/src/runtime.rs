@@ -3,7 +3,9 @@
 //!
 //! The driver task owns the core. It feeds it events, results and timer
 //! expiries, carries out its effects (start a check, ask the policy, publish)
-//! and sleeps until the core's next timer. Nothing here decides anything.
+//! and sleeps until the core's next timer. Nothing here decides anything:
+//! decisions run on the policy worker's thread ([`crate::policy::worker`]),
+//! and a verdict's outputs wait, as one group, for its decision to come back.
 //! Before each input it tells the core who judges now (the checker's
 //! identity, taken afresh), so memory never answers for a replaced binary.
 
@@ -11,7 +13,9 @@ use crate::check::{Checked, Checker};
 use crate::core::{self, CheckId, CheckOutcome, CheckRequest, Effect, Event, LatchState, Reason, Verdict};
 use crate::health::Health;
 use crate::metrics::Metrics;
+use crate::policy::worker::{self, Decided, PolicyWorker};
 use crate::policy::{PolicySeat, Promote, Revert};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc};
@@ -28,7 +32,8 @@ pub struct GateConfig {
     /// The slot a check must hold while `haproxy -c` runs. Gates that share
     /// one never run two checks at once.
     pub check_slot: Arc<Semaphore>,
-    /// Room in the event and output channels.
+    /// Room in the event and output channels, and how many decisions may
+    /// wait for the policy before the gate stops taking events.
     pub channel_capacity: usize,
     /// Where the gate counts; share it with whatever else reports (the
     /// policy reloader, a metrics endpoint).
@@ -80,26 +85,45 @@ pub struct GateStopped;
 impl Gate {
     /// Starts the gate on the current tokio runtime.
     pub fn start(config: GateConfig, checker: Arc<dyn Checker>, policy: PolicySeat) -> (Gate, mpsc::Receiver<Output>) {
-        let (events_tx, events_rx) = mpsc::channel(config.channel_capacity);
         let (outputs_tx, outputs_rx) = mpsc::channel(config.channel_capacity);
+        (Gate::start_with(config, checker, policy, Sink::One(outputs_tx)), outputs_rx)
+    }
+
+    /// [`Gate::start`], with outputs handed over in groups: a verdict's
+    /// outputs (with its decision) in one message, every other output alone.
+    /// For a writer that interleaves other lines and must not split a group
+    /// (`rendergate serve`'s `error` lines).
+    pub fn start_grouped(
+        config: GateConfig,
+        checker: Arc<dyn Checker>,
+        policy: PolicySeat,
+    ) -> (Gate, mpsc::Receiver<Vec<Output>>) {
+        let (outputs_tx, outputs_rx) = mpsc::channel(config.channel_capacity);
+        (Gate::start_with(config, checker, policy, Sink::Groups(outputs_tx)), outputs_rx)
+    }
+
+    fn start_with(config: GateConfig, checker: Arc<dyn Checker>, policy: PolicySeat, outputs: Sink) -> Gate {
+        let (events_tx, events_rx) = mpsc::channel(config.channel_capacity);
         let metrics = config.metrics.clone();
         let health = Arc::new(Health::new(config.check_timeout, config.health_margin, now()));
         let core_config = core::CoreConfig { check_interval: config.check_interval, ..core::CoreConfig::default() };
         let driver = Driver {
             core: core::Gate::new(core_config, &*checker.identity()),
             checker,
-            policy,
+            policy: PolicyWorker::start(policy.clone(), metrics.clone()),
+            seat: policy,
+            deciding: 0,
             metrics: metrics.clone(),
             health: health.clone(),
-            outputs: outputs_tx,
+            outputs,
             config,
             check: None,
             shown_latch: None,
-            pending: Vec::new(),
+            pending: VecDeque::new(),
             pending_since: None,
         };
         let driver = tokio::spawn(driver.run(events_rx));
-        (Gate { events: events_tx, driver, metrics, health }, outputs_rx)
+        Gate { events: events_tx, driver, metrics, health }
     }
 
     pub async fn send(&self, event: Event) -> Result<(), GateStopped> {
@@ -142,19 +166,46 @@ struct RunningCheck {
     task: JoinHandle<(Checked, Duration)>,
 }
 
+/// Outputs waiting to be sent, in order: one output, or a verdict's group
+/// (`verdict`, `latch`, `release`, then the decision's `promote`/`revert`),
+/// or an applied trigger's decision. A slot waiting for a decision holds
+/// back every slot behind it, so outputs keep the order of their triggers
+/// and a group is sent whole (docs/embedding.md, "Where decisions run").
+struct Slot {
+    outputs: Vec<Output>,
+    /// The decision this slot waits for.
+    awaiting: Option<u64>,
+    /// A verdict's group still taking its `latch` and `release`.
+    open: bool,
+}
+
+/// Where outputs go: one by one ([`Gate::start`]) or a slot at a time
+/// ([`Gate::start_grouped`]).
+enum Sink {
+    One(mpsc::Sender<Output>),
+    Groups(mpsc::Sender<Vec<Output>>),
+}
+
+/// Nobody reads the outputs any more.
+struct Stopped;
+
 struct Driver {
     core: core::Gate,
     checker: Arc<dyn Checker>,
-    policy: PolicySeat,
+    policy: PolicyWorker,
+    /// The same live policy, to decide in place when it is the built-in default.
+    seat: PolicySeat,
+    /// Decisions asked of the worker and not yet back.
+    deciding: usize,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
-    outputs: mpsc::Sender<Output>,
+    outputs: Sink,
     config: GateConfig,
     check: Option<RunningCheck>,
     /// The latch as the gauges last showed it: they move only when it does.
     shown_latch: Option<(LatchState, Option<Reason>)>,
     /// Outputs not yet sent, in order, and since when the first has waited.
-    pending: Vec<Output>,
+    pending: VecDeque<Slot>,
     pending_since: Option<std::time::Instant>,
 }
 
@@ -168,13 +219,16 @@ impl Driver {
             if self.flush().await.is_err() {
                 break; // nobody listens any more
             }
-            if !input_open && self.core.is_drained() {
+            if !input_open && self.core.is_drained() && self.deciding == 0 {
                 break;
             }
             let timer = self.core.poll_timeout();
             self.health.turn_ended();
+            // A slow policy holds events back only once this many decisions wait.
+            let room = self.deciding < self.config.channel_capacity;
             tokio::select! {
-                n = events.recv_many(&mut batch, EVENT_BATCH), if input_open => {
+                decided = self.policy.next(), if self.deciding > 0 => self.decided(decided),
+                n = events.recv_many(&mut batch, EVENT_BATCH), if input_open && room => {
                     if n == 0 {
                         input_open = false;
                         self.refresh_judge();
@@ -221,7 +275,7 @@ impl Driver {
     /// Feeds a batch of events to the core, carrying out each one's effects
     /// before the next: a pending decision shares the fleet, which the next
     /// event would otherwise have to copy before changing it.
-    async fn handle_events(&mut self, batch: &mut Vec<Event>) -> Result<(), mpsc::error::SendError<Output>> {
+    async fn handle_events(&mut self, batch: &mut Vec<Event>) -> Result<(), Stopped> {
         self.health.turn_started(now());
         self.refresh_judge();
         for event in batch.drain(..) {
@@ -247,20 +301,71 @@ impl Driver {
         }
     }
 
-    /// Sends the pending outputs, waiting for room as the reader frees it.
-    async fn flush(&mut self) -> Result<(), mpsc::error::SendError<Output>> {
-        self.pending_since = None;
-        for output in self.pending.drain(..) {
-            self.outputs.send(output).await?;
+    /// Sends the pending outputs up to the first that waits for a decision,
+    /// waiting for room as the reader frees it.
+    async fn flush(&mut self) -> Result<(), Stopped> {
+        while self.pending.front().is_some_and(|slot| slot.awaiting.is_none() && !slot.open) {
+            let slot = self.pending.pop_front().expect("checked");
+            match &self.outputs {
+                Sink::One(outputs) => {
+                    for output in slot.outputs {
+                        outputs.send(output).await.map_err(|_| Stopped)?;
+                    }
+                }
+                Sink::Groups(outputs) if !slot.outputs.is_empty() => {
+                    outputs.send(slot.outputs).await.map_err(|_| Stopped)?
+                }
+                Sink::Groups(_) => {}
+            }
         }
+        self.pending_since = (!self.pending.is_empty()).then(now);
         Ok(())
     }
 
-    fn emit(&mut self, output: Output) {
+    fn push(&mut self, slot: Slot) {
         if self.pending.is_empty() {
             self.pending_since = Some(now());
         }
-        self.pending.push(output);
+        self.pending.push_back(slot);
+    }
+
+    /// An output that joins the open verdict group, if any.
+    fn emit(&mut self, output: Output) {
+        match self.pending.back_mut() {
+            Some(group) if group.open => group.outputs.push(output),
+            _ => self.push(Slot { outputs: vec![output], awaiting: None, open: false }),
+        }
+    }
+
+    /// A decision came back: its outputs complete the slot that waits for it.
+    fn decided(&mut self, decided: Option<Decided>) {
+        let Some(decided) = decided else {
+            // The worker catches panics, so this is not expected; never wait forever.
+            tracing::error!("the policy worker is gone: {} triggers get no decision", self.deciding);
+            for slot in &mut self.pending {
+                slot.awaiting = None;
+            }
+            self.deciding = 0;
+            return;
+        };
+        self.deciding -= 1;
+        let Some(slot) = self.pending.iter_mut().find(|slot| slot.awaiting == Some(decided.seq)) else {
+            debug_assert!(false, "decision {} matches no slot", decided.seq);
+            return;
+        };
+        slot.awaiting = None;
+        slot.outputs.extend(decided.outputs());
+    }
+
+    /// The slot a decision's outputs go to: the open verdict group, closed
+    /// now, or a new slot after everything pending.
+    fn decision_slot(&mut self, awaiting: Option<u64>) -> &mut Slot {
+        if !self.pending.back().is_some_and(|group| group.open) {
+            self.push(Slot { outputs: Vec::new(), awaiting: None, open: false });
+        }
+        let slot = self.pending.back_mut().expect("pushed");
+        (slot.awaiting, slot.open) = (awaiting, false);
+        slot
     }
 
     /// Carries out the core's effects; their outputs wait in `pending`.
@@ -281,28 +386,28 @@ impl Driver {
                         self.metrics.verdict_remembered();
                     }
                     log_verdict(&v);
-                    self.emit(Output::Verdict(v));
+                    self.push(Slot { outputs: vec![Output::Verdict(v)], awaiting: None, open: true });
                 }
                 Effect::Latch(state) => {
                     tracing::info!(?state, "latch changed");
                     self.emit(Output::Latch(state));
                 }
                 Effect::Release { plan, render } => self.emit(Output::Release { plan, render }),
+                Effect::Decide { trigger, fleet } if self.seat.inline() => {
+                    let decided = worker::settle(&mut self.seat, 0, &trigger, &fleet, &self.metrics);
+                    self.decision_slot(None).outputs.extend(decided.outputs());
+                }
                 Effect::Decide { trigger, fleet } => {
-                    // Bounded by the policy's deadline (50 ms by default), so
-                    // deciding inline never stalls the gate for long.
-                    let settled = self.policy.decide(&trigger, &fleet, &self.metrics);
-                    for note in &settled.notes {
-                        tracing::debug!(policy = self.policy.name(), "note: {note}");
-                    }
-                    for p in settled.promote {
-                        self.emit(Output::Promote(p));
-                    }
-                    for r in settled.revert {
-                        self.emit(Output::Revert(r));
-                    }
+                    let seq = self.policy.ask(trigger, fleet);
+                    self.deciding += 1;
+                    self.decision_slot(Some(seq));
                 }
             }
+        }
+        // The core follows every verdict with its decision; should one ever
+        // come alone, its group must not wait for a decision never asked.
+        if let Some(group) = self.pending.back_mut() {
+            group.open = false;
         }
     }
 

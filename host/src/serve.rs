@@ -1,6 +1,8 @@
 //! `rendergate serve`: NDJSON events from a reader into the gate, NDJSON
 //! outputs from the gate to a writer. A bad line becomes an `error` output
-//! and never reaches the gate. At end of input the gate drains, then this
+//! and never reaches the gate; it is written as soon as it is read, never
+//! inside a verdict's group of lines (the gate hands those over whole,
+//! [`Gate::start_grouped`]). At end of input the gate drains, then this
 //! returns.
 
 use crate::protocol::{self, LineError};
@@ -13,7 +15,12 @@ use tokio::sync::mpsc;
 pub const MAX_LINE: usize = 256 * 1024 * 1024;
 
 /// Runs the gate over `input` until end of input, writing to `output`.
-pub async fn serve<R, W>(mut input: R, output: W, gate: Gate, mut outputs: mpsc::Receiver<Output>) -> std::io::Result<()>
+pub async fn serve<R, W>(
+    mut input: R,
+    output: W,
+    gate: Gate,
+    mut outputs: mpsc::Receiver<Vec<Output>>,
+) -> std::io::Result<()>
 where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -24,18 +31,20 @@ where
         let mut output = tokio::io::BufWriter::new(output);
         let (mut outputs_open, mut errors_open) = (true, true);
         while outputs_open || errors_open {
-            let line = tokio::select! {
+            let lines = tokio::select! {
                 o = outputs.recv(), if outputs_open => match o {
-                    Some(o) => protocol::output_line(&o),
+                    Some(group) => group.iter().map(protocol::output_line).collect(),
                     None => { outputs_open = false; continue; }
                 },
                 e = errors.recv(), if errors_open => match e {
-                    Some(e) => protocol::error_line(&e),
+                    Some(e) => vec![protocol::error_line(&e)],
                     None => { errors_open = false; continue; }
                 },
             };
-            output.write_all(line.as_bytes()).await?;
-            output.write_all(b"\n").await?;
+            for line in lines {
+                output.write_all(line.as_bytes()).await?;
+                output.write_all(b"\n").await?;
+            }
             // Flush when nothing else is ready: one write per burst, not per line.
             if outputs.is_empty() && errors.is_empty() {
                 output.flush().await?;

@@ -490,3 +490,60 @@ fn serve_refuses_to_start_with_a_bad_policy() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--policy") && err.contains("rendergate:policy"), "{err}");
 }
+
+#[test]
+fn a_guest_that_sleeps_is_cut_at_its_deadline_not_after_its_sleep() {
+    // hostile-sleep sleeps 200 ms in a WASI poll, where no epoch is checked.
+    let policy = load(built::HOSTILE_SLEEP);
+    for _ in 0..3 {
+        let started = Instant::now();
+        let e = policy.decide(&refusal(), &fleet(3)).expect_err("the sleep outlasts the deadline");
+        assert_eq!(e.failure, PolicyFailure::Deadline);
+        assert!(started.elapsed() < Duration::from_millis(150), "took {:?}", started.elapsed());
+    }
+}
+
+#[test]
+fn the_policy_worker_decides_in_order_and_a_sleeping_guest_costs_one_deadline_each() {
+    use rendergate::policy::worker::PolicyWorker;
+    let metrics = Arc::new(Metrics::default());
+    let mut worker = PolicyWorker::start(PolicySeat::new(Arc::new(load(built::HOSTILE_SLEEP))), metrics.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let started = Instant::now();
+    let asked: Vec<u64> = (1..=20).map(|n| worker.ask(refusal(), fleet(n))).collect();
+    let decided: Vec<_> = runtime.block_on(async { futures_collect(&mut worker, asked.len()).await });
+    let took = started.elapsed();
+    assert_eq!(decided.iter().map(|d| d.seq).collect::<Vec<_>>(), asked, "in the order asked");
+    for (n, d) in (1..=20).zip(&decided) {
+        assert_eq!(d.revert.len(), (0..n).filter(|i| i % 2 == 0).count(), "the default's decision for {n} pods");
+    }
+    assert_eq!(metrics.policy_failures("hostile-sleep", "deadline"), 20);
+    // 20 deadlines of 50 ms, not 20 sleeps of 200 ms.
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+}
+
+async fn futures_collect(
+    worker: &mut rendergate::policy::worker::PolicyWorker,
+    n: usize,
+) -> Vec<rendergate::policy::worker::Decided> {
+    let mut decided = Vec::new();
+    while decided.len() < n {
+        decided.push(worker.next().await.expect("the worker answers"));
+    }
+    decided
+}
+
+#[test]
+fn a_printing_guest_decides_on_any_thread_even_inside_a_tokio_runtime() {
+    // wasmtime-wasi's sync stdio once started a runtime inside the caller's and panicked.
+    let policy = Arc::new(load(built::HOSTILE_PRINT));
+    assert_eq!(policy.decide(&refusal(), &fleet(2)).unwrap(), NativeDefault.decide(&refusal(), &fleet(2)).unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let inside = policy.clone();
+    let decided =
+        runtime.block_on(async move { tokio::spawn(async move { inside.decide(&refusal(), &fleet(2)) }).await });
+    assert_eq!(decided.unwrap().unwrap(), NativeDefault.decide(&refusal(), &fleet(2)).unwrap());
+    let flood = load(built::HOSTILE_FLOOD);
+    let default = NativeDefault.decide(&refusal(), &fleet(2)).unwrap();
+    assert_eq!(flood.decide(&refusal(), &fleet(2)).unwrap(), default, "a mebibyte of stderr is dropped, not a trap");
+}

@@ -131,7 +131,7 @@ where
         ..GateConfig::default()
     };
     let watcher = reloader.map(|r| tokio::spawn(r.watch(args.policy_limits.policy_poll)));
-    let (gate, outputs) = Gate::start(config, checker, seat);
+    let (gate, outputs) = Gate::start_grouped(config, checker, seat);
     let endpoint = listener.map(|listener| {
         if let Ok(addr) = listener.local_addr() {
             tracing::info!("metrics: listening on {addr}");

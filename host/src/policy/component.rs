@@ -3,20 +3,28 @@
 //! compiled once per load with its `InstancePre` kept, and a fresh [`Store`]
 //! per decision, so nothing leaks from one decision to the next.
 //!
-//! Each decision runs under limits: a wall-clock deadline (epoch
-//! interruption), fuel, linear memory, and a cap on the returned decision.
-//! Each failure is a typed [`PolicyFailure`]. WASI is linked only because
-//! `wasm32-wasip2` guests import it: no files, no environment, no arguments,
-//! no network; stdout and stderr are captured, bounded, and logged.
+//! Each decision runs under limits: a wall-clock deadline, fuel, linear
+//! memory, and a cap on the returned decision. Each failure is a typed
+//! [`PolicyFailure`]. WASI is linked only because `wasm32-wasip2` guests
+//! import it: no files, no environment, no arguments, no network, an empty
+//! stdin; stdout and stderr are captured, bounded, and logged ([`super::stdio`]).
+//!
+//! Guests run on wasmtime's async path, on a current-thread tokio runtime of
+//! the calling thread's own (never the gate's): WASI's host calls are async
+//! in wasmtime-wasi, and only the async path lets the deadline cut one short.
+//! Epoch interruption stops wasm code that spins; a timeout around the call
+//! stops a guest waiting in a host call (a sleep, a poll). See
+//! docs/policies.md, "Limits".
 
 use super::{Decision, Fleet, Policy, PolicyError, PolicyFailure, Trigger};
 use super::cache::ComponentCache;
+use super::stdio::GuestOutput;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 mod bindings {
@@ -26,14 +34,13 @@ mod bindings {
         path: "../wit",
         world: "policy",
         ownership: Borrowing { duplicate_if_necessary: true },
+        exports: { default: async },
     });
 }
 use bindings::rendergate::policy::types as wit;
 
 /// How often the engine's epoch advances: the deadline's resolution.
 const EPOCH_TICK: Duration = Duration::from_millis(1);
-/// Guest stdout/stderr kept per decision.
-const GUEST_OUTPUT_CAP: usize = 16 * 1024;
 /// The most linear memory any policy may be given (`--policy-memory` above it is refused).
 pub const MAX_POLICY_MEMORY: usize = 1 << 30;
 /// The interface name a policy must export, for messages.
@@ -153,6 +160,9 @@ fn new_engine(reservation: usize) -> Result<Engine, String> {
         .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
         .table_elements(TABLE_ELEMENTS)
         .max_memory_size(reservation)
+        // Guests run on wasmtime's async path, whose fiber stacks come from
+        // the pool as well (1,000 by default): one per live instance.
+        .total_stacks(POOL_COMPONENTS)
         .max_unused_warm_slots(8);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     let pooled = u64::from(POOL_MEMORIES) * (reservation as u64 + MEMORY_GUARD);
@@ -279,7 +289,7 @@ impl ComponentPolicy {
         }
         .map_err(|e| PolicyFailure::BadComponent(format!("not a loadable component: {e}")))?;
         let mut linker = Linker::<GuestState>::new(engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| PolicyFailure::BadComponent(format!("cannot link WASI: {e:#}")))?;
         let instance_pre = linker
             .instantiate_pre(&component)
@@ -289,11 +299,15 @@ impl ComponentPolicy {
         let mut policy = ComponentPolicy { name: String::from("(loading)"), pre, limits };
         // The first instance: where an address-space limit shows, if the
         // engine had to allocate on demand and even that does not fit.
-        let instantiable = {
-            let mut store = Store::new(engine, GuestState::new(&policy.limits));
-            store.limiter(|s| &mut s.memory);
-            policy.pre.instance_pre().instantiate(&mut store).map(drop)
-        };
+        let instantiable = on_guest_thread(|| {
+            GUEST_RUNTIME.with(|runtime| {
+                runtime.block_on(async {
+                    let mut store = Store::new(engine, GuestState::new(&policy.limits));
+                    store.limiter(|s| &mut s.memory);
+                    policy.pre.instance_pre().instantiate_async(&mut store).await.map(drop)
+                })
+            })
+        });
         if let Err(e) = instantiable
             && e.downcast_ref::<wasmtime::Trap>().is_none()
             && let Some(limit) = address_space_limit()
@@ -302,7 +316,7 @@ impl ComponentPolicy {
             tracing::debug!(limit, "instantiating the policy failed: {e:#}");
             return Err(PolicyFailure::Unrunnable(format!("cannot instantiate the policy{note}: {e:#}")));
         }
-        policy.name = policy.call(|p, store| p.call_name(store), "(loading)")?.0;
+        policy.name = policy.call(async |p, store| p.call_name(store).await, "(loading)", "name")?.0;
         Ok(policy)
     }
 
@@ -314,7 +328,13 @@ impl ComponentPolicy {
         let fleet = wit::Fleet { pods: &pods, passed_plans: &passed, refused_plans: &refused };
         let trigger = trigger_out(trigger);
         let fail = |failure| PolicyError { policy: self.name.clone(), failure };
-        let (decision, fuel) = self.call(move |p, store| p.call_decide(store, trigger, fleet), &self.name).map_err(fail)?;
+        let kind = match trigger {
+            wit::Trigger::Verdict(_) => "verdict",
+            wit::Trigger::Applied(_) => "applied",
+        };
+        let decided =
+            self.call(async move |p, store| p.call_decide(store, trigger, fleet).await, &self.name, kind);
+        let (decision, fuel) = decided.map_err(fail)?;
         let size = decision_size(&decision);
         if size > self.limits.decision_cap {
             return Err(fail(PolicyFailure::TooLarge { bytes: size, cap: self.limits.decision_cap }));
@@ -322,15 +342,31 @@ impl ComponentPolicy {
         Ok((decision_in(decision), fuel))
     }
 
-    /// Runs one export in a fresh store under the limits; returns the fuel burned too.
-    fn call<R>(
+    /// Runs one export in a fresh store under the limits; returns the fuel
+    /// burned too. Logs what the guest printed, tagged with `name` and `what`.
+    fn call<R: Send>(
         &self,
-        f: impl FnOnce(&bindings::Policy, &mut Store<GuestState>) -> wasmtime::Result<R>,
+        f: impl AsyncFnOnce(&bindings::Policy, &mut Store<GuestState>) -> wasmtime::Result<R> + Send,
         name: &str,
+        what: &str,
     ) -> Result<(R, u64), PolicyFailure> {
-        let stdout = MemoryOutputPipe::new(GUEST_OUTPUT_CAP);
-        let stderr = MemoryOutputPipe::new(GUEST_OUTPUT_CAP);
-        let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        let output = GuestOutput::default();
+        let result = on_guest_thread(|| self.call_here(f, &output));
+        output.log(name, what);
+        result
+    }
+
+    /// [`Self::call`] on a thread that is in no tokio runtime.
+    fn call_here<R>(
+        &self,
+        f: impl AsyncFnOnce(&bindings::Policy, &mut Store<GuestState>) -> wasmtime::Result<R>,
+        output: &GuestOutput,
+    ) -> Result<(R, u64), PolicyFailure> {
+        let wasi = WasiCtxBuilder::new()
+            .stdin(MemoryInputPipe::new(bytes::Bytes::new()))
+            .stdout(output.stdout())
+            .stderr(output.stderr())
+            .build();
         let state = GuestState { wasi, table: ResourceTable::new(), memory: MemoryLimit { max: self.limits.memory, hit: false } };
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.memory);
@@ -339,12 +375,49 @@ impl ComponentPolicy {
         store.set_epoch_deadline(ticks);
         store.epoch_deadline_trap();
 
-        let result = self.pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
-        forward_output(name, "stdout", &stdout);
-        forward_output(name, "stderr", &stderr);
+        let deadline = self.limits.deadline;
+        let result = GUEST_RUNTIME.with(|runtime| {
+            runtime.block_on(async {
+                // The epoch stops wasm that spins; the timeout stops a guest
+                // waiting in a host call, where no epoch is checked.
+                let run = async {
+                    let instance = self.pre.instantiate_async(&mut store).await?;
+                    f(&instance, &mut store).await
+                };
+                tokio::time::timeout(deadline, run).await
+            })
+        });
         let burned = self.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
-        result.map(|r| (r, burned)).map_err(|e| classify(e, store.data().memory.hit, &stderr))
+        match result {
+            Ok(Ok(r)) => Ok((r, burned)),
+            Ok(Err(e)) => Err(classify(e, store.data().memory.hit, output)),
+            Err(_elapsed) => Err(PolicyFailure::Deadline),
+        }
     }
+}
+
+thread_local! {
+    /// Each thread that runs guests has its own runtime for their async host
+    /// calls (a sleep's timer); it runs only while a guest does.
+    static GUEST_RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("build a runtime for policy guests");
+}
+
+/// Runs `f` where guests may run: on this thread if it is in no tokio
+/// runtime (the policy worker, a CLI command, a benchmark), else on a
+/// short-lived helper thread, since a runtime cannot be started inside
+/// another (loading a policy from async code does that, once per load).
+fn on_guest_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|scope| {
+        let helper = std::thread::Builder::new().name("rendergate-policy-load".into());
+        let joined = helper.spawn_scoped(scope, f).expect("start a policy helper thread").join();
+        joined.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 impl Policy for ComponentPolicy {
@@ -357,7 +430,7 @@ impl Policy for ComponentPolicy {
     }
 }
 
-fn classify(error: wasmtime::Error, memory_hit: bool, stderr: &MemoryOutputPipe) -> PolicyFailure {
+fn classify(error: wasmtime::Error, memory_hit: bool, output: &GuestOutput) -> PolicyFailure {
     if memory_hit {
         return PolicyFailure::Memory;
     }
@@ -366,21 +439,13 @@ fn classify(error: wasmtime::Error, memory_hit: bool, stderr: &MemoryOutputPipe)
         Some(wasmtime::Trap::OutOfFuel) => PolicyFailure::Fuel,
         Some(trap) => {
             // A Rust guest's panic message is on its stderr; keep it, not the backtrace hint.
-            let bytes = stderr.contents();
-            let text = String::from_utf8_lossy(&bytes);
+            let text = output.stderr_text();
             let said: Vec<&str> =
                 text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: run with")).collect();
             let said = said.join(" | ").chars().take(500).collect::<String>();
             PolicyFailure::Trap(if said.is_empty() { trap.to_string() } else { format!("{trap}: {said}") })
         }
         None => PolicyFailure::Trap(format!("{error:#}")),
-    }
-}
-
-fn forward_output(policy: &str, stream: &str, pipe: &MemoryOutputPipe) {
-    let bytes = pipe.contents();
-    for line in String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()) {
-        tracing::info!(policy, stream, "guest: {line}");
     }
 }
 

@@ -14,6 +14,8 @@ pub mod fixture;
 pub mod native;
 pub mod reload;
 pub mod rules;
+pub mod stdio;
+pub mod worker;
 
 pub use component::{ComponentPolicy, PolicyLimits};
 pub use native::NativeDefault;
@@ -119,6 +121,12 @@ pub trait Policy: Send + Sync {
     fn timed(&self) -> bool {
         true
     }
+    /// Whether the gate may decide on the task that drives it instead of the
+    /// policy worker ([`worker`]). Only host code that cannot be slow says
+    /// yes: the built-in default.
+    fn inline(&self) -> bool {
+        false
+    }
 }
 
 /// The policy in force; [`reload`] replaces it.
@@ -198,12 +206,23 @@ impl PolicySeat {
         self.live.current().name().to_owned()
     }
 
-    /// Decides one trigger; records failures, drops and timing in `metrics`.
-    pub fn decide(&mut self, trigger: &Trigger, fleet: &Fleet, metrics: &Metrics) -> Settled {
+    /// Whether the policy in force may decide on the gate's own task ([`Policy::inline`]).
+    pub fn inline(&mut self) -> bool {
+        self.follow();
+        self.policy.inline()
+    }
+
+    /// Takes the live policy if it was replaced.
+    fn follow(&mut self) {
         let generation = self.live.generation();
         if generation != self.generation {
             (self.policy, self.generation) = (self.live.current(), generation);
         }
+    }
+
+    /// Decides one trigger; records failures, drops and timing in `metrics`.
+    pub fn decide(&mut self, trigger: &Trigger, fleet: &Fleet, metrics: &Metrics) -> Settled {
+        self.follow();
         let policy = &self.policy;
         let started = policy.timed().then(Instant::now);
         let (mut decision, failure) = match policy.decide(trigger, fleet) {

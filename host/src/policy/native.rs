@@ -18,4 +18,8 @@ impl Policy for NativeDefault {
     fn timed(&self) -> bool {
         false
     }
+
+    fn inline(&self) -> bool {
+        true
+    }
 }

@@ -58,8 +58,10 @@ impl Reloader {
         match load_vetted(&bytes, &self.limits, self.cache.as_ref()) {
             Ok(vetted) => {
                 let policy = vetted.take(&self.path, &self.metrics);
-                tracing::info!(policy = policy.name(), path = %self.path.display(), "policy reloaded");
+                // Logged once it decides, so whoever reads the line may rely on it.
+                let name = policy.name().to_owned();
                 self.live.replace(Arc::new(policy));
+                tracing::info!(policy = name, path = %self.path.display(), "policy reloaded");
                 self.metrics.policy_reload(true);
                 Ok(true)
             }
