@@ -161,6 +161,11 @@ impl Metrics {
             "Time one decision of a loaded policy component took (the built-in default is not timed)",
             decision_duration.clone(),
         );
+        registry.register(
+            "rendergate_policy_output_dropped_bytes",
+            "Bytes policy components wrote to stdout/stderr past the 64 KiB kept per decision (process-wide)",
+            crate::policy::stdio::dropped_bytes_counter(),
+        );
         let sandbox_layers = Family::<LayerLabel, Gauge>::default();
         registry.register(
             "rendergate_sandbox_layer",

@@ -545,5 +545,10 @@ fn a_printing_guest_decides_on_any_thread_even_inside_a_tokio_runtime() {
     assert_eq!(decided.unwrap().unwrap(), NativeDefault.decide(&refusal(), &fleet(2)).unwrap());
     let flood = load(built::HOSTILE_FLOOD);
     let default = NativeDefault.decide(&refusal(), &fleet(2)).unwrap();
+    let dropped = rendergate::policy::stdio::dropped_bytes_counter();
+    let before = dropped.get();
     assert_eq!(flood.decide(&refusal(), &fleet(2)).unwrap(), default, "a mebibyte of stderr is dropped, not a trap");
+    // what was dropped is counted for /metrics (rendergate_policy_output_dropped_bytes_total)
+    let counted = dropped.get() - before;
+    assert!(counted >= (1 << 20) - rendergate::policy::stdio::GUEST_OUTPUT_CAP as u64, "{counted}");
 }

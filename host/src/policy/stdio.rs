@@ -8,9 +8,19 @@
 //! carries the NDJSON output.
 
 use bytes::Bytes;
+use prometheus_client::metrics::counter::Counter;
 use std::sync::{Arc, Mutex};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+
+/// Every byte dropped by any decision of this process, for
+/// `rendergate_policy_output_dropped_bytes_total`.
+static DROPPED_BYTES: std::sync::LazyLock<Counter> = std::sync::LazyLock::new(Counter::default);
+
+/// The process-wide count of dropped guest output (a handle on one counter).
+pub fn dropped_bytes_counter() -> Counter {
+    DROPPED_BYTES.clone()
+}
 
 /// Guest output kept per decision, stdout and stderr together.
 pub const GUEST_OUTPUT_CAP: usize = 64 * 1024;
@@ -74,6 +84,7 @@ impl GuestOutput {
         }
         if captured.dropped > 0 {
             let dropped_bytes = captured.dropped;
+            DROPPED_BYTES.inc_by(dropped_bytes);
             tracing::warn!(
                 policy,
                 trigger,
