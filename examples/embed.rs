@@ -56,5 +56,13 @@ async fn main() {
     // End of input: judge what is queued, then stop.
     gate.finish().await;
     controller.await.expect("the controller loop");
-    print!("{}", metrics.render().lines().filter(|l| l.starts_with("rendergate_checks_total")).map(|l| format!("{l}\n")).collect::<String>());
+    print!(
+        "{}",
+        metrics
+            .render()
+            .lines()
+            .filter(|l| l.starts_with("rendergate_checks_total"))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    );
 }

@@ -141,7 +141,11 @@ fn config(a: &Args, rng: &mut Rng, cert_paths: &[String]) -> String {
     }
     c.push_str("    default_backend be-0\n");
     for b in 0..a.backends {
-        let _ = write!(c, "\nbackend be-{b}\n    balance {}\n", ["roundrobin", "leastconn", "source"][rng.below(3) as usize]);
+        let _ = write!(
+            c,
+            "\nbackend be-{b}\n    balance {}\n",
+            ["roundrobin", "leastconn", "source"][rng.below(3) as usize]
+        );
         for s in 0..a.servers {
             let ip = rng.next();
             let _ = writeln!(
@@ -161,7 +165,8 @@ fn config(a: &Args, rng: &mut Rng, cert_paths: &[String]) -> String {
 fn map_file(a: &Args, k: usize, rng: &mut Rng) -> String {
     let mut m = String::with_capacity(a.map_entries * 40);
     for e in 0..a.map_entries {
-        let value = if k == 0 { format!("be-{}", rng.below(a.backends as u64)) } else { format!("v{}", rng.below(1_000_000)) };
+        let value =
+            if k == 0 { format!("be-{}", rng.below(a.backends as u64)) } else { format!("v{}", rng.below(1_000_000)) };
         let _ = writeln!(m, "host-{e}.m{k}.example.com {value}");
     }
     m
@@ -261,7 +266,13 @@ impl Generated {
             if i > 0 {
                 line.push(',');
             }
-            let _ = write!(line, "{{\"kind\":\"{}\",\"path\":{},\"content\":{}}}", f.kind, json_str(&f.path), json_str(&f.content));
+            let _ = write!(
+                line,
+                "{{\"kind\":\"{}\",\"path\":{},\"content\":{}}}",
+                f.kind,
+                json_str(&f.path),
+                json_str(&f.content)
+            );
         }
         line.push_str("]}\n");
         line

@@ -105,8 +105,5 @@ fn main() {
             peak as f64 / 1024.0
         );
     }
-    println!(
-        "\nPeak RSS, largest flood / smallest: {:.3}x",
-        *peaks.last().unwrap() as f64 / peaks[0] as f64
-    );
+    println!("\nPeak RSS, largest flood / smallest: {:.3}x", *peaks.last().unwrap() as f64 / peaks[0] as f64);
 }

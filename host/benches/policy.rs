@@ -19,13 +19,14 @@ fn fleet(pods: usize) -> Fleet {
     Fleet {
         pods: std::sync::Arc::new(
             (0..pods)
-            .map(|i| PodState {
-                pod: format!("haptic/haproxy-{i}").into(),
-                applied_plan: Some("plan-2".into()),
-                running_plan: Some(if i % 3 == 0 { "plan-2" } else { "plan-1" }.into()),
-                baseline_plan: Some("plan-1".into()),
-            })
-            .collect()),
+                .map(|i| PodState {
+                    pod: format!("haptic/haproxy-{i}").into(),
+                    applied_plan: Some("plan-2".into()),
+                    running_plan: Some(if i % 3 == 0 { "plan-2" } else { "plan-1" }.into()),
+                    baseline_plan: Some("plan-1".into()),
+                })
+                .collect(),
+        ),
         passed_plans: vec!["plan-1".into()].into(),
         refused_plans: vec!["plan-2".into()].into(),
     }
@@ -66,7 +67,8 @@ fn us(d: Duration) -> String {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let limits = PolicyLimits { deadline: Duration::from_secs(5), ..PolicyLimits::default() };
-    let wasm = ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits.clone(), None).unwrap();
+    let wasm =
+        ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits.clone(), None).unwrap();
     let seated = ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits, None).unwrap();
     let metrics = Arc::new(Metrics::default());
     let mut seat = PolicySeat::new(Arc::new(seated));
@@ -129,5 +131,10 @@ fn main() {
         cache.load_or_compile(engine, &bytes).unwrap();
     });
     println!("| cold compile | warm cache (p50) | ratio |\n|---:|---:|---:|");
-    println!("| {:.1} | {:.2} | {:.0}x |", cold.as_secs_f64() * 1e3, warm.as_secs_f64() * 1e3, cold.as_secs_f64() / warm.as_secs_f64());
+    println!(
+        "| {:.1} | {:.2} | {:.0}x |",
+        cold.as_secs_f64() * 1e3,
+        warm.as_secs_f64() * 1e3,
+        cold.as_secs_f64() / warm.as_secs_f64()
+    );
 }

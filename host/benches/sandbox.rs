@@ -20,14 +20,21 @@ fn render(with_ca: bool) -> Render {
         config.push_str("\nbackend tls\n    server s1 127.0.0.1:8443 ssl verify required ca-file @system-ca\n");
     }
     let map = std::fs::read_to_string(dir.join("maps/hosts.map")).unwrap();
-    Render::new("bench", "r", config, vec![RenderFile { kind: FileKind::Map, path: "maps/hosts.map".into(), content: map }])
+    Render::new(
+        "bench",
+        "r",
+        config,
+        vec![RenderFile { kind: FileKind::Map, path: "maps/hosts.map".into(), content: map }],
+    )
 }
 
 /// The same render laid out once on disk, for the bare and bwrap runs. The
 /// config points `default-path origin` at the directory itself.
 fn laid_out(render: &Render) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let config = render.config().replace("default-path origin /etc/haproxy", &format!("default-path origin {}", dir.path().display()));
+    let config = render
+        .config()
+        .replace("default-path origin /etc/haproxy", &format!("default-path origin {}", dir.path().display()));
     std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
     std::fs::create_dir(dir.path().join("maps")).unwrap();
     std::fs::write(dir.path().join("maps/hosts.map"), &render.files()[0].content).unwrap();
@@ -62,7 +69,12 @@ fn main() {
     let haproxy = which("haproxy").expect("haproxy on PATH");
     let bwrap = which("bwrap");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let checker = |mode| HaproxyChecker::new(HaproxyOptions { sandbox: SandboxOptions { mode, ..SandboxOptions::default() }, ..HaproxyOptions::default() });
+    let checker = |mode| {
+        HaproxyChecker::new(HaproxyOptions {
+            sandbox: SandboxOptions { mode, ..SandboxOptions::default() },
+            ..HaproxyOptions::default()
+        })
+    };
     let (plain, strict) = (checker(Mode::Off), checker(Mode::Strict));
 
     println!("## One check of examples/render, median of {rounds} (ms)\n");
@@ -72,7 +84,9 @@ fn main() {
     for with_ca in [false, true] {
         let r = render(with_ca);
         let dir = laid_out(&r);
-        let bare = median(rounds, || run(Command::new(&haproxy).args(["-dr", "-c", "-f", "haproxy.cfg"]).current_dir(dir.path())));
+        let bare = median(rounds, || {
+            run(Command::new(&haproxy).args(["-dr", "-c", "-f", "haproxy.cfg"]).current_dir(dir.path()))
+        });
         let check = |c: &HaproxyChecker| {
             median(rounds, || {
                 let outcome =
@@ -94,10 +108,15 @@ fn main() {
             })
         });
         let all = [Some(bare), Some(off), Some(sandboxed), bw];
-        for (i, (name, d)) in ["bare `haproxy -c` (baseline)", "checker, `--no-sandbox`", "checker, sandbox strict", "bwrap + `haproxy -c`"]
-            .into_iter()
-            .zip(all)
-            .enumerate()
+        for (i, (name, d)) in [
+            "bare `haproxy -c` (baseline)",
+            "checker, `--no-sandbox`",
+            "checker, sandbox strict",
+            "bwrap + `haproxy -c`",
+        ]
+        .into_iter()
+        .zip(all)
+        .enumerate()
         {
             if let Some(d) = d {
                 match rows.get_mut(i) {
@@ -119,5 +138,10 @@ fn main() {
 }
 
 fn which(name: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').chain(["/usr/sbin", "/sbin"]).map(|d| Path::new(d).join(name)).find(|p| p.is_file())
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .chain(["/usr/sbin", "/sbin"])
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
 }

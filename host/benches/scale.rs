@@ -64,8 +64,12 @@ fn timed(cmd: &mut Command) -> f64 {
 
 fn check_wall_time(quick: bool) {
     println!("## `rendergate check` (sandbox strict) vs bare `haproxy -dr -c -f haproxy.cfg`, wall ms\n");
-    println!("Render: N backends × 2 servers, 4 maps × 1,000 entries, 4 EC certificates (openssl). Runs interleaved.\n");
-    println!("| backends | bare haproxy -c: median (min–max) | rendergate check: median (min–max) | added ms | ratio | target |");
+    println!(
+        "Render: N backends × 2 servers, 4 maps × 1,000 entries, 4 EC certificates (openssl). Runs interleaved.\n"
+    );
+    println!(
+        "| backends | bare haproxy -c: median (min–max) | rendergate check: median (min–max) | added ms | ratio | target |"
+    );
     println!("|---:|---:|---:|---:|---:|---|");
     let haproxy = haproxy();
     for backends in [100, 1_000, 10_000] {
@@ -103,7 +107,12 @@ fn check_wall_time(quick: bool) {
             10_000 => format!("≤ 1.03: {}", if ratio <= 1.03 { "met" } else { "missed" }),
             _ => "report".into(),
         };
-        println!("| {backends} | {} | {} | {:+.2} | {ratio:.3} | {target} |", b.show(2), r.show(2), r.median - b.median);
+        println!(
+            "| {backends} | {} | {} | {:+.2} | {ratio:.3} | {target} |",
+            b.show(2),
+            r.show(2),
+            r.median - b.median
+        );
     }
     println!();
 }
@@ -120,7 +129,14 @@ fn applied_line(pod: u64, plan: u64) -> String {
 /// then `events` more: every report new (`distinct`: the pod's plan
 /// alternates between plan-1 and plan-2), or each pod repeating its report.
 fn stream(pods: u64, events: u64, distinct: bool) -> String {
-    let g = gen_render::generate(&gen_render::Args { seed: 1, backends: 10, servers: 1, maps: 1, map_entries: 10, ..Default::default() });
+    let g = gen_render::generate(&gen_render::Args {
+        seed: 1,
+        backends: 10,
+        servers: 1,
+        maps: 1,
+        map_entries: 10,
+        ..Default::default()
+    });
     let mut s = g.ndjson_line("plan-1", "r-1", "c-1");
     s.push_str(&g.ndjson_line("plan-2", "r-2", "c-2"));
     for p in 0..pods {
@@ -242,8 +258,10 @@ fn events(pods: u64, n: u64, distinct: bool, held: Option<&HeldNames>) -> Vec<Ev
 }
 
 fn prelude(pods: u64) -> Vec<Event> {
-    let mut v =
-        vec![Event::Rendered(Render::new("plan-1", "r-1", "a", vec![])), Event::Rendered(Render::new("plan-2", "r-2", "b", vec![]))];
+    let mut v = vec![
+        Event::Rendered(Render::new("plan-1", "r-1", "a", vec![])),
+        Event::Rendered(Render::new("plan-2", "r-2", "b", vec![])),
+    ];
     v.extend((0..pods).map(|p| Event::Applied(report(p, 1))));
     v
 }
@@ -286,7 +304,13 @@ fn core_rate(pods: u64, n: u64, distinct: bool) -> f64 {
     let answer = |gate: &mut core::Gate| {
         while let Some(e) = gate.poll_effect() {
             if let Effect::StartCheck(r) = e {
-                gate.handle_check_result(now, r.id, CheckOutcome::Passed { message: String::new() }, "judge", Duration::ZERO);
+                gate.handle_check_result(
+                    now,
+                    r.id,
+                    CheckOutcome::Passed { message: String::new() },
+                    "judge",
+                    Duration::ZERO,
+                );
             }
         }
     };
@@ -326,11 +350,17 @@ fn throughput(quick: bool, serve: bool) {
         for (held, names) in [(false, "fresh strings per event"), (true, "names held by the controller")] {
             let rate = stats((0..rounds).map(|_| library_rate(pods, n, distinct, held)).collect());
             let met = if rate.median >= 1_000_000.0 { "met" } else { "missed" };
-            println!("| library: Gate::start (tokio, native policy), {names} | {label} | {n} | {} | — | ≥ 1,000,000/s: {met} |", rate.show(0));
+            println!(
+                "| library: Gate::start (tokio, native policy), {names} | {label} | {n} | {} | — | ≥ 1,000,000/s: {met} |",
+                rate.show(0)
+            );
         }
         let rate = stats((0..rounds).map(|_| core_rate(pods, n, distinct)).collect());
         let met = if rate.median >= 1_000_000.0 { "met" } else { "missed" };
-        println!("| library: core::Gate alone (no policy) | {label} | {n} | {} | — | ≥ 1,000,000/s: {met} |", rate.show(0));
+        println!(
+            "| library: core::Gate alone (no policy) | {label} | {n} | {} | — | ≥ 1,000,000/s: {met} |",
+            rate.show(0)
+        );
     }
     println!();
     if !serve {
@@ -355,14 +385,21 @@ fn throughput(quick: bool, serve: bool) {
 
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap()
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
 }
 
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let rest = &stat[stat.rfind(')').unwrap() + 2..];
     let f: Vec<&str> = rest.split(' ').collect();
-    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap() + f[13].parse::<u64>().unwrap() + f[14].parse::<u64>().unwrap()
+    f[11].parse::<u64>().unwrap()
+        + f[12].parse::<u64>().unwrap()
+        + f[13].parse::<u64>().unwrap()
+        + f[14].parse::<u64>().unwrap()
 }
 
 /// Waits until `serve` has used no CPU (its own or its reaped checks') for 1 s.
@@ -380,8 +417,14 @@ fn wait_idle(pid: u32) {
 fn memory() {
     let total: u64 = std::env::var("SCALE_RSS_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
     let (pods, first) = (10_000u64, 10_000u64);
-    let big =
-        gen_render::generate(&gen_render::Args { seed: 3, backends: 1_000, servers: 2, maps: 4, map_entries: 1_000, ..Default::default() });
+    let big = gen_render::generate(&gen_render::Args {
+        seed: 3,
+        backends: 1_000,
+        servers: 2,
+        maps: 4,
+        map_entries: 1_000,
+        ..Default::default()
+    });
     let haproxy = haproxy();
     let mut child = Command::new(BIN)
         .args(["serve", "--check-interval", "0s", "--haproxy", haproxy.as_str()])
@@ -392,7 +435,8 @@ fn memory() {
         .unwrap();
     let pid = child.id();
     let out = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || std::io::copy(&mut std::io::BufReader::new(out), &mut std::io::sink()).unwrap());
+    let reader =
+        std::thread::spawn(move || std::io::copy(&mut std::io::BufReader::new(out), &mut std::io::sink()).unwrap());
     let mut stdin = std::io::BufWriter::with_capacity(1 << 20, child.stdin.take().unwrap());
     // A new render of 1,000 backends every 100,000 events (the first at 0);
     // pods apply the newest, mostly repeating their last report (1 in 50 new).
@@ -404,9 +448,16 @@ fn memory() {
             plan += 1;
             let mut g = big.config.clone();
             g.push_str(&format!("# render {plan}\n"));
-            let files =
-                big.files.iter().map(|f| gen_render::File { kind: f.kind, path: f.path.clone(), content: f.content.clone() }).collect();
-            let line = gen_render::Generated { config: g, files }.ndjson_line(&format!("plan-{plan}"), &format!("r-{plan}"), "c");
+            let files = big
+                .files
+                .iter()
+                .map(|f| gen_render::File { kind: f.kind, path: f.path.clone(), content: f.content.clone() })
+                .collect();
+            let line = gen_render::Generated { config: g, files }.ndjson_line(
+                &format!("plan-{plan}"),
+                &format!("r-{plan}"),
+                "c",
+            );
             stdin.write_all(line.as_bytes()).unwrap();
             return;
         }
@@ -455,7 +506,9 @@ fn memory() {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let only = |name: &str| !args.iter().any(|a| a.starts_with("--only=")) || args.iter().any(|a| a == &format!("--only={name}"));
+    let only = |name: &str| {
+        !args.iter().any(|a| a.starts_with("--only=")) || args.iter().any(|a| a == &format!("--only={name}"))
+    };
     println!("# rendergate scale benchmarks ({} profile)\n", if cfg!(debug_assertions) { "dev" } else { "release" });
     if only("check") {
         check_wall_time(quick);

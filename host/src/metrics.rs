@@ -242,7 +242,9 @@ impl Metrics {
     /// A policy failed (`reason`: deadline, fuel, memory, trap, too-large,
     /// bad-component) and the fallback decided instead.
     pub fn policy_failed(&self, policy: &str, reason: &str) {
-        self.policy_failures.get_or_create(&PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() }).inc();
+        self.policy_failures
+            .get_or_create(&PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() })
+            .inc();
     }
 
     /// A failing policy's trigger got the fallback (`default` or `none`).
@@ -415,10 +417,19 @@ mod tests {
         assert_eq!(m.policy_items_dropped("p", "unknown-pod"), 2);
         assert_eq!((m.policy_reloads(false), m.policy_reloads(true)), (1, 0));
         let text = m.render();
-        assert!(text.contains("rendergate_policy_failures_total{policy=\"odd \\\"name\\\"\",reason=\"trap\"} 1\n"), "{text}");
-        assert!(text.contains("rendergate_policy_items_dropped_total{policy=\"p\",rule=\"unknown-pod\"} 2\n"), "{text}");
+        assert!(
+            text.contains("rendergate_policy_failures_total{policy=\"odd \\\"name\\\"\",reason=\"trap\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rendergate_policy_items_dropped_total{policy=\"p\",rule=\"unknown-pod\"} 2\n"),
+            "{text}"
+        );
         assert!(text.contains("rendergate_policy_reloads_total{result=\"refused\"} 1\n"), "{text}");
-        assert!(!text.contains("rendergate_policy_reloads_total{result=\"accepted\"}"), "reading creates no series: {text}");
+        assert!(
+            !text.contains("rendergate_policy_reloads_total{result=\"accepted\"}"),
+            "reading creates no series: {text}"
+        );
         assert!(text.contains("rendergate_policy_decision_seconds_bucket{le=\"0.0001\"} 1\n"), "{text}");
     }
 

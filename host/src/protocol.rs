@@ -147,15 +147,13 @@ fn parse_input(line: u64, text: &str) -> Result<Event, LineError> {
         Input::Rendered { plan, render, correlation, config, files } => {
             Event::Rendered(Render::new(plan, render, config, files).with_correlation(correlation))
         }
-        Input::Applied { pod, plan, render, running_plan, baseline_plan } => {
-            Event::Applied(PodReport {
-                pod: pod.into(),
-                render: render.map(Into::into),
-                plan: plan.into(),
-                running_plan: running_plan.map(Into::into),
-                baseline_plan: baseline_plan.map(Into::into),
-            })
-        }
+        Input::Applied { pod, plan, render, running_plan, baseline_plan } => Event::Applied(PodReport {
+            pod: pod.into(),
+            render: render.map(Into::into),
+            plan: plan.into(),
+            running_plan: running_plan.map(Into::into),
+            baseline_plan: baseline_plan.map(Into::into),
+        }),
         Input::PodTerminated { pod } => Event::PodTerminated { pod },
         Input::PodsDiscovered { pods } => Event::PodsDiscovered { pods },
         Input::LostLeadership {} => Event::LostLeadership,
@@ -221,7 +219,9 @@ pub fn output_line(output: &Output) -> String {
             correlation: v.correlation.as_deref(),
         },
         Output::Latch(LatchState::Optimistic) => Line::Latch { state: "optimistic", reason: None },
-        Output::Latch(LatchState::Pessimistic(reason)) => Line::Latch { state: "pessimistic", reason: Some(reason.as_str()) },
+        Output::Latch(LatchState::Pessimistic(reason)) => {
+            Line::Latch { state: "pessimistic", reason: Some(reason.as_str()) }
+        }
         Output::Release { plan, render } => Line::Release { plan, render },
         Output::Promote(p) => Line::Promote { pod: &p.pod, plan: &p.plan },
         Output::Revert(r) => Line::Revert {
@@ -238,7 +238,8 @@ pub fn output_line(output: &Output) -> String {
 
 /// The `error` output line for a bad input line.
 pub fn error_line(error: &LineError) -> String {
-    serde_json::to_string(&Line::Error { line: error.line, message: &error.message }).expect("error lines always serialize")
+    serde_json::to_string(&Line::Error { line: error.line, message: &error.message })
+        .expect("error lines always serialize")
 }
 
 #[cfg(test)]
@@ -256,12 +257,20 @@ mod tests {
         assert_eq!((r.plan(), r.id(), r.correlation()), ("plan-1", "r-1", Some("c-1")));
         assert_eq!(r.files()[0].kind, FileKind::CrtList);
 
-        let Some(Event::Applied(a)) = parse_line(2, r#"{"type":"applied","pod":"ns/a","plan":"p","running_plan":null}"#).unwrap() else {
+        let Some(Event::Applied(a)) =
+            parse_line(2, r#"{"type":"applied","pod":"ns/a","plan":"p","running_plan":null}"#).unwrap()
+        else {
             panic!()
         };
         assert_eq!((a.render, a.running_plan, a.baseline_plan), (None, None, None));
-        assert!(matches!(parse_line(3, r#"{"type":"pod_terminated","pod":"ns/a"}"#), Ok(Some(Event::PodTerminated { .. }))));
-        assert!(matches!(parse_line(4, r#"{"type":"pods_discovered","pods":[]}"#), Ok(Some(Event::PodsDiscovered { .. }))));
+        assert!(matches!(
+            parse_line(3, r#"{"type":"pod_terminated","pod":"ns/a"}"#),
+            Ok(Some(Event::PodTerminated { .. }))
+        ));
+        assert!(matches!(
+            parse_line(4, r#"{"type":"pods_discovered","pods":[]}"#),
+            Ok(Some(Event::PodsDiscovered { .. }))
+        ));
         assert!(matches!(parse_line(5, r#"{"type":"lost_leadership"}"#), Ok(Some(Event::LostLeadership))));
         assert!(matches!(parse_line(6, "   "), Ok(None)));
     }
@@ -310,7 +319,10 @@ mod tests {
             (r#"{"plan":"p"}"#, "missing field `type`"),
             (r#"{"type":"rendered","plan":"p","render":"r"}"#, "missing field `config`"),
             (r#"{"type":"applied","pod":"a","plan":7}"#, "invalid type: integer `7`, expected a string"),
-            (r#"{"type":"rendered","plan":"p","render":"r","config":"","files":[{"kind":"tls","path":"a","content":""}]}"#, "unknown variant `tls`"),
+            (
+                r#"{"type":"rendered","plan":"p","render":"r","config":"","files":[{"kind":"tls","path":"a","content":""}]}"#,
+                "unknown variant `tls`",
+            ),
             (r#"[1,2]"#, "expected a JSON object"),
             (r#"{"type":5}"#, "field `type` must be a string"),
         ];
@@ -335,17 +347,61 @@ mod tests {
             duration: Duration::from_millis(87),
         };
         let line = output_line(&Output::Verdict(v));
-        let keys: Vec<&str> = line.split('"').skip(1).step_by(2).filter(|k| {
-            ["type", "plan", "render", "checksum", "ok", "refused", "newest", "pinned", "remembered", "message", "duration_ms", "correlation"].contains(k)
-        }).collect();
-        assert_eq!(keys, ["type", "plan", "render", "checksum", "ok", "refused", "newest", "pinned", "remembered", "message", "duration_ms", "correlation"]);
+        let keys: Vec<&str> = line
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|k| {
+                [
+                    "type",
+                    "plan",
+                    "render",
+                    "checksum",
+                    "ok",
+                    "refused",
+                    "newest",
+                    "pinned",
+                    "remembered",
+                    "message",
+                    "duration_ms",
+                    "correlation",
+                ]
+                .contains(k)
+            })
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "type",
+                "plan",
+                "render",
+                "checksum",
+                "ok",
+                "refused",
+                "newest",
+                "pinned",
+                "remembered",
+                "message",
+                "duration_ms",
+                "correlation"
+            ]
+        );
         assert!(line.starts_with(r#"{"type":"verdict","plan":"plan-1","render":"r-1","checksum":"sha256:"#));
         assert!(line.ends_with(r#""ok":false,"refused":true,"newest":true,"pinned":true,"remembered":false,"message":"bad","duration_ms":87,"correlation":"c-1"}"#));
 
-        assert_eq!(output_line(&Output::Latch(LatchState::Pessimistic(Reason::Unavailable))), r#"{"type":"latch","state":"pessimistic","reason":"unavailable"}"#);
+        assert_eq!(
+            output_line(&Output::Latch(LatchState::Pessimistic(Reason::Unavailable))),
+            r#"{"type":"latch","state":"pessimistic","reason":"unavailable"}"#
+        );
         assert_eq!(output_line(&Output::Latch(LatchState::Optimistic)), r#"{"type":"latch","state":"optimistic"}"#);
         let revert = Revert { pod: "ns/a".into(), plan: "plan-2".into(), target: RevertTarget::Plan("plan-1".into()) };
-        assert_eq!(output_line(&Output::Revert(revert)), r#"{"type":"revert","pod":"ns/a","plan":"plan-2","to":"plan-1"}"#);
-        assert_eq!(error_line(&LineError { line: 3, message: "x".into() }), r#"{"type":"error","line":3,"message":"x"}"#);
+        assert_eq!(
+            output_line(&Output::Revert(revert)),
+            r#"{"type":"revert","pod":"ns/a","plan":"plan-2","to":"plan-1"}"#
+        );
+        assert_eq!(
+            error_line(&LineError { line: 3, message: "x".into() }),
+            r#"{"type":"error","line":3,"message":"x"}"#
+        );
     }
 }

@@ -202,11 +202,8 @@ impl Recorder {
     }
 
     fn record(&self, item: Item) {
-        let entry = Entry {
-            at: self.inner.start.elapsed(),
-            outputs: Some(self.inner.outputs.load(Ordering::SeqCst)),
-            item,
-        };
+        let entry =
+            Entry { at: self.inner.start.elapsed(), outputs: Some(self.inner.outputs.load(Ordering::SeqCst)), item };
         let mut file = self.inner.file.lock().unwrap_or_else(|e| e.into_inner());
         let Some(writer) = file.as_mut() else { return };
         let written = writer
@@ -353,7 +350,11 @@ mod tests {
     #[test]
     fn records_round_trip() {
         let entries = [
-            Entry { at: Duration::from_millis(12), outputs: Some(3), item: Item::Line(br#"{"type":"x","s":"a\"b"}"#.to_vec()) },
+            Entry {
+                at: Duration::from_millis(12),
+                outputs: Some(3),
+                item: Item::Line(br#"{"type":"x","s":"a\"b"}"#.to_vec()),
+            },
             Entry { at: Duration::ZERO, outputs: Some(0), item: Item::Line(vec![b'{', 0xff, b'\r']) },
             Entry { at: Duration::from_millis(5), outputs: None, item: Item::Overlong(300) },
             Entry { at: Duration::from_millis(9), outputs: Some(7), item: Item::End },
@@ -393,7 +394,8 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let mut lines = text.lines();
         assert!(header(lines.next().unwrap()).unwrap().is_some());
-        let items: Vec<(Option<u64>, Item)> = lines.map(|l| Entry::parse(l).unwrap()).map(|e| (e.outputs, e.item)).collect();
+        let items: Vec<(Option<u64>, Item)> =
+            lines.map(|l| Entry::parse(l).unwrap()).map(|e| (e.outputs, e.item)).collect();
         assert_eq!(
             items,
             [

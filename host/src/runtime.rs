@@ -63,7 +63,10 @@ pub enum Output {
     Verdict(Verdict),
     Latch(LatchState),
     /// The scheduler may dispatch this held render.
-    Release { plan: String, render: String },
+    Release {
+        plan: String,
+        render: String,
+    },
     Promote(Promote),
     Revert(Revert),
 }
@@ -284,7 +287,8 @@ impl Driver {
             // next render of this batch can start another.
             self.cancel_abandoned_check();
             self.carry_out_effects();
-            let held_long = self.pending_since.is_some_and(|since| now().saturating_duration_since(since) >= OUTPUT_HOLD);
+            let held_long =
+                self.pending_since.is_some_and(|since| now().saturating_duration_since(since) >= OUTPUT_HOLD);
             if self.pending.len() >= OUTPUT_BURST || held_long {
                 self.flush().await?;
             }
@@ -422,7 +426,12 @@ impl Driver {
         let render = request.render;
         // The answer of a check that never finished names the judge it was asked under.
         let asked_of: Arc<str> = self.core.judge().into();
-        tracing::debug!(plan = render.plan(), render = render.id(), correlation = render.correlation().unwrap_or(""), "check started");
+        tracing::debug!(
+            plan = render.plan(),
+            render = render.id(),
+            correlation = render.correlation().unwrap_or(""),
+            "check started"
+        );
         let task = tokio::spawn(async move {
             let started = Instant::now();
             let judged = tokio::time::timeout_at(deadline, async {
@@ -449,13 +458,39 @@ fn log_verdict(v: &Verdict) {
     let (newest, remembered) = (v.newest, v.remembered);
     match &v.outcome {
         CheckOutcome::Unavailable { reason } => {
-            tracing::warn!(plan, render, correlation, outcome, duration_ms, newest, reason = reason.as_str(), "check could not run")
+            tracing::warn!(
+                plan,
+                render,
+                correlation,
+                outcome,
+                duration_ms,
+                newest,
+                reason = reason.as_str(),
+                "check could not run"
+            )
         }
         CheckOutcome::Refused { message } if newest => {
-            tracing::warn!(plan, render, correlation, outcome, duration_ms, remembered, haproxy_message = message.as_str(), "HAProxy refused the render")
+            tracing::warn!(
+                plan,
+                render,
+                correlation,
+                outcome,
+                duration_ms,
+                remembered,
+                haproxy_message = message.as_str(),
+                "HAProxy refused the render"
+            )
         }
         _ if newest => tracing::info!(plan, render, correlation, outcome, duration_ms, remembered, "verdict"),
-        _ => tracing::debug!(plan, render, correlation, outcome, duration_ms, remembered, "verdict on a superseded render"),
+        _ => tracing::debug!(
+            plan,
+            render,
+            correlation,
+            outcome,
+            duration_ms,
+            remembered,
+            "verdict on a superseded render"
+        ),
     }
 }
 

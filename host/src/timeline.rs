@@ -133,7 +133,9 @@ impl Timeline {
 
 /// Whether `path` names an HTML page (else an SVG file).
 pub fn is_html(path: &Path) -> bool {
-    path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"))
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"))
 }
 
 fn escape(text: &str) -> String {
@@ -357,8 +359,10 @@ impl Model {
                 },
             }
         }
-        let render_row: HashMap<&str, usize> = renders.iter().enumerate().map(|(i, (r, _))| (r.as_str(), 1 + i)).collect();
-        let pod_row: HashMap<&str, usize> = pods.iter().enumerate().map(|(i, p)| (p.as_str(), 1 + renders.len() + i)).collect();
+        let render_row: HashMap<&str, usize> =
+            renders.iter().enumerate().map(|(i, (r, _))| (r.as_str(), 1 + i)).collect();
+        let pod_row: HashMap<&str, usize> =
+            pods.iter().enumerate().map(|(i, p)| (p.as_str(), 1 + renders.len() + i)).collect();
         let error_row = 1 + renders.len() + pods.len();
 
         let mut rows = vec!["latch".to_owned()];
@@ -406,7 +410,13 @@ impl Model {
                     "pod_terminated" => {
                         let Some(pod) = &i.pod else { continue };
                         let title = format!("{pod} terminated at {}", when(t));
-                        model.marks.push(mark(pod_row[pod.as_str()], t, MarkKind::Terminated, Some("terminated".into()), title));
+                        model.marks.push(mark(
+                            pod_row[pod.as_str()],
+                            t,
+                            MarkKind::Terminated,
+                            Some("terminated".into()),
+                            title,
+                        ));
                     }
                     "lost_leadership" => {
                         let title = format!("leadership lost at {}: a new term starts", when(t));
@@ -426,25 +436,43 @@ impl Model {
                             notes.push("not the newest render");
                         }
                         let notes = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) };
-                        let message = if o.message.is_empty() { String::new() } else { format!("\n{}", at_most(&o.message, 1200)) };
+                        let message = if o.message.is_empty() {
+                            String::new()
+                        } else {
+                            format!("\n{}", at_most(&o.message, 1200))
+                        };
                         if o.remembered {
                             model.stats.remembered += 1;
                             let title = format!(
                                 "render {} of {}: {} from memory, no check ran, at {}{notes}{message}",
-                                o.render, o.plan, outcome.words(), when(t)
+                                o.render,
+                                o.plan,
+                                outcome.words(),
+                                when(t)
                             );
-                            let label = format!("remembered {}{}", outcome.words(), if o.pinned { ", pinned" } else { "" });
+                            let label =
+                                format!("remembered {}{}", outcome.words(), if o.pinned { ", pinned" } else { "" });
                             model.marks.push(mark(row, t, MarkKind::Remembered(outcome), Some(label), title));
                         } else {
                             model.stats.checks[outcome as usize] += 1;
                             let start = (t - o.duration_ms as f64).max(0.0);
                             let title = format!(
                                 "check of render {} ({}): {} after {} ms, {} → {}{notes}{message}",
-                                o.render, o.plan, outcome.words(), o.duration_ms, when(start), when(t)
+                                o.render,
+                                o.plan,
+                                outcome.words(),
+                                o.duration_ms,
+                                when(start),
+                                when(t)
                             );
                             let label = match outcome {
                                 Outcome::Unavailable => "could not run".to_owned(),
-                                _ => format!("{} {} ms{}", outcome.words(), o.duration_ms, if o.pinned { ", pinned" } else { "" }),
+                                _ => format!(
+                                    "{} {} ms{}",
+                                    outcome.words(),
+                                    o.duration_ms,
+                                    if o.pinned { ", pinned" } else { "" }
+                                ),
                             };
                             model.checks.push(Check { row, start_ms: start, end_ms: t, outcome, label, title });
                         }
@@ -462,13 +490,26 @@ impl Model {
                     }
                     "release" => {
                         model.stats.releases += 1;
-                        let title = format!("render {} of {} released at {}: it may be dispatched", o.render, o.plan, when(t));
-                        model.marks.push(mark(render_row[o.render.as_str()], t, MarkKind::Release, Some("released".into()), title));
+                        let title =
+                            format!("render {} of {} released at {}: it may be dispatched", o.render, o.plan, when(t));
+                        model.marks.push(mark(
+                            render_row[o.render.as_str()],
+                            t,
+                            MarkKind::Release,
+                            Some("released".into()),
+                            title,
+                        ));
                     }
                     "promote" => {
                         model.stats.promotions += 1;
                         let title = format!("{} may promote its baseline to {} (at {})", o.pod, o.plan, when(t));
-                        model.marks.push(mark(pod_row[o.pod.as_str()], t, MarkKind::Promote, Some(format!("promote {}", o.plan)), title));
+                        model.marks.push(mark(
+                            pod_row[o.pod.as_str()],
+                            t,
+                            MarkKind::Promote,
+                            Some(format!("promote {}", o.plan)),
+                            title,
+                        ));
                     }
                     "revert" => {
                         model.stats.reverts += 1;
@@ -638,7 +679,11 @@ fn legend_layout(model: &Model, width: i32) -> Vec<(Key, i32, i32)> {
         Key::Revert,
     ];
     let present = |kind: MarkKind| model.marks.iter().any(|m| m.kind == kind);
-    for (kind, key) in [(MarkKind::Terminated, Key::Terminated), (MarkKind::Error, Key::Error), (MarkKind::LostLeadership, Key::LostLeadership)] {
+    for (kind, key) in [
+        (MarkKind::Terminated, Key::Terminated),
+        (MarkKind::Error, Key::Error),
+        (MarkKind::LostLeadership, Key::LostLeadership),
+    ] {
         if present(kind) {
             keys.push(key);
         }
@@ -664,8 +709,12 @@ fn draw(model: &Model, title: &str, groups: &mut Groups, out: &mut String) -> Re
     let (upper, lower) = root.split_vertically(height as i32 - legend_h);
     let (head, body) = upper.split_vertically(HEAD);
 
-    head.draw(&Text::new(format!("rendergate timeline: {title}"), (16, 10), font(24.0, &INK).pos(Pos::new(HPos::Left, VPos::Top))))
-        .map_err(fail)?;
+    head.draw(&Text::new(
+        format!("rendergate timeline: {title}"),
+        (16, 10),
+        font(24.0, &INK).pos(Pos::new(HPos::Left, VPos::Top)),
+    ))
+    .map_err(fail)?;
     head.draw(&Text::new(model.subtitle(), (16, 40), font(LABEL_SIZE, &SOFT_INK).pos(Pos::new(HPos::Left, VPos::Top))))
         .map_err(fail)?;
 
@@ -687,7 +736,8 @@ fn draw(model: &Model, title: &str, groups: &mut Groups, out: &mut String) -> Re
     for row in 0..model.rows.len() {
         if row % 2 == 1 {
             let y = row_y(row);
-            root.draw(&Rectangle::new([(xs.start, y - ROW / 2), (xs.end, y + ROW / 2)], STRIPE.filled())).map_err(fail)?;
+            root.draw(&Rectangle::new([(xs.start, y - ROW / 2), (xs.end, y + ROW / 2)], STRIPE.filled()))
+                .map_err(fail)?;
         }
     }
     let unit = TimeUnit::for_span(model.end_ms);
@@ -716,7 +766,8 @@ fn draw(model: &Model, title: &str, groups: &mut Groups, out: &mut String) -> Re
     }
     for &after in &model.group_breaks {
         let y = row_y(after) + ROW / 2;
-        root.draw(&PathElement::new(vec![(xs.start - label_w + 8, y), (xs.end, y)], RULE.stroke_width(1))).map_err(fail)?;
+        root.draw(&PathElement::new(vec![(xs.start - label_w + 8, y), (xs.end, y)], RULE.stroke_width(1)))
+            .map_err(fail)?;
     }
 
     // What each row already holds, in pixels: labels go where nothing is.
@@ -730,14 +781,18 @@ fn draw(model: &Model, title: &str, groups: &mut Groups, out: &mut String) -> Re
     let band_y = row_y(0);
     for segment in &model.band {
         let (x0, x1) = (x_of(segment.from_ms), x_of(segment.to_ms).max(x_of(segment.from_ms) + 1));
-        let title = format!("latch {} from {} to {}", segment.state.words(), when(segment.from_ms), when(segment.to_ms));
+        let title =
+            format!("latch {} from {} to {}", segment.state.words(), when(segment.from_ms), when(segment.to_ms));
         let class = match segment.state {
             Latch::Optimistic => "latch optimistic",
             _ => "latch pessimistic",
         };
         groups.group(&root, class, title, |area| {
-            area.draw(&Rectangle::new([(x0, band_y - ROW / 2 + 3), (x1, band_y + ROW / 2 - 3)], segment.state.colour().filled()))
-                .map_err(fail)?;
+            area.draw(&Rectangle::new(
+                [(x0, band_y - ROW / 2 + 3), (x1, band_y + ROW / 2 - 3)],
+                segment.state.colour().filled(),
+            ))
+            .map_err(fail)?;
             let words = segment.state.words();
             let w = text_width(words, SMALL_PX);
             let mut a = x0 + 6;
@@ -795,7 +850,9 @@ fn draw(model: &Model, title: &str, groups: &mut Groups, out: &mut String) -> Re
     for (row, _, x0, x1, text) in labels {
         let w = text_width(text, SMALL_PX);
         let free = |a: i32, b: i32, taken: &[(i32, i32)]| {
-            a >= xs.start && b <= xs.end && taken.iter().all(|&(t0, t1)| (t0, t1) == (x0, x1) || b + 3 <= t0 || a >= t1 + 3)
+            a >= xs.start
+                && b <= xs.end
+                && taken.iter().all(|&(t0, t1)| (t0, t1) == (x0, x1) || b + 3 <= t0 || a >= t1 + 3)
         };
         let (a, right) = if free(x1 + 4, x1 + 4 + w, &taken[row]) {
             (x1 + 4, true)
@@ -812,7 +869,9 @@ fn draw(model: &Model, title: &str, groups: &mut Groups, out: &mut String) -> Re
 
     // The legend.
     let (lx, ly) = (20, 12);
-    lower.draw(&Text::new("Legend", (lx, ly), font(LABEL_SIZE, &INK).pos(Pos::new(HPos::Left, VPos::Top)))).map_err(fail)?;
+    lower
+        .draw(&Text::new("Legend", (lx, ly), font(LABEL_SIZE, &INK).pos(Pos::new(HPos::Left, VPos::Top))))
+        .map_err(fail)?;
     for (key, x, line) in legend {
         let y = ly + 28 + line * LEGEND_LINE + LEGEND_LINE / 2 - 4;
         let centre = (lx + x + SWATCH / 2, y);
@@ -833,7 +892,9 @@ fn draw(model: &Model, title: &str, groups: &mut Groups, out: &mut String) -> Re
             Key::Error => draw_mark(&lower, MarkKind::Error, centre)?,
             Key::LostLeadership => {
                 for dy in [-10, 0] {
-                    lower.draw(&PathElement::new(vec![(centre.0, y + dy), (centre.0, y + dy + 6)], INK.stroke_width(2))).map_err(fail)?;
+                    lower
+                        .draw(&PathElement::new(vec![(centre.0, y + dy), (centre.0, y + dy + 6)], INK.stroke_width(2)))
+                        .map_err(fail)?;
                 }
             }
         }
@@ -857,16 +918,22 @@ fn draw_mark(area: &Area<'_>, kind: MarkKind, (x, y): (i32, i32)) -> Result<(), 
         }
         MarkKind::Applied => area.draw(&Circle::new((x, y), 4, NEUTRAL.stroke_width(2))),
         MarkKind::Terminated => {
-            area.draw(&PathElement::new(vec![(x - 5, y - 5), (x + 5, y + 5)], NEUTRAL.stroke_width(2))).map_err(fail)?;
+            area.draw(&PathElement::new(vec![(x - 5, y - 5), (x + 5, y + 5)], NEUTRAL.stroke_width(2)))
+                .map_err(fail)?;
             area.draw(&PathElement::new(vec![(x - 5, y + 5), (x + 5, y - 5)], NEUTRAL.stroke_width(2)))
         }
-        MarkKind::Promote => area.draw(&Polygon::new(vec![(x, y - 8), (x + 8, y + 6), (x - 8, y + 6)], PROMOTE.filled())),
+        MarkKind::Promote => {
+            area.draw(&Polygon::new(vec![(x, y - 8), (x + 8, y + 6), (x - 8, y + 6)], PROMOTE.filled()))
+        }
         MarkKind::Revert => area.draw(&Polygon::new(vec![(x - 8, y - 6), (x + 8, y - 6), (x, y + 8)], REVERT.filled())),
         MarkKind::Error => {
-            area.draw(&PathElement::new(vec![(x - 6, y - 6), (x + 6, y + 6)], REFUSED.stroke_width(3))).map_err(fail)?;
+            area.draw(&PathElement::new(vec![(x - 6, y - 6), (x + 6, y + 6)], REFUSED.stroke_width(3)))
+                .map_err(fail)?;
             area.draw(&PathElement::new(vec![(x - 6, y + 6), (x + 6, y - 6)], REFUSED.stroke_width(3)))
         }
-        MarkKind::LostLeadership => area.draw(&Polygon::new(vec![(x - 6, y - 8), (x + 6, y - 8), (x, y)], INK.filled())),
+        MarkKind::LostLeadership => {
+            area.draw(&Polygon::new(vec![(x - 6, y - 8), (x + 6, y - 8), (x, y)], INK.filled()))
+        }
     };
     result.map_err(fail)
 }
@@ -1023,12 +1090,18 @@ mod tests {
         assert!(!svg.contains(SENTINEL), "no sentinel left");
         let doc = roxmltree::Document::parse(&svg).unwrap();
         let class_of = |n: &roxmltree::Node| n.attribute("class").unwrap_or("").to_owned();
-        let checks: Vec<String> =
-            doc.descendants().filter(|n| n.has_tag_name("g") && class_of(n).starts_with("check ")).map(|n| class_of(&n)).collect();
+        let checks: Vec<String> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("g") && class_of(n).starts_with("check "))
+            .map(|n| class_of(&n))
+            .collect();
         assert_eq!(checks, ["check pass", "check refused", "check pass"]);
-        let titles: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("title")).filter_map(|n| n.text()).collect();
+        let titles: Vec<&str> =
+            doc.descendants().filter(|n| n.has_tag_name("title")).filter_map(|n| n.text()).collect();
         assert!(titles.iter().any(|t| t.contains("[ALERT] <bad> & worse")), "{titles:?}");
-        for class in ["mark remembered", "mark release", "mark promote", "mark revert", "mark error", "latch pessimistic"] {
+        for class in
+            ["mark remembered", "mark release", "mark promote", "mark revert", "mark error", "latch pessimistic"]
+        {
             assert!(doc.descendants().any(|n| n.has_tag_name("g") && class_of(&n) == class), "{class}");
         }
     }
@@ -1036,7 +1109,11 @@ mod tests {
     #[test]
     fn html_wraps_the_svg() {
         let html = sample().html().unwrap();
-        let doc = roxmltree::Document::parse_with_options(&html, roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() }).unwrap();
+        let doc = roxmltree::Document::parse_with_options(
+            &html,
+            roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() },
+        )
+        .unwrap();
         assert!(doc.descendants().any(|n| n.has_tag_name("svg")));
     }
 

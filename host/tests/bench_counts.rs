@@ -116,7 +116,14 @@ fn serve(input: &str) -> Vec<serde_json::Value> {
 }
 
 fn generated(seed: u64, backends: usize) -> gen_render::Generated {
-    gen_render::generate(&gen_render::Args { seed, backends, servers: 2, maps: 2, map_entries: 200, ..Default::default() })
+    gen_render::generate(&gen_render::Args {
+        seed,
+        backends,
+        servers: 2,
+        maps: 2,
+        map_entries: 200,
+        ..Default::default()
+    })
 }
 
 fn checks_run(verdicts: &[serde_json::Value]) -> usize {
@@ -178,7 +185,11 @@ fn a_long_stream_keeps_the_retained_state_bounded() {
         let event = if n.is_multiple_of(500) {
             renders += 1;
             // Every 7th render repeats an earlier content; every 11th is refused.
-            let content = if renders.is_multiple_of(7) { format!("content {}", renders % 5) } else { format!("content {renders}") };
+            let content = if renders.is_multiple_of(7) {
+                format!("content {}", renders % 5)
+            } else {
+                format!("content {renders}")
+            };
             let config = if renders.is_multiple_of(11) { format!("refuse {content}") } else { content };
             Event::Rendered(Render::new(format!("plan-{renders}"), format!("r-{renders}"), config, vec![]))
         } else if n.is_multiple_of(50_021) {

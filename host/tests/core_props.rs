@@ -53,7 +53,6 @@ use rendergate::render::{Checksum, Render};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-
 const PLANS: u8 = 3;
 const IDS: u8 = 10;
 const CONTENTS: u8 = 6;
@@ -519,8 +518,7 @@ impl Run {
         let content = self.model.content_of(&v.plan, &v.checksum);
         let newest = self.model.newest.clone();
         // 1: newest means the newest render's content (or, tolerated, its id).
-        let is_newest =
-            newest.as_ref().is_some_and(|(_, c)| *c == content);
+        let is_newest = newest.as_ref().is_some_and(|(_, c)| *c == content);
         assert_eq!(v.newest, is_newest, "newest flag of {v:?}; newest render is {newest:?}");
         let latch_before = self.model.latch;
         let (pinned, changed, release) = if v.newest {

@@ -36,7 +36,8 @@ impl Reply {
 }
 
 fn request(addr: SocketAddr, method: &str, path: &str) -> Reply {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect to the metrics endpoint");
+    let mut stream =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect to the metrics endpoint");
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(stream, "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut raw = String::new();
@@ -152,7 +153,10 @@ impl Outputs {
     fn until(&self, kind: &str) -> Vec<Value> {
         let mut seen = vec![];
         loop {
-            let line = self.0.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("no {kind} within 20 s: {seen:?}"));
+            let line = self
+                .0
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no {kind} within 20 s: {seen:?}"));
             let done = line["type"] == kind;
             seen.push(line);
             if done {
@@ -201,7 +205,11 @@ fn a_refusal_moves_the_counter_and_the_gauges_on_metrics() {
     assert_eq!(sample(&text, "rendergate_config_pinned{reason=\"refused\"}"), Some(1.0), "{text}");
     assert_eq!(sample(&text, "rendergate_config_pinned{reason=\"unavailable\"}"), Some(0.0), "{text}");
     assert_eq!(sample(&text, "rendergate_verdicts_remembered_total"), Some(1.0), "{text}");
-    assert_eq!(sample(&text, "rendergate_config_rejected_total"), Some(1.0), "remembered verdicts are not rejections: {text}");
+    assert_eq!(
+        sample(&text, "rendergate_config_rejected_total"),
+        Some(1.0),
+        "remembered verdicts are not rejections: {text}"
+    );
 
     // A pass opens the latch and unpins.
     serve.send(&rendered("plan-2", "r-3", &sample_config()));
@@ -362,11 +370,7 @@ fn healthz_goes_503_while_the_check_worker_is_blocked_past_the_timeout_and_back_
 
     let stuck = poll_until(addr, "/healthz", Duration::from_secs(10), |r| r.status == 503);
     assert!(started.elapsed() > Duration::from_secs(1), "503 only past the timeout plus the margin");
-    assert!(
-        stuck.body.starts_with("check worker stuck: one check has been in flight for "),
-        "{}",
-        stuck.body
-    );
+    assert!(stuck.body.starts_with("check worker stuck: one check has been in flight for "), "{}", stuck.body);
     assert!(stuck.body.contains("past the 500ms check timeout plus a 500ms margin"), "{}", stuck.body);
     // The endpoint answers while the worker is stuck, metrics too.
     assert_eq!(get(addr, "/metrics").status, 200);

@@ -40,7 +40,11 @@ fn pod(i: usize) -> PodState {
 }
 
 fn fleet(pods: usize) -> Fleet {
-    Fleet { pods: std::sync::Arc::new((0..pods).map(pod).collect()), passed_plans: vec!["plan-1".into()].into(), refused_plans: vec!["plan-2".into()].into() }
+    Fleet {
+        pods: std::sync::Arc::new((0..pods).map(pod).collect()),
+        passed_plans: vec!["plan-1".into()].into(),
+        refused_plans: vec!["plan-2".into()].into(),
+    }
 }
 
 fn refusal() -> Trigger {
@@ -58,11 +62,7 @@ fn refusal() -> Trigger {
 #[test]
 fn every_shipped_guest_passes_its_fixtures_through_policy_test() {
     for (name, path) in built::SHIPPED {
-        let out = std::process::Command::new(BIN)
-            .args(["policy", "test", path])
-            .arg(fixtures(name))
-            .output()
-            .unwrap();
+        let out = std::process::Command::new(BIN).args(["policy", "test", path]).arg(fixtures(name)).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{name}:\n{text}{}", String::from_utf8_lossy(&out.stderr));
         let last = text.lines().last().unwrap();
@@ -105,7 +105,10 @@ fn policy_check_names_a_good_component_and_refuses_another_world() {
     let out = std::process::Command::new(BIN).args(["policy", "check", built::HOSTILE_OTHER_WORLD]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("does not implement rendergate:policy/policy@0.1.0") || text.contains("bad component"), "{text}");
+    assert!(
+        text.contains("does not implement rendergate:policy/policy@0.1.0") || text.contains("bad component"),
+        "{text}"
+    );
     let junk = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(junk.path(), b"not wasm").unwrap();
     let out = std::process::Command::new(BIN).args(["policy", "check"]).arg(junk.path()).output().unwrap();
@@ -252,7 +255,10 @@ fn the_host_survives_hostile_guests_in_a_running_gate() {
         let settled = seat.decide(&refusal(), &fleet(2), &metrics);
         assert_eq!(settled.revert.len(), 1);
     }
-    assert_eq!(metrics.policy_failures("hostile-spin", "deadline") + metrics.policy_failures("hostile-spin", "fuel"), 3);
+    assert_eq!(
+        metrics.policy_failures("hostile-spin", "deadline") + metrics.policy_failures("hostile-spin", "fuel"),
+        3
+    );
 }
 
 #[test]
@@ -261,7 +267,8 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     let live_path = dir.path().join("policy.wasm");
     std::fs::copy(built::SCOPED_REVERT, &live_path).unwrap();
     let metrics = Arc::new(Metrics::default());
-    let (mut reloader, live) = Reloader::start(live_path.clone(), PolicyLimits::default(), None, metrics.clone()).unwrap();
+    let (mut reloader, live) =
+        Reloader::start(live_path.clone(), PolicyLimits::default(), None, metrics.clone()).unwrap();
     assert_eq!(live.current().name(), "scoped-revert");
     assert_eq!(reloader.poll(), Ok(false), "unchanged");
 
@@ -280,7 +287,10 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     assert_eq!(live.current().name(), "hostile-panic");
     assert_eq!(metrics.policy_sample_failures("hostile-panic"), 5, "every sample fails");
     let text = metrics.render();
-    assert!(text.contains("rendergate_policy_sample_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 5"), "{text}");
+    assert!(
+        text.contains("rendergate_policy_sample_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 5"),
+        "{text}"
+    );
     assert_eq!(metrics.policy_reloads(true), 1);
 
     std::fs::copy(built::FLEET_REVERT, &live_path).unwrap();
@@ -356,8 +366,10 @@ fn serve_a_refusal(args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, Stri
 
 /// [`serve_a_refusal`], under an address-space limit (`ulimit -v`, KiB) if given.
 fn serve_a_refusal_under(ulimit_kib: Option<u64>, args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, String) {
-    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/haproxy.cfg")).unwrap();
-    let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/maps/hosts.map")).unwrap();
+    let config =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/haproxy.cfg")).unwrap();
+    let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/maps/hosts.map"))
+        .unwrap();
     let broken = config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
     let files = serde_json::json!([{"kind": "map", "path": "maps/hosts.map", "content": map}]);
     let haproxy = std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into());
@@ -445,7 +457,10 @@ fn serve_with_a_policy_runs_under_an_address_space_limit_of_4_gib() {
         assert_eq!(of_type(&lines, "verdict").len(), 2, "{extra:?}: every render gets its verdict: {lines:?}\n{log}");
         let reverts = of_type(&lines, "revert");
         assert_eq!(reverts.len(), 2, "{extra:?}: the policy's reverts: {lines:?}\n{log}");
-        assert!(reverts.iter().all(|r| r["to"] == "plan-1"), "{extra:?}: fleet-revert decided, not a fallback: {reverts:?}");
+        assert!(
+            reverts.iter().all(|r| r["to"] == "plan-1"),
+            "{extra:?}: fleet-revert decided, not a fallback: {reverts:?}"
+        );
         assert!(!log.contains("decided instead") && !log.contains("panicked"), "{extra:?}: {log}");
         assert_eq!(log.contains("allocating each policy instance on demand"), !extra.is_empty(), "{extra:?}: {log}");
     }

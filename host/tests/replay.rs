@@ -148,7 +148,8 @@ fn the_timeline_has_one_bar_per_check_and_parses_as_svg_and_html() {
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
     let options = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
-    let doc = roxmltree::Document::parse_with_options(&html, options).unwrap_or_else(|e| panic!("not well-formed: {e}"));
+    let doc =
+        roxmltree::Document::parse_with_options(&html, options).unwrap_or_else(|e| panic!("not well-formed: {e}"));
     assert_eq!(doc.root_element().tag_name().name(), "html");
     assert!(doc.descendants().any(|n| n.tag_name().name() == "svg"), "the page holds the SVG");
     assert_marks(&doc, &lines(&out));
@@ -158,7 +159,11 @@ fn the_timeline_has_one_bar_per_check_and_parses_as_svg_and_html() {
 /// one mark per remembered verdict, release, promotion and revert; a legend.
 fn assert_marks(doc: &roxmltree::Document, outputs: &[Value]) {
     let groups = |class: &str| {
-        doc.descendants().filter(|n| n.tag_name().name() == "g" && n.attribute("class").is_some_and(|c| c.split(' ').any(|w| w == class))).count()
+        doc.descendants()
+            .filter(|n| {
+                n.tag_name().name() == "g" && n.attribute("class").is_some_and(|c| c.split(' ').any(|w| w == class))
+            })
+            .count()
     };
     let verdicts = |f: &dyn Fn(&Value) -> bool| outputs.iter().filter(|l| l["type"] == "verdict" && f(l)).count();
     let ran = |l: &Value| l["remembered"] == false;
@@ -175,7 +180,8 @@ fn assert_marks(doc: &roxmltree::Document, outputs: &[Value]) {
         assert!(title.starts_with("check of render r-"), "{title}");
         assert!(check.children().any(|c| c.tag_name().name() == "rect"), "the bar itself");
     }
-    let texts: Vec<&str> = doc.descendants().filter(|n| n.tag_name().name() == "text").filter_map(|n| n.text()).map(str::trim).collect();
+    let texts: Vec<&str> =
+        doc.descendants().filter(|n| n.tag_name().name() == "text").filter_map(|n| n.text()).map(str::trim).collect();
     for entry in ["Legend", "check passed", "check refused", "check could not run", "release", "promote", "revert"] {
         assert!(texts.contains(&entry), "legend entry {entry:?} in {texts:?}");
     }
@@ -263,7 +269,11 @@ fn bad_replay_arguments_exit_2_with_one_line() {
     }
 
     let broken = dir.path().join("broken.ndjson");
-    std::fs::write(&broken, "{\"recording\":\"rendergate\",\"version\":1,\"started_unix_ms\":0}\n{\"at_ms\":\"soon\"}\n").unwrap();
+    std::fs::write(
+        &broken,
+        "{\"recording\":\"rendergate\",\"version\":1,\"started_unix_ms\":0}\n{\"at_ms\":\"soon\"}\n",
+    )
+    .unwrap();
     let out = Command::new(BIN).args(["replay", broken.to_str().unwrap()]).stdin(Stdio::null()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&out.stderr));

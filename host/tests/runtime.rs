@@ -132,7 +132,10 @@ async fn the_timeout_covers_waiting_for_the_check_slot() {
     gate.send(rendered("r-1", "pass")).await.unwrap();
     let v = verdict(&mut outputs).await;
     assert_eq!(Instant::now() - t0, Duration::from_secs(3));
-    assert!(matches!(&v.outcome, CheckOutcome::Unavailable { reason } if reason.contains("timed out after 3s")), "{v:?}");
+    assert!(
+        matches!(&v.outcome, CheckOutcome::Unavailable { reason } if reason.contains("timed out after 3s")),
+        "{v:?}"
+    );
     assert!(checker.starts.lock().unwrap().is_empty(), "the checker never got the slot");
     drop(held);
 }
@@ -176,7 +179,8 @@ async fn a_check_in_flight_when_leadership_is_lost_publishes_nothing() {
 async fn a_lost_term_and_a_new_render_in_one_batch_stop_the_old_check_first() {
     // No spacing: the new render's check starts within the same batch of
     // events, so the old one must be stopped between the two events.
-    let (gate, _outputs) = lose_the_term_during_a_check(GateConfig { check_interval: Duration::ZERO, ..GateConfig::default() }).await;
+    let (gate, _outputs) =
+        lose_the_term_during_a_check(GateConfig { check_interval: Duration::ZERO, ..GateConfig::default() }).await;
     gate.finish().await;
 }
 

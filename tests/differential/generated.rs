@@ -67,11 +67,7 @@ impl Gen {
 
     /// Either `good` or one of `bad`, as [`Gen::fault`] decides.
     fn either(&mut self, good: &str, bad: &[&str]) -> String {
-        if self.fault() {
-            self.rng.pick(bad).to_string()
-        } else {
-            good.to_owned()
-        }
+        if self.fault() { self.rng.pick(bad).to_string() } else { good.to_owned() }
     }
 
     fn next_port(&mut self) -> u16 {
@@ -120,10 +116,7 @@ impl Gen {
         let options: [(&str, &[&str]); 6] = [
             ("maxconn 2000", &["maxconn lots", "maxconn"]),
             ("nbthread 2", &["nbthread two"]),
-            (
-                "log stdout format raw local0",
-                &["log stdout local99", "log"],
-            ),
+            ("log stdout format raw local0", &["log stdout local99", "log"]),
             ("tune.bufsize 16384", &["tune.bufsize big"]),
             ("hard-stop-after 30s", &["hard-stop-after 30parsecs"]),
             ("stats timeout 30s", &["stats timeout soon"]),
@@ -135,9 +128,7 @@ impl Gen {
             }
         }
         if self.fault() {
-            let text = *self
-                .rng
-                .pick(&["bogus-directive on", "maxconnn 10", "option httplog"]);
+            let text = *self.rng.pick(&["bogus-directive on", "maxconnn 10", "option httplog"]);
             self.line(text);
         }
     }
@@ -153,11 +144,8 @@ impl Gen {
         for which in ["client", "server", "connect"] {
             if self.rng.chance(75) {
                 let good = format!("timeout {which} {}s", 1 + self.rng.below(30));
-                let bad = [
-                    format!("timeout {which} 5 years"),
-                    format!("timeout {which} 5y"),
-                    format!("timeout {which}"),
-                ];
+                let bad =
+                    [format!("timeout {which} 5 years"), format!("timeout {which} 5y"), format!("timeout {which}")];
                 let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
                 let text = self.either(&good, &bad);
                 self.line(text);
@@ -209,31 +197,19 @@ impl Gen {
             let (good, bad): (String, Vec<String>) = match self.rng.below(4) {
                 0 => (
                     format!("acl {name} path_beg /api{i}"),
-                    vec![
-                        format!("acl {name} path_begx /api"),
-                        format!("acl {name} pathbeg /api"),
-                    ],
+                    vec![format!("acl {name} path_begx /api"), format!("acl {name} pathbeg /api")],
                 ),
                 1 => (
                     format!("acl {name} hdr(host) -i example{i}.com"),
-                    vec![
-                        format!("acl {name} hdr(host -i example.com"),
-                        format!("acl {name} hdr(host) -z x"),
-                    ],
+                    vec![format!("acl {name} hdr(host -i example.com"), format!("acl {name} hdr(host) -z x")],
                 ),
                 2 => (
                     format!("acl {name} src 10.0.0.0/8"),
-                    vec![
-                        format!("acl {name} src 10.0.0.0/99"),
-                        format!("acl {name} src_bogus 10.0.0.0/8"),
-                    ],
+                    vec![format!("acl {name} src 10.0.0.0/99"), format!("acl {name} src_bogus 10.0.0.0/8")],
                 ),
                 _ => {
                     self.maps_named.push("maps/acl.lst");
-                    (
-                        format!("acl {name} path -f maps/acl.lst"),
-                        vec![format!("acl {name} path -f maps/none.lst")],
-                    )
+                    (format!("acl {name} path -f maps/acl.lst"), vec![format!("acl {name} path -f maps/none.lst")])
                 }
             };
             let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
@@ -243,14 +219,8 @@ impl Gen {
         }
         if self.rng.chance(40) {
             self.maps_named.push("maps/hosts.map");
-            let path = if self.fault() {
-                "maps/nohosts.map"
-            } else {
-                "maps/hosts.map"
-            };
-            self.line(format!(
-                "http-request set-header X-Route %[req.hdr(host),lower,map({path},none)]"
-            ));
+            let path = if self.fault() { "maps/nohosts.map" } else { "maps/hosts.map" };
+            self.line(format!("http-request set-header X-Route %[req.hdr(host),lower,map({path},none)]"));
         }
         if self.rng.chance(15) {
             self.maps_named.push("maps/ips.map");
@@ -280,20 +250,13 @@ impl Gen {
     /// a name nobody defined.
     fn condition(&mut self, acls: &[String]) -> String {
         if self.fault() {
-            return self
-                .rng
-                .pick(&["undefined_acl", "a7", "{ path_begx /x }", "!"])
-                .to_string();
+            return self.rng.pick(&["undefined_acl", "a7", "{ path_begx /x }", "!"]).to_string();
         }
         if acls.is_empty() || self.rng.chance(30) {
             return "{ path_beg /static }".to_owned();
         }
         let name = self.rng.pick(acls).clone();
-        if self.rng.chance(20) {
-            format!("!{name}")
-        } else {
-            name
-        }
+        if self.rng.chance(20) { format!("!{name}") } else { name }
     }
 
     fn listen(&mut self) {
@@ -315,10 +278,7 @@ impl Gen {
             self.line(text);
         }
         if self.rng.chance(30) {
-            let text = self.either(
-                "option httpchk GET /health",
-                &["option httpchk GET /health HTTP/9 extra words"],
-            );
+            let text = self.either("option httpchk GET /health", &["option httpchk GET /health HTTP/9 extra words"]);
             self.line(text);
         }
         if self.rng.chance(25) {
@@ -331,11 +291,7 @@ impl Gen {
                 // unresolvable: with -dr a warning on both sides
                 format!("server s{i} {name}-{i}.invalid:{port}")
             } else {
-                format!(
-                    "server s{i} 127.0.0.{}:{port}{}",
-                    1 + i,
-                    if self.rng.chance(50) { " check" } else { "" }
-                )
+                format!("server s{i} 127.0.0.{}:{port}{}", 1 + i, if self.rng.chance(50) { " check" } else { "" })
             };
             let bad = [
                 format!("server s{i} 127.0.0.1:{port} chek"),
@@ -349,12 +305,8 @@ impl Gen {
             self.line(text);
         }
         if self.fault() {
-            let text = *self.rng.pick(&[
-                "bind :80",
-                "use_backend b0",
-                "bogus-keyword",
-                "http-request deny if undefined_acl",
-            ]);
+            let text =
+                *self.rng.pick(&["bind :80", "use_backend b0", "bogus-keyword", "http-request deny if undefined_acl"]);
             self.line(text);
         }
     }
@@ -372,17 +324,12 @@ impl Gen {
             let content = match path {
                 "maps/ips.map" => {
                     let bad = self.fault();
-                    format!(
-                        "10.0.0.0/8 b0\n{}192.168.0.0/16 b1\n",
-                        if bad { "not-an-ip b0\n" } else { "" }
-                    )
+                    format!("10.0.0.0/8 b0\n{}192.168.0.0/16 b1\n", if bad { "not-an-ip b0\n" } else { "" })
                 }
                 "maps/acl.lst" => "/admin\n/internal\n".to_owned(),
                 _ => {
                     let n = 1 + self.rng.below(20);
-                    (0..n)
-                        .map(|i| format!("host{i}.example b{}\n", i % self.backends.len()))
-                        .collect()
+                    (0..n).map(|i| format!("host{i}.example b{}\n", i % self.backends.len())).collect()
                 }
             };
             self.files.push((path.to_owned(), content));

@@ -95,11 +95,7 @@ pub fn run(mut command: Command) -> Run {
         }
         std::thread::sleep(Duration::from_millis(2));
     };
-    Run {
-        status,
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-    }
+    Run { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
 }
 
 /// Bare HAProxy's kind for how it ended.
@@ -118,10 +114,7 @@ pub fn bare(dir: &Path) -> (Kind, Run) {
 
 pub fn bare_with(haproxy: &Path, dir: &Path) -> (Kind, Run) {
     let mut command = Command::new(haproxy);
-    command
-        .args(["-dr", "-c", "-f", "haproxy.cfg"])
-        .current_dir(dir)
-        .env_clear();
+    command.args(["-dr", "-c", "-f", "haproxy.cfg"]).current_dir(dir).env_clear();
     let run = run(command);
     (bare_kind(run.status), run)
 }
@@ -134,10 +127,7 @@ pub fn gate(dir: &Path) -> (Result<Kind, String>, Run) {
 
 pub fn gate_with(haproxy: &Path, dir: &Path) -> (Result<Kind, String>, Run) {
     let mut command = Command::new(BIN);
-    command
-        .args(["check", "--json", "--timeout", "20s", "--haproxy"])
-        .arg(haproxy)
-        .arg(dir);
+    command.args(["check", "--json", "--timeout", "20s", "--haproxy"]).arg(haproxy).arg(dir);
     let run = run(command);
     (gate_kind(&run), run)
 }
@@ -149,12 +139,8 @@ fn gate_kind(run: &Run) -> Result<Kind, String> {
         Some(2) => Kind::CouldNotRun,
         _ => return Err(format!("the gate itself ended with {}", run.status)),
     };
-    let verdict: serde_json::Value = serde_json::from_str(run.stdout.trim()).map_err(|e| {
-        format!(
-            "the gate printed no verdict object ({e}), exit {}",
-            run.status
-        )
-    })?;
+    let verdict: serde_json::Value = serde_json::from_str(run.stdout.trim())
+        .map_err(|e| format!("the gate printed no verdict object ({e}), exit {}", run.status))?;
     let by_json = match (verdict["ok"].as_bool(), verdict["refused"].as_bool()) {
         (Some(true), Some(false)) => Kind::Pass,
         (Some(false), Some(true)) => Kind::Refused,
@@ -162,9 +148,7 @@ fn gate_kind(run: &Run) -> Result<Kind, String> {
         other => return Err(format!("the verdict's ok/refused make no kind: {other:?}")),
     };
     if by_json != by_exit {
-        return Err(format!(
-            "exit status says {by_exit}, the JSON says {by_json}"
-        ));
+        return Err(format!("exit status says {by_exit}, the JSON says {by_json}"));
     }
     Ok(by_exit)
 }

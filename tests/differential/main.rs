@@ -48,10 +48,7 @@ fn env_number(name: &str) -> Option<u64> {
 }
 
 fn has_lua() -> bool {
-    let out = std::process::Command::new(judge::haproxy())
-        .arg("-vv")
-        .output()
-        .expect("run haproxy -vv");
+    let out = std::process::Command::new(judge::haproxy()).arg("-vv").output().expect("run haproxy -vv");
     let text = String::from_utf8_lossy(&out.stdout);
     text.contains("+LUA") || text.contains("Built with Lua")
 }
@@ -63,10 +60,7 @@ fn corpus(seed: u64) -> Vec<Case> {
     cases.extend(floods::cases());
     let lua = has_lua();
     if !lua {
-        eprintln!(
-            "note: {} has no Lua; the lua-* cases are left out",
-            judge::haproxy().display()
-        );
+        eprintln!("note: {} has no Lua; the lua-* cases are left out", judge::haproxy().display());
     }
     cases.extend(forgeries::cases(lua));
     cases
@@ -97,21 +91,12 @@ fn judge_case(case: &Case) -> Judged<'_> {
     case.write_for_bare(&bare_path);
     let (gate, gate_run) = judge::gate(gate_dir.path());
     let (bare, bare_run) = judge::bare(&bare_path);
-    Judged {
-        case,
-        gate,
-        gate_run,
-        bare,
-        bare_run,
-    }
+    Judged { case, gate, gate_run, bare, bare_run }
 }
 
 /// Judges every case on a few threads, in corpus order.
 fn judge_all(cases: &[Case]) -> Vec<Judged<'_>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(2, 8)
-        + 1;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) + 1;
     let next = AtomicUsize::new(0);
     let done = Mutex::new(Vec::with_capacity(cases.len()));
     std::thread::scope(|scope| {
@@ -139,22 +124,13 @@ fn gate_and_bare_haproxy_agree_on_every_case() {
     let mut cases = corpus(seed);
     if let Some(only) = &only {
         cases.retain(|c| c.name.contains(only.as_str()));
-        assert!(
-            !cases.is_empty(),
-            "RENDERGATE_DIFF_ONLY={only} matches no case"
-        );
+        assert!(!cases.is_empty(), "RENDERGATE_DIFF_ONLY={only} matches no case");
     }
     let judged = judge_all(&cases);
     if std::env::var_os("RENDERGATE_DIFF_VERBOSE").is_some() {
         for j in &judged {
-            let gate = j
-                .gate
-                .as_ref()
-                .map_or_else(|e| format!("unreadable ({e})"), Kind::to_string);
-            eprintln!(
-                "{:<60} gate {gate:<14} bare {} ({})",
-                j.case.name, j.bare, j.bare_run.status
-            );
+            let gate = j.gate.as_ref().map_or_else(|e| format!("unreadable ({e})"), Kind::to_string);
+            eprintln!("{:<60} gate {gate:<14} bare {} ({})", j.case.name, j.bare, j.bare_run.status);
         }
     }
 
@@ -180,18 +156,16 @@ fn gate_and_bare_haproxy_agree_on_every_case() {
         for kind in [Kind::Pass, Kind::Refused] {
             let n = by_bare.get(&kind).copied().unwrap_or(0);
             if n < MIN_EACH_KIND {
-                problems.push(format!("the corpus is lopsided: bare HAProxy judged only {n} cases {kind} (want ≥ {MIN_EACH_KIND})"));
+                problems.push(format!(
+                    "the corpus is lopsided: bare HAProxy judged only {n} cases {kind} (want ≥ {MIN_EACH_KIND})"
+                ));
             }
         }
     }
     if !disagreements.is_empty() {
         problems.push(report::disagreements(&disagreements));
     }
-    assert!(
-        problems.is_empty(),
-        "{summary}\n\n{}",
-        problems.join("\n\n")
-    );
+    assert!(problems.is_empty(), "{summary}\n\n{}", problems.join("\n\n"));
 }
 
 /// The harness itself tells the kinds apart: a known valid, refused and
@@ -200,7 +174,8 @@ fn gate_and_bare_haproxy_agree_on_every_case() {
 /// hide behind agreement), and each side's could-not-run is reachable.
 #[test]
 fn the_harness_tells_the_kinds_apart() {
-    const BASE: &str = "global\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";
+    const BASE: &str =
+        "global\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";
     let frontend = |extra: &str| {
         format!(
             "{BASE}frontend f\n    bind 127.0.0.1:18080\n{extra}    default_backend b\nbackend b\n    server s 127.0.0.1:8080\n"
@@ -210,31 +185,13 @@ fn the_harness_tells_the_kinds_apart() {
     let origin = format!("global\n    default-path origin {}\n", case::ORIGIN);
     let expected = [
         (Case::new("valid", frontend("")), Kind::Pass, 0),
-        (
-            Case::new("missing backend", frontend("    use_backend nope\n")),
-            Kind::Refused,
-            1,
-        ),
-        (
-            Case::new(
-                "no listener",
-                format!("{BASE}backend b\n    server s 127.0.0.1:8080\n"),
-            ),
-            Kind::Pass,
-            2,
-        ),
-        (
-            Case::new("map present", frontend(map)).with_file("maps/h.map", "a b\n"),
-            Kind::Pass,
-            0,
-        ),
+        (Case::new("missing backend", frontend("    use_backend nope\n")), Kind::Refused, 1),
+        (Case::new("no listener", format!("{BASE}backend b\n    server s 127.0.0.1:8080\n")), Kind::Pass, 2),
+        (Case::new("map present", frontend(map)).with_file("maps/h.map", "a b\n"), Kind::Pass, 0),
         (Case::new("map missing", frontend(map)), Kind::Refused, 1),
         (
-            Case::new(
-                "map through default-path origin",
-                frontend(map).replacen("global\n", &origin, 1),
-            )
-            .with_file("maps/h.map", "a b\n"),
+            Case::new("map through default-path origin", frontend(map).replacen("global\n", &origin, 1))
+                .with_file("maps/h.map", "a b\n"),
             Kind::Pass,
             0,
         ),
@@ -242,18 +199,8 @@ fn the_harness_tells_the_kinds_apart() {
     for (case, kind, exit) in &expected {
         let j = judge_case(case);
         let detail = report::one(&j);
-        assert_eq!(
-            j.bare_run.status.code(),
-            Some(*exit),
-            "{}: bare's exit status\n{detail}",
-            case.name
-        );
-        assert_eq!(
-            (&j.gate, j.bare),
-            (&Ok(*kind), *kind),
-            "{}\n{detail}",
-            case.name
-        );
+        assert_eq!(j.bare_run.status.code(), Some(*exit), "{}: bare's exit status\n{detail}", case.name);
+        assert_eq!((&j.gate, j.bare), (&Ok(*kind), *kind), "{}\n{detail}", case.name);
     }
 
     // The gate could not run: no such binary.
@@ -274,21 +221,10 @@ fn the_harness_tells_the_kinds_apart() {
 #[test]
 fn the_generated_corpus_is_rebuilt_from_its_seed() {
     for index in [0, 1, 41, 299] {
-        let (a, b) = (
-            generated::case(DEFAULT_SEED, index),
-            generated::case(DEFAULT_SEED, index),
-        );
-        assert_eq!(
-            (&a.name, &a.config, &a.files, a.seed),
-            (&b.name, &b.config, &b.files, b.seed)
-        );
+        let (a, b) = (generated::case(DEFAULT_SEED, index), generated::case(DEFAULT_SEED, index));
+        assert_eq!((&a.name, &a.config, &a.files, a.seed), (&b.name, &b.config, &b.files, b.seed));
     }
-    let distinct: std::collections::HashSet<String> = (0..50)
-        .map(|i| generated::case(DEFAULT_SEED, i).config)
-        .collect();
-    assert!(
-        distinct.len() > 45,
-        "{} distinct configs of 50",
-        distinct.len()
-    );
+    let distinct: std::collections::HashSet<String> =
+        (0..50).map(|i| generated::case(DEFAULT_SEED, i).config).collect();
+    assert!(distinct.len() > 45, "{} distinct configs of 50", distinct.len());
 }

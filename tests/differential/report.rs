@@ -14,12 +14,7 @@ const OUTPUT_TAIL_LINES: usize = 8;
 pub fn disagreements(list: &[&Judged]) -> String {
     let mut out = format!("{} disagreement(s):\n", list.len());
     for j in list {
-        out.push_str(&format!(
-            "  {:<60} gate {:<14} bare {}\n",
-            j.case.name,
-            gate_kind(j),
-            j.bare
-        ));
+        out.push_str(&format!("  {:<60} gate {:<14} bare {}\n", j.case.name, gate_kind(j), j.bare));
         if let Some(d) = j.case.deviation {
             out.push_str(&format!(
                 "      (a documented deviation expects gate {} and bare {}: {})\n",
@@ -44,19 +39,9 @@ fn gate_kind(j: &Judged) -> String {
 /// One case in full: name and seed, config head, files, both sides.
 pub fn one(j: &Judged) -> String {
     let case = j.case;
-    let mut out = format!(
-        "=== {} ({}): gate {}, bare {}\n",
-        case.name,
-        case.origin(),
-        gate_kind(j),
-        j.bare
-    );
+    let mut out = format!("=== {} ({}): gate {}, bare {}\n", case.name, case.origin(), gate_kind(j), j.bare);
     let lines: Vec<&str> = case.config.split('\n').collect();
-    out.push_str(&format!(
-        "config ({} lines, {} bytes):\n",
-        lines.len(),
-        case.config.len()
-    ));
+    out.push_str(&format!("config ({} lines, {} bytes):\n", lines.len(), case.config.len()));
     for (n, line) in lines.iter().take(CONFIG_LINES).enumerate() {
         out.push_str(&format!("  {:4}  {}\n", n + 1, visible(line, LINE_WIDTH)));
     }
@@ -64,32 +49,17 @@ pub fn one(j: &Judged) -> String {
         out.push_str(&format!("  … {} more lines\n", lines.len() - CONFIG_LINES));
     }
     for (path, content) in &case.files {
-        out.push_str(&format!(
-            "file {path} ({} bytes): {}\n",
-            content.len(),
-            visible(content, 120)
-        ));
+        out.push_str(&format!("file {path} ({} bytes): {}\n", content.len(), visible(content, 120)));
     }
     if let Err(problem) = &j.gate {
         out.push_str(&format!("gate unreadable: {problem}\n"));
     }
-    out.push_str(&format!(
-        "gate ({}): {}\n",
-        j.gate_run.status,
-        visible(j.gate_run.stdout.trim(), JSON_CHARS)
-    ));
+    out.push_str(&format!("gate ({}): {}\n", j.gate_run.status, visible(j.gate_run.stdout.trim(), JSON_CHARS)));
     if j.gate.is_err() && !j.gate_run.stderr.trim().is_empty() {
-        out.push_str(&format!(
-            "gate stderr: {}\n",
-            visible(j.gate_run.stderr.trim(), JSON_CHARS)
-        ));
+        out.push_str(&format!("gate stderr: {}\n", visible(j.gate_run.stderr.trim(), JSON_CHARS)));
     }
     let bare = format!("{}{}", j.bare_run.stderr, j.bare_run.stdout);
-    out.push_str(&format!(
-        "bare ({}), {} bytes of output:\n",
-        j.bare_run.status,
-        bare.len()
-    ));
+    out.push_str(&format!("bare ({}), {} bytes of output:\n", j.bare_run.status, bare.len()));
     let lines: Vec<&str> = bare.lines().collect();
     let show = |out: &mut String, range: &[&str]| {
         for line in range {
@@ -100,10 +70,7 @@ pub fn one(j: &Judged) -> String {
         show(&mut out, &lines);
     } else {
         show(&mut out, &lines[..OUTPUT_HEAD_LINES]);
-        out.push_str(&format!(
-            "  | … {} lines …\n",
-            lines.len() - OUTPUT_HEAD_LINES - OUTPUT_TAIL_LINES
-        ));
+        out.push_str(&format!("  | … {} lines …\n", lines.len() - OUTPUT_HEAD_LINES - OUTPUT_TAIL_LINES));
         show(&mut out, &lines[lines.len() - OUTPUT_TAIL_LINES..]);
     }
     out

@@ -25,7 +25,10 @@ fn a_valid_render_passes_with_exit_0() {
     let out = check(&["--json"], &sample_dir());
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v = &lines(&out)[0];
-    assert_eq!((v["type"].as_str(), v["ok"].as_bool(), v["refused"].as_bool()), (Some("verdict"), Some(true), Some(false)));
+    assert_eq!(
+        (v["type"].as_str(), v["ok"].as_bool(), v["refused"].as_bool()),
+        (Some("verdict"), Some(true), Some(false))
+    );
     assert!(v["checksum"].as_str().unwrap().starts_with("sha256:"));
 }
 
@@ -75,16 +78,19 @@ fn files_land_where_the_directory_has_them() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
     std::fs::remove_file(dir.path().join("top.txt")).unwrap();
     let out = check(&[], dir.path());
-    assert_eq!(out.status.code(), Some(1), "without the file HAProxy refuses: {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "without the file HAProxy refuses: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
 fn bad_flags_get_one_line_naming_the_flag_and_exit_2() {
-    for args in [
-        vec!["check", "--timeout", "5", "x"],
-        vec!["serve", "--check-interval", "soon"],
-        vec!["serve", "--bogus"],
-    ] {
+    for args in
+        [vec!["check", "--timeout", "5", "x"], vec!["serve", "--check-interval", "soon"], vec!["serve", "--bogus"]]
+    {
         let out = run(&args, "", &[]);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);

@@ -12,8 +12,14 @@ fn a_valid_render_passes_and_an_invalid_one_is_refused_with_context() {
     gate.send(&line);
     let v = gate.next();
     assert_eq!(v["type"], "verdict");
-    assert_eq!((v["plan"].as_str(), v["render"].as_str(), v["correlation"].as_str()), (Some("plan-1"), Some("r-1"), Some("c-1")));
-    assert_eq!((v["ok"].as_bool(), v["refused"].as_bool(), v["newest"].as_bool()), (Some(true), Some(false), Some(true)));
+    assert_eq!(
+        (v["plan"].as_str(), v["render"].as_str(), v["correlation"].as_str()),
+        (Some("plan-1"), Some("r-1"), Some("c-1"))
+    );
+    assert_eq!(
+        (v["ok"].as_bool(), v["refused"].as_bool(), v["newest"].as_bool()),
+        (Some(true), Some(false), Some(true))
+    );
     assert_eq!((v["pinned"].as_bool(), v["remembered"].as_bool()), (Some(false), Some(false)));
     assert!(v["duration_ms"].as_u64().is_some());
 
@@ -29,7 +35,10 @@ fn a_valid_render_passes_and_an_invalid_one_is_refused_with_context() {
     // The same broken content again: remembered, pinned, no new haproxy run.
     gate.send(&rendered("plan-2", "r-3", &broken_config()));
     let v = gate.next();
-    assert_eq!((v["refused"].as_bool(), v["remembered"].as_bool(), v["pinned"].as_bool()), (Some(true), Some(true), Some(true)));
+    assert_eq!(
+        (v["refused"].as_bool(), v["remembered"].as_bool(), v["pinned"].as_bool()),
+        (Some(true), Some(true), Some(true))
+    );
     // A good render releases the held render and the latch opens.
     gate.send(&rendered("plan-3", "r-4", &sample_config()));
     let out = gate.until("release");
@@ -170,7 +179,10 @@ fn json_log_lines_parse_and_carry_the_render_and_the_check() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON log line: {l}: {e}")))
         .collect();
     let refusal = logs.iter().find(|l| l["outcome"] == "refused").unwrap_or_else(|| panic!("{logs:?}"));
-    assert_eq!((refusal["plan"].as_str(), refusal["render"].as_str(), refusal["correlation"].as_str()), (Some("plan-1"), Some("r-1"), Some("c-9")));
+    assert_eq!(
+        (refusal["plan"].as_str(), refusal["render"].as_str(), refusal["correlation"].as_str()),
+        (Some("plan-1"), Some("r-1"), Some("c-9"))
+    );
     assert!(refusal["duration_ms"].as_u64().is_some());
     assert!(refusal["haproxy_message"].as_str().unwrap().contains("bogus-action"), "{refusal}");
     assert!(logs.iter().all(|l| l["level"].is_string() && l["timestamp"].is_string()));
@@ -191,7 +203,11 @@ fn the_python_driver_example_runs_against_the_real_binary() {
         .expect("python3 runs");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    for expected in ["verdict plan-2 (r-2): refused", "revert haptic/haproxy-0 from plan-2 to baseline", "release: dispatch held render r-3"] {
+    for expected in [
+        "verdict plan-2 (r-2): refused",
+        "revert haptic/haproxy-0 from plan-2 to baseline",
+        "release: dispatch held render r-3",
+    ] {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
 }

@@ -163,11 +163,7 @@ fn push_revert(decision: &mut Decision, pod: &PodState, plan: &Name) {
     if pod.running_plan.as_deref() == Some(&**plan) {
         return; // its own HAProxy loaded the plan: stronger evidence than `-c`
     }
-    decision.revert.push(Revert {
-        pod: pod.pod.clone(),
-        plan: plan.clone(),
-        target: RevertTarget::Baseline,
-    });
+    decision.revert.push(Revert { pod: pod.pod.clone(), plan: plan.clone(), target: RevertTarget::Baseline });
 }
 
 #[cfg(test)]

@@ -186,7 +186,9 @@ fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Ok(m) if m.file_type().is_symlink() => {
-            return Err(format!("{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"));
+            return Err(format!(
+                "{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"
+            ));
         }
         Ok(m) if !m.is_dir() => return Err(format!("{shown} exists and is not a directory; refusing it")),
         Ok(_) => {}
@@ -194,13 +196,14 @@ fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<
     }
     let c_path = c_string(path.as_os_str()).map_err(|e| format!("{shown}: {e}"))?;
     // SAFETY: c_path is NUL-terminated.
-    let fd = unsafe {
-        libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-    };
+    let fd =
+        unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
     if fd < 0 {
         let e = io::Error::last_os_error();
         return Err(match e.raw_os_error() {
-            Some(libc::ELOOP) => format!("{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"),
+            Some(libc::ELOOP) => {
+                format!("{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)")
+            }
             Some(libc::ENOTDIR) => format!("{shown} exists and is not a directory; refusing it"),
             Some(libc::ENOENT) => return Ok(None),
             _ => format!("{shown}: {e}"),

@@ -24,8 +24,8 @@ use super::tokenize::{self, Line, Lookup, Word};
 use memchr::memmem::Finder;
 use std::collections::HashMap;
 use std::io;
-use std::sync::LazyLock;
 use std::path::Path;
+use std::sync::LazyLock;
 
 /// A user or a group name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,9 +242,8 @@ pub fn checked_copy(config: &str, rewrites: &Rewrites) -> io::Result<CheckedCopy
 /// counts, as does one with a keyword as plain text. (A big render has tens
 /// of thousands of lines: these tests run on every one, so they use memchr.)
 fn mentions_a_target(body: &str) -> bool {
-    static KEYWORDS: LazyLock<[Finder<'static>; 5]> = LazyLock::new(|| {
-        ["default-path", "quiet", "user", "group", "bind"].map(|k| Finder::new(k.as_bytes()))
-    });
+    static KEYWORDS: LazyLock<[Finder<'static>; 5]> =
+        LazyLock::new(|| ["default-path", "quiet", "user", "group", "bind"].map(|k| Finder::new(k.as_bytes())));
     has_quote_or_escape(body) || KEYWORDS.iter().any(|k| k.find(body.as_bytes()).is_some())
 }
 

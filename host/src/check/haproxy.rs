@@ -16,21 +16,21 @@
 //! binary that gave it.
 
 use super::base::BaseDir;
+use super::checked_copy::{ResolveId, Rewrites, checked_copy};
 use super::identity::{Binary, BinaryIdentity};
 use super::layout;
 use super::sandbox::{self, Sandbox, SandboxOptions};
-use super::checked_copy::{ResolveId, Rewrites, checked_copy};
 use super::verdict::{self, Exit, Transcript};
 use super::{CheckFuture, Checked, Checker};
 use crate::core::CheckOutcome;
 use crate::render::Render;
 use sandbox::Probe;
 use std::io;
-use tokio::io::AsyncReadExt;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
+use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 /// How to run HAProxy.
@@ -53,7 +53,13 @@ pub struct HaproxyOptions {
 
 impl Default for HaproxyOptions {
     fn default() -> Self {
-        HaproxyOptions { binary: PathBuf::from("haproxy"), dns_skip: true, work_dir: None, output_cap: 64 * 1024, sandbox: SandboxOptions::default() }
+        HaproxyOptions {
+            binary: PathBuf::from("haproxy"),
+            dns_skip: true,
+            work_dir: None,
+            output_cap: 64 * 1024,
+            sandbox: SandboxOptions::default(),
+        }
     }
 }
 
@@ -196,11 +202,16 @@ impl HaproxyChecker {
         let dir = tmp.path();
         let sandboxed = judge.sandbox.mode() != sandbox::Mode::Off;
         let lookup = |kind, name: &[u8]| sandbox::ids::lookup(kind, name);
-        let rewrites =
-            Rewrites { check_dir: dir, resolve_ids: sandboxed.then_some(&lookup as ResolveId), inherit_env: !sandboxed };
+        let rewrites = Rewrites {
+            check_dir: dir,
+            resolve_ids: sandboxed.then_some(&lookup as ResolveId),
+            inherit_env: !sandboxed,
+        };
         let copy = match checked_copy(layout.config(), &rewrites) {
             Ok(copy) => copy,
-            Err(e) => return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary)),
+            Err(e) => {
+                return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary));
+            }
         };
         if let Err(e) = layout.write(tmp.dir(), &copy.config) {
             return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary));
@@ -880,7 +891,10 @@ frontend f
         let c = checker(work.path());
         let out = c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
-        assert!(reason.contains(&format!("{} is owned by uid 65534, not by this process's uid", base.display())), "{reason}");
+        assert!(
+            reason.contains(&format!("{} is owned by uid 65534, not by this process's uid", base.display())),
+            "{reason}"
+        );
     }
 
     #[tokio::test]
@@ -896,8 +910,12 @@ frontend f
             base.join(format!("{pid}.00000000deadbeef"))
         };
         std::fs::create_dir_all(dead.join("0f0e0d0c-check")).unwrap();
-        std::fs::write(dead.join("0f0e0d0c-check/haproxy.cfg"), "global
-").unwrap();
+        std::fs::write(
+            dead.join("0f0e0d0c-check/haproxy.cfg"),
+            "global
+",
+        )
+        .unwrap();
         // a check of the live checker is running meanwhile
         std::fs::write(own.join("in-flight"), "x").unwrap();
 
@@ -914,7 +932,10 @@ frontend f
         expected.sort();
         assert_eq!(names, expected);
         // both check, side by side
-        assert_eq!(second.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome.label(), "pass");
+        assert_eq!(
+            second.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome.label(),
+            "pass"
+        );
         drop(second);
         assert!(base.exists(), "the base went while a checker still uses it");
         std::fs::remove_file(own.join("in-flight")).unwrap();
@@ -927,9 +948,16 @@ frontend f
         let record = tools.path().join("cwd");
         let pidfile = tools.path().join("bg.pid");
         // finished: the directory it ran in is gone afterwards
-        let binary = script(tools.path(), &format!("pwd > {}
+        let binary = script(
+            tools.path(),
+            &format!(
+                "pwd > {}
 ls -l >> {}
-exit 0", record.display(), record.display()));
+exit 0",
+                record.display(),
+                record.display()
+            ),
+        );
         let f = fixture(binary.to_str().unwrap());
         let files = vec![RenderFile { kind: FileKind::Map, path: "maps/a.map".into(), content: "k v\n".into() }];
         assert_eq!(f.check(&render(VALID, files.clone())).await.label(), "pass");
@@ -943,10 +971,14 @@ exit 0", record.display(), record.display()));
         // cancelled: dropped mid-check, the directory goes with the future
         let binary = script(
             tools.path(),
-            &format!("pwd > {}
+            &format!(
+                "pwd > {}
 sleep 300 &
 echo $! > {}
-wait", record.display(), pidfile.display()),
+wait",
+                record.display(),
+                pidfile.display()
+            ),
         );
         let f = fixture(binary.to_str().unwrap());
         let r = render(VALID, files);

@@ -66,7 +66,11 @@ const OUT_OF_MEMORY: [&str; 6] = [
 pub const OUT_OF_MEMORY_REASON: &str = "haproxy -c ran out of memory";
 /// Cheap first tests for [`OUT_OF_MEMORY`] (lower and upper case alike).
 static OOM_HINTS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> = std::sync::LazyLock::new(|| {
-    [memchr::memmem::Finder::new(b"(null)"), memchr::memmem::Finder::new(b"emory"), memchr::memmem::Finder::new(b"llocat")]
+    [
+        memchr::memmem::Finder::new(b"(null)"),
+        memchr::memmem::Finder::new(b"emory"),
+        memchr::memmem::Finder::new(b"llocat"),
+    ]
 });
 /// Bytes of a tag: enough to recognise the longest (`[WARNING]`) and the remarks.
 const HEAD: usize = 72;

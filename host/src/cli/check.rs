@@ -2,9 +2,9 @@
 //! as one `verdict` object.
 
 use super::HaproxyArgs;
+use rendergate::check::sandbox::Mode;
 use rendergate::check::{Checker, dir};
 use rendergate::core::Verdict;
-use rendergate::check::sandbox::Mode;
 use rendergate::{CheckOutcome, HaproxyChecker, Output};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -79,12 +79,13 @@ pub async fn run(args: Args) -> ExitCode {
     let deadline = started + args.timeout;
     // The checker ends its own check at the deadline and reaps HAProxy's
     // group; this outer bound only catches a checker that does not.
-    let outcome = tokio::time::timeout_at(deadline + rendergate::check::DEADLINE_GRACE, checker.check(&render, deadline))
-        .await
-        .map(|checked| checked.outcome)
-        .unwrap_or_else(|_| CheckOutcome::Unavailable {
-            reason: format!("the check timed out after {}", rendergate::duration::format(args.timeout)),
-        });
+    let outcome =
+        tokio::time::timeout_at(deadline + rendergate::check::DEADLINE_GRACE, checker.check(&render, deadline))
+            .await
+            .map(|checked| checked.outcome)
+            .unwrap_or_else(|_| CheckOutcome::Unavailable {
+                reason: format!("the check timed out after {}", rendergate::duration::format(args.timeout)),
+            });
     let verdict = Verdict {
         plan: render.plan().to_owned(),
         render: render.id().to_owned(),

@@ -30,7 +30,12 @@ pub fn run(command: Command) -> ExitCode {
     match command {
         Command::Check { component } => match load(&component) {
             Ok(policy) => {
-                println!("{}: implements {} as {:?}", component.display(), rendergate::policy::component::WORLD, policy.name());
+                println!(
+                    "{}: implements {} as {:?}",
+                    component.display(),
+                    rendergate::policy::component::WORLD,
+                    policy.name()
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {

@@ -20,10 +20,10 @@
 //!   that waits for each verdict would see.
 
 use super::serve;
+use rendergate::Event;
 use rendergate::protocol;
 use rendergate::record::{self, Entry, Item};
 use rendergate::timeline::{self, Timeline};
-use rendergate::Event;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,7 +78,8 @@ pub async fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let name = args.events.file_name().map_or_else(|| args.events.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let name =
+        args.events.file_name().map_or_else(|| args.events.display().to_string(), |n| n.to_string_lossy().into_owned());
     let timeline = args.timeline.as_ref().map(|_| {
         let title = if args.realtime { format!("replay of {name} (real time)") } else { format!("replay of {name}") };
         Arc::new(Mutex::new(Timeline::new(title)))
@@ -122,7 +123,12 @@ pub async fn run(args: Args) -> ExitCode {
 
 /// Copies the serve loop's output lines to stdout, noting each one's time
 /// and counting them for the feeder.
-async fn collect(output: DuplexStream, progress: watch::Sender<Progress>, start: Instant, timeline: Option<Arc<Mutex<Timeline>>>) {
+async fn collect(
+    output: DuplexStream,
+    progress: watch::Sender<Progress>,
+    start: Instant,
+    timeline: Option<Arc<Mutex<Timeline>>>,
+) {
     #[derive(serde::Deserialize)]
     struct Kind {
         #[serde(rename = "type")]
@@ -193,7 +199,10 @@ impl Feeder {
             Some(_) => self.feed_recording(file, &mut input, &mut progress).await?,
             None => {
                 if self.realtime {
-                    tracing::warn!("--realtime: {} is not a recording (no times); feeding it as without", self.path.display());
+                    tracing::warn!(
+                        "--realtime: {} is not a recording (no times); feeding it as without",
+                        self.path.display()
+                    );
                 }
                 self.feed_plain(first, file, &mut input, &mut progress).await?
             }
@@ -285,7 +294,10 @@ impl Feeder {
             if let (Some(id), Some(before)) = (&rendered, before) {
                 let judged = progress.wait_for(|p| p.verdicts.get(id).copied().unwrap_or(0) > before);
                 if tokio::time::timeout(self.settle, judged).await.is_err() {
-                    tracing::warn!("replay: line {number}: no verdict on render {id} within {}s; going on", self.settle.as_secs());
+                    tracing::warn!(
+                        "replay: line {number}: no verdict on render {id} within {}s; going on",
+                        self.settle.as_secs()
+                    );
                 }
             }
             buf.clear();

@@ -58,9 +58,13 @@ pub enum Event {
     Rendered(Render),
     /// A pod reports what it holds.
     Applied(PodReport),
-    PodTerminated { pod: String },
+    PodTerminated {
+        pod: String,
+    },
     /// The complete list of live pods.
-    PodsDiscovered { pods: Vec<String> },
+    PodsDiscovered {
+        pods: Vec<String>,
+    },
     /// The controller stopped leading: a new term starts from nothing.
     LostLeadership,
 }
@@ -103,9 +107,15 @@ pub enum Effect {
     /// The latch changed.
     Latch(LatchState),
     /// A pass on the newest render while pessimistic: it may go out.
-    Release { plan: String, render: String },
+    Release {
+        plan: String,
+        render: String,
+    },
     /// Ask the promotion and revert policy.
-    Decide { trigger: Trigger, fleet: Fleet },
+    Decide {
+        trigger: Trigger,
+        fleet: Fleet,
+    },
 }
 
 /// The render gate's state.
@@ -311,8 +321,12 @@ impl Gate {
             self.latch.pinned() // a stale verdict leaves the latch alone
         };
         match kind {
-            Outcome::Passed => record(&mut self.passed_plans, &mut self.refused_plans, render.plan(), self.config.plan_history),
-            Outcome::Refused => record(&mut self.refused_plans, &mut self.passed_plans, render.plan(), self.config.plan_history),
+            Outcome::Passed => {
+                record(&mut self.passed_plans, &mut self.refused_plans, render.plan(), self.config.plan_history)
+            }
+            Outcome::Refused => {
+                record(&mut self.refused_plans, &mut self.passed_plans, render.plan(), self.config.plan_history)
+            }
             Outcome::Unavailable => {}
         }
         let verdict = Verdict {
@@ -342,10 +356,7 @@ impl Gate {
             }
             if t.release {
                 let held = self.renders.newest().map(|e| &e.render).unwrap_or(render);
-                self.effects.push_back(Effect::Release {
-                    plan: held.plan().to_owned(),
-                    render: held.id().to_owned(),
-                });
+                self.effects.push_back(Effect::Release { plan: held.plan().to_owned(), render: held.id().to_owned() });
             }
         }
         self.decide(trigger);

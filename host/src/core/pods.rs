@@ -191,7 +191,13 @@ mod tests {
     use super::*;
 
     fn report(pod: &str, render: Option<&str>, plan: &str) -> PodReport {
-        PodReport { pod: pod.into(), render: render.map(Into::into), plan: plan.into(), running_plan: None, baseline_plan: None }
+        PodReport {
+            pod: pod.into(),
+            render: render.map(Into::into),
+            plan: plan.into(),
+            running_plan: None,
+            baseline_plan: None,
+        }
     }
 
     #[test]

@@ -125,10 +125,7 @@ impl Renders {
     /// The unjudged entry holding this very render (the same `Arc`: a
     /// re-sent render id is another entry).
     pub fn get_mut(&mut self, render: &Arc<Render>) -> Option<&mut Entry> {
-        self.newest
-            .iter_mut()
-            .chain(self.superseded.iter_mut())
-            .find(|e| Arc::ptr_eq(&e.render, render) && !e.judged)
+        self.newest.iter_mut().chain(self.superseded.iter_mut()).find(|e| Arc::ptr_eq(&e.render, render) && !e.judged)
     }
 
     /// Records a judgement of this exact render; a judged superseded render

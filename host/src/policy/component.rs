@@ -16,9 +16,9 @@
 //! stops a guest waiting in a host call (a sleep, a poll). See
 //! docs/policies.md, "Limits".
 
-use super::{Decision, Fleet, Policy, PolicyError, PolicyFailure, Trigger};
 use super::cache::ComponentCache;
 use super::stdio::GuestOutput;
+use super::{Decision, Fleet, Policy, PolicyError, PolicyFailure, Trigger};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -277,7 +277,11 @@ impl ComponentPolicy {
         Self::from_bytes(&bytes, limits, cache)
     }
 
-    pub fn from_bytes(bytes: &[u8], limits: PolicyLimits, cache: Option<&ComponentCache>) -> Result<Self, PolicyFailure> {
+    pub fn from_bytes(
+        bytes: &[u8],
+        limits: PolicyLimits,
+        cache: Option<&ComponentCache>,
+    ) -> Result<Self, PolicyFailure> {
         let engine = engine(limits.memory).map_err(PolicyFailure::Unrunnable)?;
         let engine = &engine;
         let component = match cache {
@@ -332,8 +336,7 @@ impl ComponentPolicy {
             wit::Trigger::Verdict(_) => "verdict",
             wit::Trigger::Applied(_) => "applied",
         };
-        let decided =
-            self.call(async move |p, store| p.call_decide(store, trigger, fleet).await, &self.name, kind);
+        let decided = self.call(async move |p, store| p.call_decide(store, trigger, fleet).await, &self.name, kind);
         let (decision, fuel) = decided.map_err(fail)?;
         let size = decision_size(&decision);
         if size > self.limits.decision_cap {
@@ -367,7 +370,11 @@ impl ComponentPolicy {
             .stdout(output.stdout())
             .stderr(output.stderr())
             .build();
-        let state = GuestState { wasi, table: ResourceTable::new(), memory: MemoryLimit { max: self.limits.memory, hit: false } };
+        let state = GuestState {
+            wasi,
+            table: ResourceTable::new(),
+            memory: MemoryLimit { max: self.limits.memory, hit: false },
+        };
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.memory);
         store.set_fuel(self.limits.fuel).map_err(|e| PolicyFailure::Trap(format!("{e:#}")))?;
@@ -454,7 +461,15 @@ fn decision_size(d: &wit::Decision) -> usize {
     let revert: usize = d
         .revert
         .iter()
-        .map(|r| r.pod.len() + r.plan.len() + 16 + match &r.target { wit::RevertTarget::Plan(p) => p.len(), _ => 0 })
+        .map(|r| {
+            r.pod.len()
+                + r.plan.len()
+                + 16
+                + match &r.target {
+                    wit::RevertTarget::Plan(p) => p.len(),
+                    _ => 0,
+                }
+        })
         .sum();
     let notes: usize = d.notes.iter().map(|n| n.len() + 16).sum();
     promote + revert + notes
@@ -490,7 +505,11 @@ fn trigger_out(t: &Trigger) -> wit::Trigger<'_> {
 
 fn decision_in(d: wit::Decision) -> Decision {
     Decision {
-        promote: d.promote.into_iter().map(|p| policy_core::Promote { pod: p.pod.into(), plan: p.plan.into() }).collect(),
+        promote: d
+            .promote
+            .into_iter()
+            .map(|p| policy_core::Promote { pod: p.pod.into(), plan: p.plan.into() })
+            .collect(),
         revert: d
             .revert
             .into_iter()

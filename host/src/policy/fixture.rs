@@ -229,7 +229,10 @@ mod tests {
         let CaseResult::Failed(diff) = run(&NativeDefault, &cases[0]) else { panic!() };
         assert_eq!(
             diff,
-            ["- revert haptic/haproxy-0 from plan-2 to plan plan-1", "+ revert haptic/haproxy-0 from plan-2 to baseline"]
+            [
+                "- revert haptic/haproxy-0 from plan-2 to plan plan-1",
+                "+ revert haptic/haproxy-0 from plan-2 to baseline"
+            ]
         );
     }
 }

@@ -292,13 +292,13 @@ mod tests {
 
     #[test]
     fn a_failing_policy_falls_back_to_the_default_decision_and_is_counted() {
-        let pod = PodState {
-            pod: "ns/a".into(),
-            applied_plan: Some("p1".into()),
-            running_plan: None,
-            baseline_plan: None,
+        let pod =
+            PodState { pod: "ns/a".into(), applied_plan: Some("p1".into()), running_plan: None, baseline_plan: None };
+        let fleet = Fleet {
+            pods: vec![pod.clone()].into(),
+            passed_plans: vec!["p1".into()].into(),
+            refused_plans: Arc::from([]),
         };
-        let fleet = Fleet { pods: vec![pod.clone()].into(), passed_plans: vec!["p1".into()].into(), refused_plans: Arc::from([]) };
         let metrics = Metrics::default();
         let settled = PolicySeat::new(Arc::new(Broken)).decide(&Trigger::Applied(pod), &fleet, &metrics);
         assert_eq!(settled.promote, vec![Promote { pod: "ns/a".into(), plan: "p1".into() }]);
@@ -309,8 +309,13 @@ mod tests {
 
     #[test]
     fn with_fallback_none_a_failing_policy_gives_no_decision_and_is_counted() {
-        let pod = PodState { pod: "ns/a".into(), applied_plan: Some("p1".into()), running_plan: None, baseline_plan: None };
-        let fleet = Fleet { pods: vec![pod.clone()].into(), passed_plans: vec!["p1".into()].into(), refused_plans: Arc::from([]) };
+        let pod =
+            PodState { pod: "ns/a".into(), applied_plan: Some("p1".into()), running_plan: None, baseline_plan: None };
+        let fleet = Fleet {
+            pods: vec![pod.clone()].into(),
+            passed_plans: vec!["p1".into()].into(),
+            refused_plans: Arc::from([]),
+        };
         let metrics = Metrics::default();
         let mut seat = PolicySeat::new(Arc::new(Broken)).with_fallback(Fallback::None);
         let settled = seat.decide(&Trigger::Applied(pod), &fleet, &metrics);
@@ -325,8 +330,13 @@ mod tests {
 
     #[test]
     fn a_seat_follows_its_live_policy_when_it_is_replaced() {
-        let pod = PodState { pod: "ns/a".into(), applied_plan: Some("p1".into()), running_plan: None, baseline_plan: None };
-        let fleet = Fleet { pods: vec![pod.clone()].into(), passed_plans: vec!["p1".into()].into(), refused_plans: Arc::from([]) };
+        let pod =
+            PodState { pod: "ns/a".into(), applied_plan: Some("p1".into()), running_plan: None, baseline_plan: None };
+        let fleet = Fleet {
+            pods: vec![pod.clone()].into(),
+            passed_plans: vec!["p1".into()].into(),
+            refused_plans: Arc::from([]),
+        };
         let metrics = Metrics::default();
         let live = LivePolicy::new(Arc::new(NativeDefault));
         let mut seat = PolicySeat::live(live.clone());

@@ -146,7 +146,8 @@ fn samples() -> Vec<(&'static str, Trigger, Fleet)> {
         baseline_plan: Some("plan-1".into()),
     };
     let fleet = Fleet {
-        pods: vec![pod("ns/a", "plan-2", "plan-1"), pod("ns/b", "plan-2", "plan-2"), pod("ns/c", "plan-1", "plan-1")].into(),
+        pods: vec![pod("ns/a", "plan-2", "plan-1"), pod("ns/b", "plan-2", "plan-2"), pod("ns/c", "plan-1", "plan-1")]
+            .into(),
         passed_plans: vec!["plan-1".into()].into(),
         refused_plans: std::sync::Arc::from([]),
     };

@@ -19,17 +19,13 @@ pub fn lookup(kind: IdKind, name: &[u8]) -> Option<u32> {
         // SAFETY: all pointers are valid for the call; buf outlives the result.
         let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
         let mut found = std::ptr::null_mut();
-        let r = unsafe {
-            libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut found)
-        };
+        let r = unsafe { libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
         (r == 0 && !found.is_null()).then_some(pw.pw_uid)
     } else {
         // SAFETY: as above.
         let mut gr: libc::group = unsafe { std::mem::zeroed() };
         let mut found = std::ptr::null_mut();
-        let r = unsafe {
-            libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut found)
-        };
+        let r = unsafe { libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut found) };
         (r == 0 && !found.is_null()).then_some(gr.gr_gid)
     }
 }

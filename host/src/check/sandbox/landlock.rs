@@ -60,8 +60,7 @@ const SCOPE_SIGNAL: u64 = 1 << 1; // ABI 6
 pub const LIBRARY_DIRS: [&str; 4] = ["/lib", "/lib64", "/usr/lib", "/usr/lib64"];
 /// What the check may do in its own directory: read, and create, write
 /// and truncate regular files.
-pub const CHECK_DIR_ACCESS: u64 =
-    FS_READ_FILE | FS_READ_DIR | FS_WRITE_FILE | FS_MAKE_REG | FS_TRUNCATE;
+pub const CHECK_DIR_ACCESS: u64 = FS_READ_FILE | FS_READ_DIR | FS_WRITE_FILE | FS_MAKE_REG | FS_TRUNCATE;
 /// The system CA store, granted only for `@system-ca`: the certificate
 /// directories only, never `/etc/ssl` whole (`/etc/ssl/private` holds keys).
 pub const SYSTEM_CA_DIRS: [&str; 5] = [
@@ -97,13 +96,7 @@ pub fn abi() -> Result<u32, i32> {
             CREATE_RULESET_VERSION,
         )
     };
-    if v < 0 {
-        Err(io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::ENOSYS))
-    } else {
-        Ok(v as u32)
-    }
+    if v < 0 { Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOSYS)) } else { Ok(v as u32) }
 }
 
 /// Every right this ABI can deny, so whatever is not granted is denied.
@@ -118,21 +111,9 @@ fn handled(abi: u32) -> RulesetAttr {
     if abi >= 5 {
         fs |= FS_IOCTL_DEV;
     }
-    let net = if abi >= 4 {
-        NET_BIND_TCP | NET_CONNECT_TCP
-    } else {
-        0
-    };
-    let scoped = if abi >= 6 {
-        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
-    } else {
-        0
-    };
-    RulesetAttr {
-        handled_access_fs: fs,
-        handled_access_net: net,
-        scoped,
-    }
+    let net = if abi >= 4 { NET_BIND_TCP | NET_CONNECT_TCP } else { 0 };
+    let scoped = if abi >= 6 { SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL } else { 0 };
+    RulesetAttr { handled_access_fs: fs, handled_access_net: net, scoped }
 }
 
 /// What one ruleset grants: paths and the rights on each.
@@ -187,12 +168,7 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Resu
     // SAFETY: attr is a valid, fully initialised struct of the size given;
     // unknown trailing fields are zero, which older kernels accept.
     let fd = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            &attr as *const RulesetAttr,
-            size_of::<RulesetAttr>(),
-            0u32,
-        )
+        libc::syscall(libc::SYS_landlock_create_ruleset, &attr as *const RulesetAttr, size_of::<RulesetAttr>(), 0u32)
     };
     if fd < 0 {
         return Err(io::Error::last_os_error());
@@ -205,40 +181,22 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Resu
         };
         let is_dir = target.1;
         // a file only takes file rights; READ_DIR on a file is EINVAL
-        let access = if is_dir {
-            *access
-        } else {
-            *access & !FS_READ_DIR
-        };
-        add_rule(
-            &ruleset,
-            target.0.as_raw_fd(),
-            access & attr.handled_access_fs,
-        )
-        .map_err(|e| io::Error::new(e.kind(), format!("rule for {}: {e}", path.display())))?;
+        let access = if is_dir { *access } else { *access & !FS_READ_DIR };
+        add_rule(&ruleset, target.0.as_raw_fd(), access & attr.handled_access_fs)
+            .map_err(|e| io::Error::new(e.kind(), format!("rule for {}: {e}", path.display())))?;
     }
     if !is_directory(check_dir.as_raw_fd())? {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the check directory's descriptor is not a directory",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "the check directory's descriptor is not a directory"));
     }
-    add_rule(
-        &ruleset,
-        check_dir.as_raw_fd(),
-        CHECK_DIR_ACCESS & attr.handled_access_fs,
-    )
-    .map_err(|e| io::Error::new(e.kind(), format!("rule for the check directory: {e}")))?;
+    add_rule(&ruleset, check_dir.as_raw_fd(), CHECK_DIR_ACCESS & attr.handled_access_fs)
+        .map_err(|e| io::Error::new(e.kind(), format!("rule for the check directory: {e}")))?;
     Ok(ruleset)
 }
 
 /// One `path_beneath` rule: `access` on what `parent_fd` (any descriptor,
 /// `O_PATH` included) refers to and everything beneath it.
 fn add_rule(ruleset: &OwnedFd, parent_fd: RawFd, access: u64) -> io::Result<()> {
-    let rule = PathBeneathAttr {
-        allowed_access: access,
-        parent_fd,
-    };
+    let rule = PathBeneathAttr { allowed_access: access, parent_fd };
     // SAFETY: rule is a valid packed struct; both fds are open.
     let r = unsafe {
         libc::syscall(
@@ -268,17 +226,12 @@ fn is_directory(fd: RawFd) -> io::Result<bool> {
 /// `O_PATH` handle (following symlinks: the rule is on the real file) and
 /// whether it is a directory; `None` when the path does not exist.
 fn open_path(path: &Path) -> io::Result<Option<(OwnedFd, bool)>> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: c is NUL-terminated.
     let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
     if fd < 0 {
         let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::NotFound {
-            Ok(None)
-        } else {
-            Err(e)
-        };
+        return if e.kind() == io::ErrorKind::NotFound { Ok(None) } else { Err(e) };
     }
     // SAFETY: open returned a fresh fd.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -317,16 +270,9 @@ mod tests {
         for lib in &closure.libraries {
             assert_eq!(right(lib), Some(FS_READ_FILE), "{}", lib.display());
         }
-        assert_eq!(
-            right(Path::new(crate::check::sandbox::loader::LD_SO_CACHE)),
-            Some(FS_READ_FILE)
-        );
+        assert_eq!(right(Path::new(crate::check::sandbox::loader::LD_SO_CACHE)), Some(FS_READ_FILE));
         // nothing else may be executed
-        let executable: Vec<_> = grants
-            .rules
-            .iter()
-            .filter(|(_, a)| a & FS_EXECUTE != 0)
-            .collect();
+        let executable: Vec<_> = grants.rules.iter().filter(|(_, a)| a & FS_EXECUTE != 0).collect();
         assert_eq!(executable.len(), 2, "{executable:?}");
         // a file that is no ELF: itself only, and the system directories
         let text = Grants::for_binary(Path::new("/etc/hostname"));
@@ -337,10 +283,7 @@ mod tests {
     fn handled_rights_grow_with_the_abi() {
         assert_eq!(handled(1).handled_access_fs, FS_ABI1);
         assert_eq!(handled(1).scoped, 0);
-        assert_eq!(
-            handled(3).handled_access_fs,
-            FS_ABI1 | FS_REFER | FS_TRUNCATE
-        );
+        assert_eq!(handled(3).handled_access_fs, FS_ABI1 | FS_REFER | FS_TRUNCATE);
         let v7 = handled(7);
         assert_eq!(v7.handled_access_net, NET_BIND_TCP | NET_CONNECT_TCP);
         assert_eq!(v7.scoped, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL);

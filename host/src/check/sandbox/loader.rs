@@ -107,19 +107,12 @@ impl Reader<'_> {
 
     /// An address-sized field (4 or 8 bytes) at the ELF64 or ELF32 offset.
     fn word(&self, b: &[u8], at64: usize, at32: usize) -> u64 {
-        if self.class64 {
-            self.field(b, at64, 8)
-        } else {
-            self.field(b, at32, 4)
-        }
+        if self.class64 { self.field(b, at64, 8) } else { self.field(b, at32, 4) }
     }
 }
 
 fn bad(what: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("not a usable ELF file: {what}"),
-    )
+    io::Error::new(io::ErrorKind::InvalidData, format!("not a usable ELF file: {what}"))
 }
 
 /// One program header, the fields the loader reads.
@@ -157,12 +150,7 @@ impl Elf {
         if class64 && head < 64 {
             return Err(bad("short header"));
         }
-        let r = Reader {
-            file: &file,
-            len,
-            big,
-            class64,
-        };
+        let r = Reader { file: &file, len, big, class64 };
         let machine = r.field(&ident, 18, 2) as u16;
         let phoff = r.word(&ident, 0x20, 0x1c);
         let (phentsize, phnum) = if class64 {
@@ -184,12 +172,7 @@ impl Elf {
                 filesz: r.word(p, 32, 16),
             })
             .collect();
-        let mut elf = Elf {
-            class64,
-            big_endian: big,
-            machine,
-            ..Elf::default()
-        };
+        let mut elf = Elf { class64, big_endian: big, machine, ..Elf::default() };
         if let Some(interp) = segments.iter().find(|s| s.kind == PT_INTERP) {
             let raw = r.bytes(interp.offset, interp.filesz.min(4096))?;
             let name = raw.split(|&b| b == 0).next().unwrap_or_default();
@@ -220,10 +203,7 @@ impl Elf {
             .find(|s| strtab >= s.vaddr && strtab - s.vaddr < s.filesz)
             .map(|s| s.offset + (strtab - s.vaddr))
             .ok_or_else(|| bad("DT_STRTAB outside every load segment"))?;
-        let strsz = find(DT_STRSZ)
-            .unwrap_or(0)
-            .min(MAX_STRTAB)
-            .min(len.saturating_sub(at));
+        let strsz = find(DT_STRSZ).unwrap_or(0).min(MAX_STRTAB).min(len.saturating_sub(at));
         let strings = r.bytes(at, strsz)?;
         let string = |off: u64| -> Option<String> {
             let tail = strings.get(off as usize..)?;
@@ -245,9 +225,7 @@ impl Elf {
     /// Whether `other` could be loaded into this object's process (glibc's
     /// `open_verify`: same class, byte order and machine).
     fn accepts(&self, other: &Elf) -> bool {
-        self.class64 == other.class64
-            && self.big_endian == other.big_endian
-            && self.machine == other.machine
+        self.class64 == other.class64 && self.big_endian == other.big_endian && self.machine == other.machine
     }
 }
 
@@ -270,17 +248,11 @@ pub struct Closure {
 /// ELF file this module can read.
 pub fn closure(binary: &Path) -> io::Result<Closure> {
     let main = Elf::read(binary)?;
-    let mut out = Closure {
-        interpreter: main.interpreter.clone(),
-        ..Closure::default()
-    };
+    let mut out = Closure { interpreter: main.interpreter.clone(), ..Closure::default() };
     let Some(interp) = main.interpreter.clone() else {
         return Ok(out);
     };
-    let flavour = if interp
-        .file_name()
-        .is_some_and(|n| n.as_bytes().starts_with(b"ld-musl-"))
-    {
+    let flavour = if interp.file_name().is_some_and(|n| n.as_bytes().starts_with(b"ld-musl-")) {
         Flavour::Musl
     } else {
         Flavour::Glibc
@@ -291,12 +263,7 @@ pub fn closure(binary: &Path) -> io::Result<Closure> {
         .and_then(|p| p.parent().map(Path::to_path_buf))
         .unwrap_or_else(|| binary.parent().unwrap_or(Path::new("/")).to_path_buf());
     let mut search = Search::new(flavour, &main, &interp, &mut out);
-    search.objects.push(Object {
-        elf: main,
-        origin,
-        loader: None,
-        is_main: true,
-    });
+    search.objects.push(Object { elf: main, origin, loader: None, is_main: true });
     // the loader itself is loaded already: its names are taken
     if let Ok(elf) = Elf::read(&interp) {
         search.take_names(&interp.to_string_lossy(), elf.soname.as_deref());
@@ -378,14 +345,9 @@ impl<'a> Search<'a> {
                 search.default_dirs = match std::fs::read_to_string(&file) {
                     Ok(text) => {
                         search.out.data.push(file);
-                        text.split([':', '\n'])
-                            .filter(|d| !d.is_empty())
-                            .map(PathBuf::from)
-                            .collect()
+                        text.split([':', '\n']).filter(|d| !d.is_empty()).map(PathBuf::from).collect()
                     }
-                    Err(_) => ["/lib", "/usr/local/lib", "/usr/lib"]
-                        .map(PathBuf::from)
-                        .to_vec(),
+                    Err(_) => ["/lib", "/usr/local/lib", "/usr/lib"].map(PathBuf::from).to_vec(),
                 };
             }
         }
@@ -424,10 +386,7 @@ impl<'a> Search<'a> {
         let found = if name.contains('/') {
             // a path: used as it is (a relative one would be relative to the
             // check directory at run time, where no library is)
-            let path = self
-                .expand(name, requester)
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute());
+            let path = self.expand(name, requester).map(PathBuf::from).filter(|p| p.is_absolute());
             path.and_then(|p| self.candidate(&p).map(|elf| vec![(p, elf)]))
         } else {
             self.search(name, requester)
@@ -446,12 +405,7 @@ impl<'a> Search<'a> {
                 self.out.libraries.push(path.clone());
             }
             let origin = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-            self.objects.push(Object {
-                elf,
-                origin,
-                loader: Some(requester),
-                is_main: false,
-            });
+            self.objects.push(Object { elf, origin, loader: Some(requester), is_main: false });
         }
     }
 
@@ -480,11 +434,7 @@ impl<'a> Search<'a> {
             while let Some(i) = at {
                 let o = &self.objects[i];
                 // the executable's RPATH is ignored when it has a RUNPATH
-                let rpath = if o.is_main && o.elf.runpath.is_some() {
-                    None
-                } else {
-                    o.elf.rpath.clone()
-                };
+                let rpath = if o.is_main && o.elf.runpath.is_some() { None } else { o.elf.rpath.clone() };
                 if let Some(found) = rpath.and_then(|l| self.in_dirs(name, &l, i)) {
                     return Some(found);
                 }
@@ -494,11 +444,7 @@ impl<'a> Search<'a> {
             // then the executable's own RPATH, if the chain did not reach it
             if !did_main
                 && self.objects[0].elf.runpath.is_none()
-                && let Some(found) = self.objects[0]
-                    .elf
-                    .rpath
-                    .clone()
-                    .and_then(|l| self.in_dirs(name, &l, 0))
+                && let Some(found) = self.objects[0].elf.rpath.clone().and_then(|l| self.in_dirs(name, &l, 0))
             {
                 return Some(found);
             }
@@ -510,12 +456,7 @@ impl<'a> Search<'a> {
             return Some(found);
         }
         let nodeflib = self.objects[requester].elf.nodeflib;
-        let entries = self
-            .cache
-            .as_ref()
-            .and_then(|c| c.get(name))
-            .cloned()
-            .unwrap_or_default();
+        let entries = self.cache.as_ref().and_then(|c| c.get(name)).cloned().unwrap_or_default();
         let mut from_cache = Vec::new();
         let mut plain_found = false;
         for (path, variant) in entries {
@@ -543,9 +484,7 @@ impl<'a> Search<'a> {
 
     /// The first directory of a `:`-separated run path holding `name`.
     fn in_dirs(&self, name: &str, list: &str, owner: usize) -> Option<Vec<(PathBuf, Elf)>> {
-        list.split(':')
-            .filter_map(|d| self.expand(d, owner))
-            .find_map(|d| self.in_dir(name, Path::new(&d)))
+        list.split(':').filter_map(|d| self.expand(d, owner)).find_map(|d| self.in_dir(name, Path::new(&d)))
     }
 
     /// `name` in `dir` (and its hwcap subdirectories), when any is loadable.
@@ -605,9 +544,7 @@ impl<'a> Search<'a> {
                     None => ("", 0),
                 }
             } else {
-                let end = tail
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .unwrap_or(tail.len());
+                let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
                 (&tail[..end], end)
             };
             let value = match token {
@@ -636,12 +573,7 @@ impl<'a> Search<'a> {
 /// Names `/etc/ld.so.preload` lists (separated by blanks or `:`).
 fn preload_names() -> Vec<String> {
     std::fs::read_to_string(LD_SO_PRELOAD)
-        .map(|text| {
-            text.split([' ', '\t', '\n', ':'])
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
+        .map(|text| text.split([' ', '\t', '\n', ':']).filter(|s| !s.is_empty()).map(str::to_owned).collect())
         .unwrap_or_default()
 }
 
@@ -650,9 +582,7 @@ fn is_musl_builtin(name: &str) -> bool {
     let Some(rest) = name.strip_prefix("lib") else {
         return false;
     };
-    ["c.", "pthread.", "rt.", "m.", "dl.", "util.", "xnet."]
-        .iter()
-        .any(|p| rest.starts_with(p))
+    ["c.", "pthread.", "rt.", "m.", "dl.", "util.", "xnet."].iter().any(|p| rest.starts_with(p))
 }
 
 /// glibc's built-in search directories for this executable's kind. Debian
@@ -687,10 +617,7 @@ fn glibc_default_dirs(main: &Elf) -> Vec<PathBuf> {
 fn dst_lib(interp: &Path) -> String {
     let real = std::fs::canonicalize(interp).unwrap_or_else(|_| interp.to_path_buf());
     let dir = real.parent().unwrap_or(Path::new("/lib"));
-    let rel = dir
-        .strip_prefix("/usr")
-        .or_else(|_| dir.strip_prefix("/"))
-        .unwrap_or(dir);
+    let rel = dir.strip_prefix("/usr").or_else(|_| dir.strip_prefix("/")).unwrap_or(dir);
     rel.to_string_lossy().into_owned()
 }
 
@@ -723,14 +650,8 @@ pub fn parse_cache(bytes: &[u8]) -> HashMap<String, Vec<(PathBuf, bool)>> {
     const NEW: &[u8] = b"glibc-ld.so.cache1.1";
     const HWCAP_EXTENSION: u64 = 1 << 62;
     let mut map: HashMap<String, Vec<(PathBuf, bool)>> = HashMap::new();
-    let u32_at = |b: &[u8], o: usize| {
-        b.get(o..o + 4)
-            .map(|x| u32::from_ne_bytes(x.try_into().unwrap()))
-    };
-    let u64_at = |b: &[u8], o: usize| {
-        b.get(o..o + 8)
-            .map(|x| u64::from_ne_bytes(x.try_into().unwrap()))
-    };
+    let u32_at = |b: &[u8], o: usize| b.get(o..o + 4).map(|x| u32::from_ne_bytes(x.try_into().unwrap()));
+    let u64_at = |b: &[u8], o: usize| b.get(o..o + 8).map(|x| u64::from_ne_bytes(x.try_into().unwrap()));
     let mut start = 0usize;
     if bytes.starts_with(OLD) {
         // old header: magic (padded to 12) and a count, then 12-byte entries;
@@ -756,12 +677,9 @@ pub fn parse_cache(bytes: &[u8]) -> HashMap<String, Vec<(PathBuf, bool)>> {
     };
     for i in 0..nlibs as usize {
         let e = 48 + i * 24;
-        let (Some(flags), Some(key), Some(value), Some(hwcap)) = (
-            u32_at(cache, e),
-            u32_at(cache, e + 4),
-            u32_at(cache, e + 8),
-            u64_at(cache, e + 16),
-        ) else {
+        let (Some(flags), Some(key), Some(value), Some(hwcap)) =
+            (u32_at(cache, e), u32_at(cache, e + 4), u32_at(cache, e + 8), u64_at(cache, e + 16))
+        else {
             break;
         };
         // FLAG_ELF_LIBC6 in the type byte: the only kind glibc's loader takes

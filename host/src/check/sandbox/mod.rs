@@ -58,9 +58,7 @@ impl std::str::FromStr for Mode {
             "strict" => Ok(Mode::Strict),
             "best-effort" => Ok(Mode::BestEffort),
             "off" => Ok(Mode::Off),
-            other => Err(format!(
-                "unknown sandbox mode {other:?} (strict, best-effort, off)"
-            )),
+            other => Err(format!("unknown sandbox mode {other:?} (strict, best-effort, off)")),
         }
     }
 }
@@ -80,10 +78,7 @@ pub struct SandboxOptions {
 
 impl Default for SandboxOptions {
     fn default() -> Self {
-        SandboxOptions {
-            mode: Mode::Strict,
-            memory: DEFAULT_MEMORY,
-        }
+        SandboxOptions { mode: Mode::Strict, memory: DEFAULT_MEMORY }
     }
 }
 
@@ -119,14 +114,7 @@ impl Sandbox {
         }
         // Resolving the binary's libraries once: the CA variant only adds rules.
         let grants = landlock::Grants::for_binary(binary);
-        Sandbox {
-            grants_with_ca: grants.clone().with_system_ca(),
-            grants,
-            opts,
-            probe,
-            refusal,
-            seccomp,
-        }
+        Sandbox { grants_with_ca: grants.clone().with_system_ca(), grants, opts, probe, refusal, seccomp }
     }
 
     pub fn mode(&self) -> Mode {
@@ -149,12 +137,7 @@ impl Sandbox {
 
     /// In best-effort mode, what is missing (for the one warning).
     pub fn missing(&self) -> Vec<&'static str> {
-        self.probe
-            .layers(self.opts.mode)
-            .into_iter()
-            .filter(|(_, on)| !on)
-            .map(|(n, _)| n)
-            .collect()
+        self.probe.layers(self.opts.mode).into_iter().filter(|(_, on)| !on).map(|(n, _)| n).collect()
     }
 
     /// Everything one check's child needs, made now in the parent.
@@ -169,22 +152,14 @@ impl Sandbox {
         time_left: Duration,
     ) -> Result<Prepared<'a>, String> {
         if self.opts.mode == Mode::Off {
-            return Ok(Prepared {
-                dir: check_dir,
-                setup: None,
-                _ruleset: None,
-            });
+            return Ok(Prepared { dir: check_dir, setup: None, _ruleset: None });
         }
         if let Some(refusal) = &self.refusal {
             return Err(refusal.clone());
         }
         let ruleset = match &self.probe.landlock {
             Ok(abi) => {
-                let grants = if host.system_ca {
-                    &self.grants_with_ca
-                } else {
-                    &self.grants
-                };
+                let grants = if host.system_ca { &self.grants_with_ca } else { &self.grants };
                 let with_resolv_conf;
                 let grants = if host.resolv_conf {
                     with_resolv_conf = grants.clone().with_file(landlock::RESOLV_CONF);
@@ -207,11 +182,7 @@ impl Sandbox {
             ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             seccomp: self.seccomp.clone(),
         };
-        Ok(Prepared {
-            dir: check_dir,
-            setup: Some(setup),
-            _ruleset: ruleset,
-        })
+        Ok(Prepared { dir: check_dir, setup: Some(setup), _ruleset: ruleset })
     }
 }
 
@@ -293,17 +264,13 @@ impl Layer {
 const LAYER_SHIFT: i32 = 20;
 
 fn tagged(layer: Layer, errno: i32) -> io::Error {
-    io::Error::from_raw_os_error(
-        ((layer as i32) << LAYER_SHIFT) | (errno & ((1 << LAYER_SHIFT) - 1)),
-    )
+    io::Error::from_raw_os_error(((layer as i32) << LAYER_SHIFT) | (errno & ((1 << LAYER_SHIFT) - 1)))
 }
 
 /// The operator's message for a failed `spawn`, when a sandbox layer failed.
 pub fn spawn_failure(e: &io::Error) -> Option<String> {
     let code = e.raw_os_error()?;
-    let layer = Layer::ALL
-        .into_iter()
-        .find(|l| *l as i32 == code >> LAYER_SHIFT)?;
+    let layer = Layer::ALL.into_iter().find(|l| *l as i32 == code >> LAYER_SHIFT)?;
     let errno = code & ((1 << LAYER_SHIFT) - 1);
     if layer == Layer::CheckDirectory {
         // not a sandbox layer: it happens with the sandbox off too
@@ -338,11 +305,7 @@ impl ChildSetup {
     /// Runs in the forked child: raw system calls only, no allocation.
     fn run(&self) -> io::Result<()> {
         let step = |layer: Layer, errno: i32| {
-            if errno == 0 {
-                Ok(())
-            } else {
-                Err(tagged(layer, errno))
-            }
+            if errno == 0 { Ok(()) } else { Err(tagged(layer, errno)) }
         };
         // Into the check directory by its descriptor: no path string to resolve.
         enter(self.dir)?;
@@ -422,10 +385,7 @@ pub struct HostFiles {
 
 impl HostFiles {
     pub fn of(render: &crate::render::Render) -> Self {
-        HostFiles {
-            system_ca: wants_system_ca(render),
-            resolv_conf: render.config().contains("parse-resolv-conf"),
-        }
+        HostFiles { system_ca: wants_system_ca(render), resolv_conf: render.config().contains("parse-resolv-conf") }
     }
 }
 

@@ -8,8 +8,7 @@
 //! alone (CAP_SYS_ADMIN allows it); capabilities are dropped right after.
 
 /// What the child unshares: user+net+ipc+uts, net+ipc+uts, or nothing.
-pub const WITH_USER: libc::c_int =
-    libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+pub const WITH_USER: libc::c_int = libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
 pub const WITHOUT_USER: libc::c_int = libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
 
 /// In the child: 0 or an errno. Raw system call only.
@@ -18,11 +17,7 @@ pub fn unshare(flags: libc::c_int) -> i32 {
         return 0;
     }
     // SAFETY: unshare has no memory effects.
-    if unsafe { libc::unshare(flags) } != 0 {
-        super::landlock::errno()
-    } else {
-        0
-    }
+    if unsafe { libc::unshare(flags) } != 0 { super::landlock::errno() } else { 0 }
 }
 
 /// Tries `unshare(flags)` in a throw-away child: the answer says whether

@@ -36,24 +36,15 @@ impl Probe {
     /// Probes the host, treating the layers named in `disable` (comma
     /// separated) as missing.
     pub fn detect(disable: &str) -> Probe {
-        let off: Vec<&str> = disable
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        let knob = |name: &str| {
-            off.contains(&name)
-                .then(|| format!("disabled by {DISABLE_VAR}"))
-        };
+        let off: Vec<&str> = disable.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        let knob = |name: &str| off.contains(&name).then(|| format!("disabled by {DISABLE_VAR}"));
         let landlock = match knob("landlock") {
             Some(why) => Err(why),
             None => landlock::abi().map_err(errno_name),
         };
         let seccomp = match knob("seccomp") {
             Some(why) => Err(why),
-            None => seccomp::available()
-                .map_err(errno_name)
-                .and_then(|()| seccomp::program().map(drop)),
+            None => seccomp::available().map_err(errno_name).and_then(|()| seccomp::program().map(drop)),
         };
         let userns = match knob("userns") {
             Some(why) => Err(why),
@@ -67,13 +58,7 @@ impl Probe {
         };
         // SAFETY: geteuid cannot fail.
         let root = unsafe { libc::geteuid() } == 0;
-        Probe {
-            landlock,
-            seccomp,
-            userns,
-            netns,
-            root,
-        }
+        Probe { landlock, seccomp, userns, netns, root }
     }
 
     /// The namespaces a check gets: with a user namespace when possible.
@@ -97,10 +82,7 @@ impl Probe {
             missing.push(format!("seccomp ({why})"));
         }
         (!missing.is_empty()).then(|| {
-            format!(
-                "sandbox mode strict needs landlock and seccomp; missing on this host: {}",
-                missing.join(", ")
-            )
+            format!("sandbox mode strict needs landlock and seccomp; missing on this host: {}", missing.join(", "))
         })
     }
 
@@ -137,16 +119,8 @@ impl Probe {
             Err(why) => format!("off({why})"),
         };
         let flags = self.unshare_flags();
-        let userns = if flags & libc::CLONE_NEWUSER != 0 {
-            "on".into()
-        } else {
-            state(&self.userns)
-        };
-        let netns = if flags & libc::CLONE_NEWNET != 0 {
-            "on".into()
-        } else {
-            state(&self.netns)
-        };
+        let userns = if flags & libc::CLONE_NEWUSER != 0 { "on".into() } else { state(&self.userns) };
+        let netns = if flags & libc::CLONE_NEWNET != 0 { "on".into() } else { state(&self.netns) };
         let mut line = format!(
             "sandbox: mode={} landlock={landlock} seccomp={} userns={userns} netns={netns} caps=dropped rlimits=on env=cleared",
             mode.name(),
@@ -190,20 +164,10 @@ mod tests {
         assert!(matches!(p.landlock, Ok(abi) if abi >= 1), "{p:?}");
         assert_eq!(p.seccomp, Ok(()));
         let line = p.report(Mode::Strict);
-        assert!(
-            line.starts_with("sandbox: mode=strict landlock=enforced(abi="),
-            "{line}"
-        );
-        assert!(
-            line.contains(" seccomp=on ") && line.ends_with(" rlimits=on env=cleared"),
-            "{line}"
-        );
+        assert!(line.starts_with("sandbox: mode=strict landlock=enforced(abi="), "{line}");
+        assert!(line.contains(" seccomp=on ") && line.ends_with(" rlimits=on env=cleared"), "{line}");
         assert_eq!(p.strict_gap(), None);
-        assert!(
-            p.layers(Mode::Strict)
-                .iter()
-                .all(|(name, on)| *on || *name == "userns" || *name == "netns")
-        );
+        assert!(p.layers(Mode::Strict).iter().all(|(name, on)| *on || *name == "userns" || *name == "netns"));
         assert!(p.layers(Mode::Off).iter().all(|(_, on)| !on));
     }
 
@@ -214,26 +178,14 @@ mod tests {
         assert_eq!(p.seccomp, Err(format!("disabled by {DISABLE_VAR}")));
         assert_eq!(p.unshare_flags(), 0);
         let gap = p.strict_gap().unwrap();
-        assert!(
-            gap.contains("landlock (disabled by") && gap.contains("seccomp (disabled by"),
-            "{gap}"
-        );
+        assert!(gap.contains("landlock (disabled by") && gap.contains("seccomp (disabled by"), "{gap}");
         let strict = p.report(Mode::Strict);
-        assert!(
-            strict.contains("landlock=off(disabled by RENDERGATE_SANDBOX_DISABLE)"),
-            "{strict}"
-        );
+        assert!(strict.contains("landlock=off(disabled by RENDERGATE_SANDBOX_DISABLE)"), "{strict}");
         assert!(strict.contains("every check could not run"), "{strict}");
         let best = p.report(Mode::BestEffort);
-        assert!(
-            !best.contains("could not run") && best.contains("netns=off(disabled"),
-            "{best}"
-        );
+        assert!(!best.contains("could not run") && best.contains("netns=off(disabled"), "{best}");
         let layers = p.layers(Mode::BestEffort);
-        assert!(
-            layers.contains(&("landlock", false)) && layers.contains(&("rlimits", true)),
-            "{layers:?}"
-        );
+        assert!(layers.contains(&("landlock", false)) && layers.contains(&("rlimits", true)), "{layers:?}");
         assert!(p.layers(Mode::Strict).iter().all(|(_, on)| !on));
     }
 }

@@ -47,10 +47,7 @@ impl Limits {
     /// back). Returns 0 or an errno; raw system calls only.
     pub fn apply(&self) -> i32 {
         for (resource, value) in self.entries {
-            let limit = libc::rlimit {
-                rlim_cur: value,
-                rlim_max: value,
-            };
+            let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
             // SAFETY: a valid rlimit struct on the stack.
             if unsafe { libc::setrlimit(resource, &limit) } != 0 {
                 return super::landlock::errno();
@@ -60,10 +57,7 @@ impl Limits {
     }
 
     pub fn get(&self, resource: libc::__rlimit_resource_t) -> Option<u64> {
-        self.entries
-            .iter()
-            .find(|(r, _)| *r == resource)
-            .map(|(_, v)| *v)
+        self.entries.iter().find(|(r, _)| *r == resource).map(|(_, v)| *v)
     }
 }
 
@@ -75,10 +69,7 @@ mod tests {
     fn cpu_seconds_round_up_and_files_are_bounded() {
         let l = Limits::new(1 << 30, Duration::from_millis(2500));
         assert_eq!(l.get(libc::RLIMIT_CPU), Some(4));
-        assert_eq!(
-            Limits::new(1, Duration::from_secs(30)).get(libc::RLIMIT_CPU),
-            Some(31)
-        );
+        assert_eq!(Limits::new(1, Duration::from_secs(30)).get(libc::RLIMIT_CPU), Some(31));
         assert_eq!(l.get(libc::RLIMIT_AS), Some(1 << 30));
         assert_eq!(l.get(libc::RLIMIT_FSIZE), Some(16 << 20));
         assert_eq!(l.get(libc::RLIMIT_CORE), Some(0));

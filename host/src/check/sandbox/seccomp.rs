@@ -13,8 +13,7 @@
 //! haproxy binary and its loader, which is what stops other programs.
 
 use seccompiler::{
-    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
+    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -64,18 +63,8 @@ const DENIED: &[(&str, libc::c_long)] = &[
 /// conditions' conjunction holds: another family, or another type.
 fn socket_rules() -> seccompiler::Result<Vec<SeccompRule>> {
     let mut rules = vec![SeccompRule::new(vec![
-        SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_INET as u64,
-        )?,
-        SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_INET6 as u64,
-        )?,
+        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_INET as u64)?,
+        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_INET6 as u64)?,
     ])?];
     // the type's low 4 bits (SOCK_NONBLOCK/SOCK_CLOEXEC live above them)
     for kind in (0..16).filter(|k| *k != libc::SOCK_DGRAM as u64) {
@@ -119,12 +108,7 @@ const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
-    libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    }
+    libc::sock_filter { code, jt: 0, jf: 0, k }
 }
 
 fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
@@ -141,29 +125,16 @@ pub fn program() -> Result<Arc<Vec<libc::sock_filter>>, String> {
 
 fn build() -> Result<Vec<libc::sock_filter>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENIED.iter().map(|(_, nr)| (*nr, vec![])).collect();
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED.iter().map(|(_, nr)| (*nr, vec![])).collect();
     // clone: only threads (CLONE_THREAD set) may be made
-    let no_thread = SeccompCondition::new(
-        0,
-        SeccompCmpArgLen::Qword,
-        SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64),
-        0,
-    )
-    .and_then(|c| SeccompRule::new(vec![c]))
-    .map_err(|e| format!("seccomp: {e}"))?;
+    let no_thread =
+        SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64), 0)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| format!("seccomp: {e}"))?;
     rules.insert(libc::SYS_clone, vec![no_thread]);
-    rules.insert(
-        libc::SYS_socket,
-        socket_rules().map_err(|e| format!("seccomp: {e}"))?,
-    );
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| format!("seccomp: {e}"))?;
+    rules.insert(libc::SYS_socket, socket_rules().map_err(|e| format!("seccomp: {e}"))?);
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
+        .map_err(|e| format!("seccomp: {e}"))?;
     let body: seccompiler::BpfProgram = filter.try_into().map_err(|e| format!("seccomp: {e}"))?;
 
     let mut prog = vec![
@@ -181,30 +152,17 @@ fn build() -> Result<Vec<libc::sock_filter>, String> {
         // x32 exists only on x86_64; drop its two instructions elsewhere
         prog.drain(4..6);
     }
-    prog.extend(body.into_iter().map(|f| libc::sock_filter {
-        code: f.code,
-        jt: f.jt,
-        jf: f.jf,
-        k: f.k,
-    }));
+    prog.extend(body.into_iter().map(|f| libc::sock_filter { code: f.code, jt: f.jt, jf: f.jf, k: f.k }));
     Ok(prog)
 }
 
 /// In the child: installs `prog`. Needs `no_new_privs` first. Returns 0 or
 /// an errno; raw system call only.
 pub fn install(prog: &[libc::sock_filter]) -> i32 {
-    let fprog = libc::sock_fprog {
-        len: prog.len() as u16,
-        filter: prog.as_ptr() as *mut libc::sock_filter,
-    };
+    let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr() as *mut libc::sock_filter };
     // SAFETY: fprog points at a live program for the duration of the call.
     let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0u32,
-            &fprog as *const libc::sock_fprog,
-        )
+        libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, &fprog as *const libc::sock_fprog)
     };
     if r != 0 { super::landlock::errno() } else { 0 }
 }
@@ -212,11 +170,7 @@ pub fn install(prog: &[libc::sock_filter]) -> i32 {
 /// Whether this kernel has seccomp filters (`PR_GET_SECCOMP` answers).
 pub fn available() -> Result<(), i32> {
     // SAFETY: a query with no memory effects.
-    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } < 0 {
-        Err(super::landlock::errno())
-    } else {
-        Ok(())
-    }
+    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } < 0 { Err(super::landlock::errno()) } else { Ok(()) }
 }
 
 #[cfg(test)]
@@ -227,16 +181,10 @@ mod tests {
     fn the_program_compiles_with_the_guard_first() {
         let prog = program().unwrap();
         assert!(prog.len() > DENIED.len(), "{}", prog.len());
-        assert!(
-            prog.len() < 4096,
-            "BPF programs are limited to 4096 instructions"
-        );
+        assert!(prog.len() < 4096, "BPF programs are limited to 4096 instructions");
         assert_eq!((prog[0].code, prog[0].k), (LD_W_ABS, OFF_ARCH));
         assert_eq!(prog[1].k, AUDIT_ARCH);
-        assert!(
-            prog.iter()
-                .any(|f| f.code == JEQ_K && f.k == libc::SYS_clone3 as u32)
-        );
+        assert!(prog.iter().any(|f| f.code == JEQ_K && f.k == libc::SYS_clone3 as u32));
         assert!(prog.iter().any(|f| f.k == libc::SYS_connect as u32));
     }
 
@@ -249,9 +197,7 @@ mod tests {
         if pid == 0 {
             unsafe {
                 let code = (|| {
-                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                        || install(&prog) != 0
-                    {
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || install(&prog) != 0 {
                         return 10;
                     }
                     if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1
@@ -262,8 +208,7 @@ mod tests {
                     if libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) != -1 {
                         return 16;
                     }
-                    let udp =
-                        libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+                    let udp = libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
                     if udp < 0 {
                         return 17;
                     }
@@ -281,9 +226,7 @@ mod tests {
                     {
                         return 18;
                     }
-                    if libc::syscall(libc::SYS_fork) != -1
-                        || super::super::landlock::errno() != libc::EPERM
-                    {
+                    if libc::syscall(libc::SYS_fork) != -1 || super::super::landlock::errno() != libc::EPERM {
                         return 12;
                     }
                     if libc::syscall(libc::SYS_clone3, 0usize, 0usize) != -1
@@ -308,11 +251,6 @@ mod tests {
         // SAFETY: waiting for our own child.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         assert!(libc::WIFEXITED(status), "status {status:#x}");
-        assert_eq!(
-            libc::WEXITSTATUS(status),
-            0,
-            "step {} failed",
-            libc::WEXITSTATUS(status)
-        );
+        assert_eq!(libc::WEXITSTATUS(status), 0, "step {} failed", libc::WEXITSTATUS(status));
     }
 }

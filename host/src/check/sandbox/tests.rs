@@ -49,18 +49,12 @@ fn checker_for(binary: PathBuf, mode: Mode, probe: Probe) -> Fixture {
         HaproxyOptions {
             binary,
             work_dir: Some(work.path().to_path_buf()),
-            sandbox: SandboxOptions {
-                mode,
-                ..SandboxOptions::default()
-            },
+            sandbox: SandboxOptions { mode, ..SandboxOptions::default() },
             ..HaproxyOptions::default()
         },
         probe,
     );
-    Fixture {
-        _work: work,
-        checker,
-    }
+    Fixture { _work: work, checker }
 }
 
 fn strict() -> Fixture {
@@ -69,46 +63,24 @@ fn strict() -> Fixture {
 
 async fn check(f: &Fixture, config: &str, files: Vec<RenderFile>) -> CheckOutcome {
     let render = Render::new("plan", "r", config, files);
-    f.checker
-        .check(&render, Instant::now() + Duration::from_secs(20))
-        .await
-        .outcome
+    f.checker.check(&render, Instant::now() + Duration::from_secs(20)).await.outcome
 }
 
 #[tokio::test]
 async fn a_valid_config_passes_and_an_invalid_one_is_refused() {
     let f = strict();
-    assert_eq!(
-        check(&f, VALID, vec![]).await,
-        CheckOutcome::Passed {
-            message: String::new()
-        }
-    );
+    assert_eq!(check(&f, VALID, vec![]).await, CheckOutcome::Passed { message: String::new() });
     let out = check(&f, &VALID.replace("mode http", "mode bogus"), vec![]).await;
-    let CheckOutcome::Refused { message } = out else {
-        panic!("{out:?}")
-    };
-    assert!(
-        message.contains("mode bogus") || message.contains("bogus"),
-        "{message}"
-    );
+    let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
+    assert!(message.contains("mode bogus") || message.contains("bogus"), "{message}");
 }
 
 #[tokio::test]
 async fn files_in_the_check_directory_are_readable() {
     let f = strict();
     let config = format!("{VALID}  http-request set-header X-Y %[src,map_ip(maps/a.map,none)]\n");
-    let files = vec![RenderFile {
-        kind: FileKind::Map,
-        path: "maps/a.map".into(),
-        content: "10.0.0.0/8 x\n".into(),
-    }];
-    assert_eq!(
-        check(&f, &config, files).await,
-        CheckOutcome::Passed {
-            message: String::new()
-        }
-    );
+    let files = vec![RenderFile { kind: FileKind::Map, path: "maps/a.map".into(), content: "10.0.0.0/8 x\n".into() }];
+    assert_eq!(check(&f, &config, files).await, CheckOutcome::Passed { message: String::new() });
 }
 
 #[tokio::test]
@@ -130,20 +102,13 @@ async fn a_file_outside_is_refused_without_its_content() {
     let first = passwd.lines().next().unwrap();
     let config = format!("{VALID}  acl bad src -f /etc/passwd\n  http-request deny if bad\n");
     let out = check(&f, &config, vec![]).await;
-    let CheckOutcome::Refused { message } = &out else {
-        panic!("{out:?}")
-    };
+    let CheckOutcome::Refused { message } = &out else { panic!("{out:?}") };
     assert!(!message.contains(first), "{message}");
     assert!(!message.contains("root:"), "{message}");
     // unsandboxed, the same config quotes the file: the test can see a leak
     let off = checker(Mode::Off, Probe::detect(""));
-    let CheckOutcome::Refused { message } = check(&off, &config, vec![]).await else {
-        panic!()
-    };
-    assert!(
-        message.contains("root:"),
-        "the canary stopped leaking: {message}"
-    );
+    let CheckOutcome::Refused { message } = check(&off, &config, vec![]).await else { panic!() };
+    assert!(message.contains("root:"), "the canary stopped leaking: {message}");
 }
 
 #[tokio::test]
@@ -157,19 +122,12 @@ async fn the_environment_is_empty() {
     let config = format!("{VALID}.warning \"home is [${{HOME}}]\"\n");
     let f = strict();
     let out = check(&f, &config, vec![]).await;
-    let CheckOutcome::Passed { message } = &out else {
-        panic!("{out:?}")
-    };
+    let CheckOutcome::Passed { message } = &out else { panic!("{out:?}") };
     assert!(message.contains("home is []"), "{message}");
     assert!(!message.contains(&home), "{message}");
     let off = checker(Mode::Off, Probe::detect(""));
-    let CheckOutcome::Passed { message } = check(&off, &config, vec![]).await else {
-        panic!()
-    };
-    assert!(
-        message.contains(&home),
-        "the canary stopped leaking: {message}"
-    );
+    let CheckOutcome::Passed { message } = check(&off, &config, vec![]).await else { panic!() };
+    assert!(message.contains(&home), "the canary stopped leaking: {message}");
 }
 
 #[tokio::test]
@@ -177,13 +135,8 @@ async fn strict_mode_refuses_to_run_without_a_required_layer_and_best_effort_run
     let probe = Probe::detect("landlock");
     let f = checker(Mode::Strict, probe.clone());
     let out = check(&f, VALID, vec![]).await;
-    let CheckOutcome::Unavailable { reason } = &out else {
-        panic!("{out:?}")
-    };
-    assert!(
-        reason.contains("strict needs landlock and seccomp") && reason.contains("landlock ("),
-        "{reason}"
-    );
+    let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
+    assert!(reason.contains("strict needs landlock and seccomp") && reason.contains("landlock ("), "{reason}");
     let f = checker(Mode::BestEffort, probe);
     // without Landlock haproxy reads /etc/resolv.conf and warns it cannot
     // connect to the nameservers: still a pass
@@ -192,10 +145,7 @@ async fn strict_mode_refuses_to_run_without_a_required_layer_and_best_effort_run
     assert_eq!(f.checker.sandbox().unwrap().missing(), ["landlock"]);
     let f = checker(Mode::Strict, Probe::detect("seccomp"));
     let out = check(&f, VALID, vec![]).await;
-    assert!(
-        matches!(&out, CheckOutcome::Unavailable { reason } if reason.contains("seccomp (")),
-        "{out:?}"
-    );
+    assert!(matches!(&out, CheckOutcome::Unavailable { reason } if reason.contains("seccomp (")), "{out:?}");
 }
 
 #[tokio::test]
@@ -206,40 +156,22 @@ async fn a_failing_layer_is_named_and_could_not_run() {
     let c = HaproxyChecker::new(HaproxyOptions {
         binary: haproxy(),
         work_dir: Some(work.path().to_path_buf()),
-        sandbox: SandboxOptions {
-            mode: Mode::Strict,
-            memory: 4096,
-        },
+        sandbox: SandboxOptions { mode: Mode::Strict, memory: 4096 },
         ..HaproxyOptions::default()
     });
-    let out = c
-        .check(
-            &Render::new("p", "r", VALID, vec![]),
-            Instant::now() + Duration::from_secs(20),
-        )
-        .await
-        .outcome;
+    let out = c.check(&Render::new("p", "r", VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
     assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
     // the tag carries the layer back through spawn's error
     let e = tagged(Layer::Landlock, libc::E2BIG);
     assert_eq!(
         spawn_failure(&e).unwrap(),
-        format!(
-            "sandbox setup failed in layer 'landlock': {} (E2BIG)",
-            io::Error::from_raw_os_error(libc::E2BIG)
-        )
+        format!("sandbox setup failed in layer 'landlock': {} (E2BIG)", io::Error::from_raw_os_error(libc::E2BIG))
     );
-    assert_eq!(
-        spawn_failure(&io::Error::from_raw_os_error(libc::ENOENT)),
-        None
-    );
+    assert_eq!(spawn_failure(&io::Error::from_raw_os_error(libc::ENOENT)), None);
     // entering the check directory is no sandbox layer (it runs with the sandbox off too)
     assert_eq!(
         spawn_failure(&tagged(Layer::CheckDirectory, libc::EBADF)).unwrap(),
-        format!(
-            "cannot enter the check directory: {} (EBADF)",
-            io::Error::from_raw_os_error(libc::EBADF)
-        )
+        format!("cannot enter the check directory: {} (EBADF)", io::Error::from_raw_os_error(libc::EBADF))
     );
 }
 
@@ -257,11 +189,7 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
         .checker
         .sandbox()
         .unwrap()
-        .prepare(
-            std::os::fd::AsFd::as_fd(&dir),
-            HostFiles::default(),
-            Duration::from_secs(10),
-        )
+        .prepare(std::os::fd::AsFd::as_fd(&dir), HostFiles::default(), Duration::from_secs(10))
         .unwrap();
     // /bin/sh is not granted by Landlock: haproxy is the only thing that runs,
     // and `-c` on a missing haproxy.cfg says where it looked
@@ -272,8 +200,7 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
         .stderr(std::process::Stdio::piped());
     prepared.apply(&mut cmd);
     let out = cmd.output().await.unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("haproxy.cfg"), "{text}");
     // a closed descriptor: the spawn fails, naming the step (with the
@@ -296,10 +223,7 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
     let e = cmd.spawn().unwrap_err();
     assert_eq!(
         spawn_failure(&e).unwrap(),
-        format!(
-            "cannot enter the check directory: {} (EBADF)",
-            io::Error::from_raw_os_error(libc::EBADF)
-        )
+        format!("cannot enter the check directory: {} (EBADF)", io::Error::from_raw_os_error(libc::EBADF))
     );
 }
 
@@ -326,20 +250,12 @@ async fn running_out_of_memory_could_not_run_rather_than_refused() {
     let c = HaproxyChecker::new(HaproxyOptions {
         binary: haproxy(),
         work_dir: Some(work.path().to_path_buf()),
-        sandbox: SandboxOptions {
-            mode: Mode::Strict,
-            memory: 96 << 20,
-        },
+        sandbox: SandboxOptions { mode: Mode::Strict, memory: 96 << 20 },
         ..HaproxyOptions::default()
     });
     let render = Render::new("p", "r", config.as_str(), vec![]);
-    let out = c
-        .check(&render, Instant::now() + Duration::from_secs(20))
-        .await
-        .outcome;
-    let CheckOutcome::Unavailable { reason } = &out else {
-        panic!("{out:?}")
-    };
+    let out = c.check(&render, Instant::now() + Duration::from_secs(20)).await.outcome;
+    let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
     // where the allocation fails decides HAProxy's words: an `[ALERT] … out
     // of memory` (turned into could-not-run), garbled output (never judged),
     // or, in about one run in ten here, no words at all: haproxy 2.6 dies of
@@ -352,10 +268,7 @@ async fn running_out_of_memory_could_not_run_rather_than_refused() {
     );
     // and the same render passes with the default limit
     let f = strict();
-    assert!(matches!(
-        check(&f, &config, vec![]).await,
-        CheckOutcome::Passed { .. }
-    ));
+    assert!(matches!(check(&f, &config, vec![]).await, CheckOutcome::Passed { .. }));
 }
 
 /// Where `tests/build-haproxy.sh` builds the HAProxy versions tested.
@@ -369,24 +282,16 @@ fn haproxy_series(series: &str) -> Option<PathBuf> {
         std::process::Command::new(p)
             .arg("-v")
             .output()
-            .is_ok_and(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .starts_with(&format!("HAProxy version {series}."))
-            })
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).starts_with(&format!("HAProxy version {series}.")))
     };
-    let from_env = std::env::var_os("RENDERGATE_TEST_HAPROXY")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute() && is_series(p));
+    let from_env =
+        std::env::var_os("RENDERGATE_TEST_HAPROXY").map(PathBuf::from).filter(|p| p.is_absolute() && is_series(p));
     let cached = || {
         let mut found: Vec<PathBuf> = std::fs::read_dir(BUILD_CACHE)
             .into_iter()
             .flatten()
             .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&format!("haproxy-{series}."))
-            })
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("haproxy-{series}.")))
             .map(|e| e.path().join("sbin/haproxy"))
             .filter(|p| is_series(p))
             .collect();
@@ -399,9 +304,7 @@ fn haproxy_series(series: &str) -> Option<PathBuf> {
             "this test needs HAProxy {series}: set RENDERGATE_TEST_HAPROXY or run tests/build-haproxy.sh (into {BUILD_CACHE})"
         ),
         None => {
-            eprintln!(
-                "note: no HAProxy {series} (RENDERGATE_TEST_HAPROXY, {BUILD_CACHE}); test skipped"
-            );
+            eprintln!("note: no HAProxy {series} (RENDERGATE_TEST_HAPROXY, {BUILD_CACHE}); test skipped");
             None
         }
     }
@@ -409,15 +312,9 @@ fn haproxy_series(series: &str) -> Option<PathBuf> {
 
 /// A tool the test needs; in CI (where `.ci/run` installs it) its absence fails.
 fn tool(name: &str) -> Option<PathBuf> {
-    let found = ["/usr/bin", "/bin", "/usr/local/bin"]
-        .iter()
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file());
+    let found = ["/usr/bin", "/bin", "/usr/local/bin"].iter().map(|d| Path::new(d).join(name)).find(|p| p.is_file());
     if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{name} is missing (.ci/run installs it)"
-        );
+        assert!(std::env::var_os("CI").is_none(), "{name} is missing (.ci/run installs it)");
         eprintln!("note: no {name}; test skipped");
     }
     found
@@ -455,27 +352,14 @@ async fn best_effort_without_landlock_passes_on_3_0() {
     let Some(h30) = haproxy_series("3.0") else {
         return;
     };
-    let vv = std::process::Command::new(&h30)
-        .arg("-vv")
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&vv.stdout).contains("+SHM_OPEN"),
-        "this 3.0 lacks USE_SHM_OPEN"
-    );
-    for probe in [
-        Probe::detect("landlock"),
-        Probe::detect("landlock,seccomp"),
-        Probe::detect(""),
-    ] {
+    let vv = std::process::Command::new(&h30).arg("-vv").output().unwrap();
+    assert!(String::from_utf8_lossy(&vv.stdout).contains("+SHM_OPEN"), "this 3.0 lacks USE_SHM_OPEN");
+    for probe in [Probe::detect("landlock"), Probe::detect("landlock,seccomp"), Probe::detect("")] {
         let f = checker_for(h30.clone(), Mode::BestEffort, probe.clone());
         let out = check(&f, VALID, vec![]).await;
         assert!(passed(&out), "{probe:?}: {out:?}");
         let out = check(&f, &VALID.replace("mode http", "mode bogus"), vec![]).await;
-        assert!(
-            matches!(out, CheckOutcome::Refused { .. }),
-            "{probe:?}: {out:?}"
-        );
+        assert!(matches!(out, CheckOutcome::Refused { .. }), "{probe:?}: {out:?}");
     }
 }
 
@@ -483,10 +367,7 @@ async fn best_effort_without_landlock_passes_on_3_0() {
 /// limit; past the limit it could not run (killed by SIGXFSZ), never refused.
 #[tokio::test]
 async fn files_written_in_the_check_directory_are_bounded() {
-    let vv = std::process::Command::new(haproxy())
-        .arg("-vv")
-        .output()
-        .unwrap();
+    let vv = std::process::Command::new(haproxy()).arg("-vv").output().unwrap();
     if !String::from_utf8_lossy(&vv.stdout).contains("+LUA") {
         eprintln!("note: this haproxy has no Lua; test skipped");
         return;
@@ -498,15 +379,8 @@ async fn files_written_in_the_check_directory_are_bounded() {
              for i = 1, {mib} do assert(f:write(chunk)) end\n\
              assert(f:close())\n"
         );
-        let files = vec![RenderFile {
-            kind: FileKind::General,
-            path: "lua/w.lua".into(),
-            content: script,
-        }];
-        (
-            VALID.replace("global\n", "global\n  lua-load lua/w.lua\n"),
-            files,
-        )
+        let files = vec![RenderFile { kind: FileKind::General, path: "lua/w.lua".into(), content: script }];
+        (VALID.replace("global\n", "global\n  lua-load lua/w.lua\n"), files)
     };
     let f = strict();
     let (config, files) = writes(1);
@@ -514,13 +388,8 @@ async fn files_written_in_the_check_directory_are_bounded() {
     assert!(passed(&out), "{out:?}");
     let (config, files) = writes(17);
     let out = check(&f, &config, files).await;
-    let CheckOutcome::Unavailable { reason } = &out else {
-        panic!("{out:?}")
-    };
-    assert!(
-        reason.starts_with("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)"),
-        "{reason}"
-    );
+    let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
+    assert!(reason.starts_with("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)"), "{reason}");
     // bare, the same render passes: the limit is the sandbox's, not the config's
     let off = checker(Mode::Off, Probe::detect(""));
     assert!(passed(&check(&off, &config, writes(17).1).await));
@@ -545,62 +414,26 @@ async fn a_haproxy_with_its_own_loader_and_libraries_runs_sandboxed() {
     // the first library it needs but libc, copied under a private soname
     let closure = loader::closure(&source).unwrap();
     let needed = loader::Elf::read(&source).unwrap().needed;
-    let name = needed
-        .iter()
-        .find(|n| !n.starts_with("libc."))
-        .unwrap()
-        .clone();
-    let system_copy = closure
-        .libraries
-        .iter()
-        .find(|p| p.file_name().unwrap() == name.as_str())
-        .unwrap();
+    let name = needed.iter().find(|n| !n.starts_with("libc.")).unwrap().clone();
+    let system_copy = closure.libraries.iter().find(|p| p.file_name().unwrap() == name.as_str()).unwrap();
     let private_name = name.replacen(".so", "-rgprivate.so", 1);
     std::fs::copy(system_copy, lib.join(&private_name)).unwrap();
     let interp = lib.join("ld-rgprivate.so");
     std::fs::copy(closure.interpreter.unwrap(), &interp).unwrap();
     let run = |args: &[&std::ffi::OsStr]| {
-        let out = std::process::Command::new(&patchelf)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "patchelf {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = std::process::Command::new(&patchelf).args(args).output().unwrap();
+        assert!(out.status.success(), "patchelf {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
     // one change per run: patchelf 0.14 garbles some combined edits
-    run(&[
-        "--set-soname".as_ref(),
-        private_name.as_ref(),
-        lib.join(&private_name).as_os_str(),
-    ]);
-    run(&[
-        "--replace-needed".as_ref(),
-        name.as_ref(),
-        private_name.as_ref(),
-        binary.as_os_str(),
-    ]);
-    run(&[
-        "--set-rpath".as_ref(),
-        "$ORIGIN/../lib".as_ref(),
-        binary.as_os_str(),
-    ]);
-    run(&[
-        "--set-interpreter".as_ref(),
-        interp.as_os_str(),
-        binary.as_os_str(),
-    ]);
+    run(&["--set-soname".as_ref(), private_name.as_ref(), lib.join(&private_name).as_os_str()]);
+    run(&["--replace-needed".as_ref(), name.as_ref(), private_name.as_ref(), binary.as_os_str()]);
+    run(&["--set-rpath".as_ref(), "$ORIGIN/../lib".as_ref(), binary.as_os_str()]);
+    run(&["--set-interpreter".as_ref(), interp.as_os_str(), binary.as_os_str()]);
     let elf = loader::Elf::read(&binary).unwrap();
     assert_eq!(elf.interpreter.as_deref(), Some(interp.as_path()));
     assert_eq!(elf.runpath.as_deref(), Some("$ORIGIN/../lib"));
     let grants = landlock::Grants::for_binary(&binary);
-    assert!(
-        grants.rules.iter().any(|(p, _)| p.ends_with(&private_name)),
-        "{:?}",
-        grants.rules
-    );
+    assert!(grants.rules.iter().any(|(p, _)| p.ends_with(&private_name)), "{:?}", grants.rules);
 
     for (mode, probe) in [
         (Mode::Off, Probe::detect("")),
@@ -611,9 +444,6 @@ async fn a_haproxy_with_its_own_loader_and_libraries_runs_sandboxed() {
         let out = check(&f, VALID, vec![]).await;
         assert!(passed(&out), "{mode:?}: {out:?}");
         let out = check(&f, &VALID.replace("mode http", "mode bogus"), vec![]).await;
-        assert!(
-            matches!(out, CheckOutcome::Refused { .. }),
-            "{mode:?}: {out:?}"
-        );
+        assert!(matches!(out, CheckOutcome::Refused { .. }), "{mode:?}: {out:?}");
     }
 }

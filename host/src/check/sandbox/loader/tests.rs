@@ -7,17 +7,8 @@ use std::process::Command;
 
 /// What glibc's loader loads for `binary`, canonical paths, loader excluded.
 fn ldd(binary: &Path) -> HashSet<PathBuf> {
-    let out = Command::new("ldd")
-        .arg(binary)
-        .env_clear()
-        .output()
-        .expect("ldd runs");
-    assert!(
-        out.status.success(),
-        "ldd {}: {}",
-        binary.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new("ldd").arg(binary).env_clear().output().expect("ldd runs");
+    assert!(out.status.success(), "ldd {}: {}", binary.display(), String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_once(" => ").map(|(_, right)| right.trim()))
@@ -32,29 +23,15 @@ fn ldd(binary: &Path) -> HashSet<PathBuf> {
 fn ours(binary: &Path) -> HashSet<PathBuf> {
     let c = closure(binary).unwrap();
     assert!(c.unresolved.is_empty(), "{:?}", c.unresolved);
-    c.libraries
-        .iter()
-        .map(|p| std::fs::canonicalize(p).unwrap())
-        .collect()
+    c.libraries.iter().map(|p| std::fs::canonicalize(p).unwrap()).collect()
 }
 
 #[test]
 fn reads_the_headers_of_a_dynamic_binary() {
     let elf = Elf::read(Path::new("/bin/sh")).unwrap();
-    let interp = elf
-        .interpreter
-        .clone()
-        .expect("/bin/sh is dynamically linked here");
-    assert!(
-        interp.exists() && interp.to_string_lossy().contains("ld-"),
-        "{}",
-        interp.display()
-    );
-    assert!(
-        elf.needed.iter().any(|n| n.starts_with("libc.")),
-        "{:?}",
-        elf.needed
-    );
+    let interp = elf.interpreter.clone().expect("/bin/sh is dynamically linked here");
+    assert!(interp.exists() && interp.to_string_lossy().contains("ld-"), "{}", interp.display());
+    assert!(elf.needed.iter().any(|n| n.starts_with("libc.")), "{:?}", elf.needed);
     assert!(Elf::read(Path::new("/etc/hostname")).is_err());
     let c = closure(Path::new("/bin/sh")).unwrap();
     assert_eq!(c.interpreter, Some(interp));
@@ -64,12 +41,7 @@ fn reads_the_headers_of_a_dynamic_binary() {
 #[test]
 fn the_closure_of_the_test_haproxy_and_of_sh_is_what_ldd_loads() {
     let mut binaries = vec![PathBuf::from("/bin/sh")];
-    binaries.extend(
-        ["/usr/sbin/haproxy"]
-            .map(PathBuf::from)
-            .into_iter()
-            .filter(|p| p.exists()),
-    );
+    binaries.extend(["/usr/sbin/haproxy"].map(PathBuf::from).into_iter().filter(|p| p.exists()));
     // a path; a bare name is the PATH's haproxy, /usr/sbin/haproxy here
     if let Ok(h) = std::env::var("RENDERGATE_TEST_HAPROXY")
         && h.contains('/')
@@ -112,13 +84,7 @@ fn synthetic(far: u64) -> Vec<u8> {
     };
     let total = dynamic_at + 5 * 16;
     ph(0, PT_LOAD, 0, vaddr_base, total);
-    ph(
-        1,
-        PT_INTERP,
-        interp_at,
-        vaddr_base + interp_at,
-        interp.len() as u64,
-    );
+    ph(1, PT_INTERP, interp_at, vaddr_base + interp_at, interp.len() as u64);
     ph(2, PT_DYNAMIC, dynamic_at, vaddr_base + dynamic_at, 5 * 16);
     ph(3, 0x6474_e551, 0, 0, 0); // PT_GNU_STACK, ignored
     f[interp_at as usize..strtab_at as usize].copy_from_slice(interp);
@@ -145,11 +111,7 @@ fn headers_are_read_wherever_they_are_in_the_file() {
         let path = dir.path().join(format!("elf-{far}"));
         std::fs::write(&path, synthetic(far)).unwrap();
         let elf = Elf::read(&path).unwrap();
-        assert_eq!(
-            elf.interpreter,
-            Some(PathBuf::from("/opt/example/ld.so")),
-            "at {far}"
-        );
+        assert_eq!(elf.interpreter, Some(PathBuf::from("/opt/example/ld.so")), "at {far}");
         assert_eq!(elf.needed, ["libexample.so.1"]);
         assert_eq!(elf.runpath.as_deref(), Some("/opt/example/lib"));
         assert_eq!(elf.rpath, None);
@@ -169,13 +131,8 @@ fn cc(src: &str, out: &Path, args: &[&str]) {
     let dir = out.parent().unwrap();
     let c = dir.join(format!("{}.c", out.file_name().unwrap().to_string_lossy()));
     std::fs::write(&c, src).unwrap();
-    let status = Command::new("cc")
-        .arg(&c)
-        .arg("-o")
-        .arg(out)
-        .args(args)
-        .status()
-        .expect("cc links the tests, so it is here");
+    let status =
+        Command::new("cc").arg(&c).arg("-o").arg(out).args(args).status().expect("cc links the tests, so it is here");
     assert!(status.success(), "cc {args:?}");
 }
 
@@ -193,27 +150,12 @@ impl Tree {
         }
         let lib = dir.path().join("lib");
         let deep_src = "int rg_deep(void) { return 7; }\n";
-        cc(
-            deep_src,
-            &lib.join("librgdeep.so.1"),
-            &["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"],
-        );
-        cc(
-            deep_src,
-            &dir.path().join("deep/librgdeep.so.1"),
-            &["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"],
-        );
+        cc(deep_src, &lib.join("librgdeep.so.1"), &["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"]);
+        cc(deep_src, &dir.path().join("deep/librgdeep.so.1"), &["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"]);
         cc(
             "int rg_deep(void);\nint rg_top(void) { return rg_deep() + 1; }\n",
             &lib.join("librgtop.so.1"),
-            &[
-                "-shared",
-                "-fPIC",
-                "-Wl,-soname,librgtop.so.1",
-                "-L",
-                lib.to_str().unwrap(),
-                "-l:librgdeep.so.1",
-            ],
+            &["-shared", "-fPIC", "-Wl,-soname,librgtop.so.1", "-L", lib.to_str().unwrap(), "-l:librgdeep.so.1"],
         );
         Tree { dir }
     }
@@ -228,11 +170,7 @@ impl Tree {
         let lib = self.path("lib");
         let mut args = vec!["-L", lib.to_str().unwrap(), "-l:librgtop.so.1"];
         args.extend_from_slice(link);
-        cc(
-            "int rg_top(void);\nint main(void) { return rg_top() == 8 ? 0 : 1; }\n",
-            &out,
-            &args,
-        );
+        cc("int rg_top(void);\nint main(void) { return rg_top() == 8 ? 0 : 1; }\n", &out, &args);
         out
     }
 }
@@ -248,49 +186,21 @@ fn runpath_and_rpath_are_searched_as_the_loader_searches_them() {
     let c = closure(&runpath).unwrap();
     assert_eq!(c.unresolved, ["librgdeep.so.1"]);
     let top = std::fs::canonicalize(t.path("lib/librgtop.so.1")).unwrap();
-    assert!(
-        c.libraries
-            .iter()
-            .any(|l| std::fs::canonicalize(l).unwrap() == top),
-        "{:?}",
-        c.libraries
-    );
+    assert!(c.libraries.iter().any(|l| std::fs::canonicalize(l).unwrap() == top), "{:?}", c.libraries);
     // and the loader fails on it the same way
-    assert!(
-        !Command::new(&runpath)
-            .env_clear()
-            .output()
-            .unwrap()
-            .status
-            .success()
-    );
+    assert!(!Command::new(&runpath).env_clear().output().unwrap().status.success());
 
     // RPATH: inherited down the chain, so librgdeep comes from lib/ too
     let rpath = t.app("rpath", &["-Wl,--disable-new-dtags,-rpath,$ORIGIN/../lib"]);
-    assert_eq!(
-        Elf::read(&rpath).unwrap().rpath.as_deref(),
-        Some("$ORIGIN/../lib")
-    );
+    assert_eq!(Elf::read(&rpath).unwrap().rpath.as_deref(), Some("$ORIGIN/../lib"));
     let got = ours(&rpath);
-    assert!(
-        got.contains(&std::fs::canonicalize(t.path("lib/librgdeep.so.1")).unwrap()),
-        "{got:?}"
-    );
+    assert!(got.contains(&std::fs::canonicalize(t.path("lib/librgdeep.so.1")).unwrap()), "{got:?}");
     assert_eq!(got, ldd(&rpath));
 
     // RPATH before RUNPATH-less lookups: deep/ first in the path wins
-    let both = t.app(
-        "both",
-        &[&format!(
-            "-Wl,--disable-new-dtags,-rpath,{}:$ORIGIN/../lib",
-            t.path("deep").display()
-        )],
-    );
+    let both = t.app("both", &[&format!("-Wl,--disable-new-dtags,-rpath,{}:$ORIGIN/../lib", t.path("deep").display())]);
     let got = ours(&both);
-    assert!(
-        got.contains(&std::fs::canonicalize(t.path("deep/librgdeep.so.1")).unwrap()),
-        "{got:?}"
-    );
+    assert!(got.contains(&std::fs::canonicalize(t.path("deep/librgdeep.so.1")).unwrap()), "{got:?}");
     assert_eq!(got, ldd(&both));
 
     // run from a symlink elsewhere: $ORIGIN is where the file really is
@@ -306,23 +216,14 @@ fn a_needed_name_already_loaded_is_not_searched_again() {
     // libc needs the loader by its soname: it is the interpreter, not a library
     let c = closure(Path::new("/bin/sh")).unwrap();
     let interp = std::fs::canonicalize(c.interpreter.unwrap()).unwrap();
-    assert!(
-        c.libraries
-            .iter()
-            .all(|l| std::fs::canonicalize(l).unwrap() != interp),
-        "{:?}",
-        c.libraries
-    );
+    assert!(c.libraries.iter().all(|l| std::fs::canonicalize(l).unwrap() != interp), "{:?}", c.libraries);
 }
 
 #[test]
 fn the_real_loader_cache_names_libc() {
     let cache = parse_cache(&std::fs::read(LD_SO_CACHE).unwrap());
     let libc = cache.get("libc.so.6").expect("libc.so.6 is in the cache");
-    assert!(
-        libc.iter().any(|(p, variant)| !variant && p.exists()),
-        "{libc:?}"
-    );
+    assert!(libc.iter().any(|(p, variant)| !variant && p.exists()), "{libc:?}");
 }
 
 #[test]
@@ -358,12 +259,7 @@ fn the_cache_format_is_read_with_and_without_the_old_table() {
         b
     }
     let entries = [
-        (
-            0x0303,
-            "libx.so.1",
-            "/l/glibc-hwcaps/x86-64-v3/libx.so.1",
-            1u64 << 62,
-        ),
+        (0x0303, "libx.so.1", "/l/glibc-hwcaps/x86-64-v3/libx.so.1", 1u64 << 62),
         (0x0303, "libx.so.1", "/l/libx.so.1", 0),
         (0x0003, "liby.so.2", "/l32/liby.so.2", 0),
         (0x0000, "libold.so", "/l/libold.so", 0), // libc4: not for this loader
@@ -372,10 +268,7 @@ fn the_cache_format_is_read_with_and_without_the_old_table() {
     let map = parse_cache(&table);
     assert_eq!(
         map["libx.so.1"],
-        [
-            ("/l/glibc-hwcaps/x86-64-v3/libx.so.1".into(), true),
-            ("/l/libx.so.1".into(), false)
-        ]
+        [("/l/glibc-hwcaps/x86-64-v3/libx.so.1".into(), true), ("/l/libx.so.1".into(), false)]
     );
     assert_eq!(map["liby.so.2"], [("/l32/liby.so.2".into(), false)]);
     assert!(!map.contains_key("libold.so"));
@@ -397,26 +290,10 @@ fn the_cache_format_is_read_with_and_without_the_old_table() {
 fn tokens_expand_as_glibc_expands_them() {
     let main = Elf::read(Path::new("/bin/sh")).unwrap();
     let mut out = Closure::default();
-    let mut s = Search::new(
-        Flavour::Glibc,
-        &main,
-        Path::new("/lib64/ld-linux-x86-64.so.2"),
-        &mut out,
-    );
-    s.objects.push(Object {
-        elf: main.clone(),
-        origin: "/opt/app/bin".into(),
-        loader: None,
-        is_main: true,
-    });
-    assert_eq!(
-        s.expand("$ORIGIN/../lib", 0).unwrap(),
-        "/opt/app/bin/../lib"
-    );
-    assert_eq!(
-        s.expand("${ORIGIN}/x:$ORIGINAL", 0).unwrap(),
-        "/opt/app/bin/x:$ORIGINAL"
-    );
+    let mut s = Search::new(Flavour::Glibc, &main, Path::new("/lib64/ld-linux-x86-64.so.2"), &mut out);
+    s.objects.push(Object { elf: main.clone(), origin: "/opt/app/bin".into(), loader: None, is_main: true });
+    assert_eq!(s.expand("$ORIGIN/../lib", 0).unwrap(), "/opt/app/bin/../lib");
+    assert_eq!(s.expand("${ORIGIN}/x:$ORIGINAL", 0).unwrap(), "/opt/app/bin/x:$ORIGINAL");
     assert_eq!(s.expand("/a/$LIB/b", 0).unwrap(), format!("/a/{}/b", s.lib));
     assert!(!s.lib.is_empty() && !s.lib.starts_with('/'), "{}", s.lib);
     if let Some(p) = platform() {
