@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the HAProxy versions the gate is tested against (3.0 LTS and 3.2 LTS)
-# from the upstream sources in shared/haproxy, into a cache outside the clone
+# from upstream release tarballs (haproxy-<version>.tar.gz), into a cache outside the clone
 # that later runs reuse. Prints one line per version: VERSION PATH-TO-BINARY.
 #
 #   tests/build-haproxy.sh SOURCES_DIR [CACHE_DIR]

@@ -2,7 +2,7 @@
 //!
 //! A controller renders HAProxy configurations and dispatches them at once;
 //! the gate runs `haproxy -c` over each render afterwards and decides what
-//! the fleet does next (behaviour.md). The layers, top to bottom:
+//! the fleet does next (docs/behaviour.md). The layers, top to bottom:
 //!
 //! - [`protocol`]: the NDJSON lines of `rendergate serve`;
 //! - [`runtime`]: the tokio adapter ([`Gate`]): channels, the check worker;

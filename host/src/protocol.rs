@@ -1,4 +1,4 @@
-//! The NDJSON stream of `rendergate serve` (protocol.md §2): one input line
+//! The NDJSON stream of `rendergate serve` (docs/protocol.md §2): one input line
 //! into one [`Event`], one [`Output`] into one output line. A bad line is a
 //! [`LineError`] naming its line number; it never reaches the gate.
 
@@ -10,7 +10,7 @@ use policy_core::Name;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
-/// One input line, as protocol.md spells it. Unknown fields are ignored.
+/// One input line, as docs/protocol.md spells it. Unknown fields are ignored.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Input {
@@ -112,7 +112,7 @@ pub struct LineError {
     pub message: String,
 }
 
-/// The input types protocol.md knows.
+/// The input types docs/protocol.md knows.
 const INPUT_TYPES: [&str; 5] = ["rendered", "applied", "pod_terminated", "pods_discovered", "lost_leadership"];
 
 /// Parses one input line. Blank lines are `Ok(None)`.
@@ -160,7 +160,7 @@ fn parse_input(line: u64, text: &str) -> Result<Event, LineError> {
     })
 }
 
-/// One output line, field order as protocol.md shows it (`type` first).
+/// One output line, field order as docs/protocol.md shows it (`type` first).
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Line<'a> {

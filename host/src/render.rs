@@ -17,7 +17,7 @@ pub enum FileKind {
 }
 
 impl FileKind {
-    /// The wire name (protocol.md §2).
+    /// The wire name (docs/protocol.md §2).
     pub fn as_str(self) -> &'static str {
         match self {
             FileKind::Map => "map",
@@ -28,7 +28,7 @@ impl FileKind {
         }
     }
 
-    /// The kind's directory inside the check directory (behaviour.md, "Files of a render").
+    /// The kind's directory inside the check directory (docs/behaviour.md, "Files of a render").
     pub fn directory(self) -> &'static str {
         match self {
             FileKind::Map => "maps",

@@ -50,7 +50,7 @@ struct InputLine {
     running_plan: Option<String>,
 }
 
-/// What the timeline knows of one output line (protocol.md §2).
+/// What the timeline knows of one output line (docs/protocol.md §2).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct OutputLine {

@@ -205,7 +205,7 @@ impl Model {
         self.memory.contains(&c)
     }
 
-    /// `VerdictMemory::insert` as behaviour.md states it: LRU, a judgement only.
+    /// `VerdictMemory::insert` as docs/behaviour.md states it: LRU, a judgement only.
     fn remember(&mut self, c: Content) {
         if self.memory_capacity == 0 {
             return;
@@ -233,7 +233,7 @@ impl Model {
         })
     }
 
-    /// behaviour.md's latch table, with the "pinned says why" fix. Returns
+    /// docs/behaviour.md's latch table, with the "pinned says why" fix. Returns
     /// (pinned on the verdict, the new state if it changed, release).
     fn judge(&mut self, outcome: &CheckOutcome) -> (Option<Reason>, Option<LatchState>, bool) {
         let before = self.latch;
@@ -282,7 +282,7 @@ impl Run {
             memory_capacity: s.memory,
             ..CoreConfig::default()
         };
-        assert_eq!(config.superseded_limit, 4, "behaviour.md keeps 4 superseded renders");
+        assert_eq!(config.superseded_limit, 4, "docs/behaviour.md keeps 4 superseded renders");
         let limit = config.superseded_limit;
         let checksums =
             (0..CONTENTS).map(|c| Render::new("any", "any", config_text(c), vec![]).checksum().clone()).collect();

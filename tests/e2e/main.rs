@@ -1,5 +1,5 @@
 //! End to end: the real `rendergate` binary, the real `haproxy`, driven over
-//! its command line and its NDJSON stream exactly as protocol.md writes them.
+//! its command line and its NDJSON stream exactly as docs/protocol.md writes them.
 //!
 //! `RENDERGATE_TEST_HAPROXY` names the haproxy to use (default: `haproxy`).
 

@@ -1,4 +1,4 @@
-//! `rendergate serve` against real haproxy: the NDJSON stream of protocol.md §2.
+//! `rendergate serve` against real haproxy: the NDJSON stream of docs/protocol.md §2.
 
 use crate::support::*;
 use serde_json::json;

@@ -107,7 +107,7 @@ pub struct Decision {
 /// The default policy's name, as `name()` reports it.
 pub const DEFAULT_NAME: &str = "default";
 
-/// The default decision (behaviour.md, "The promotion and revert policy"):
+/// The default decision (docs/behaviour.md, "The promotion and revert policy"):
 ///
 /// - a pass for plan P: every pod that applied P and whose baseline is not P
 ///   may promote its baseline to P;

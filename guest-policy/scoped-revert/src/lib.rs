@@ -1,4 +1,4 @@
-//! `scoped-revert`: behaviour.md's default policy as a component. The logic
+//! `scoped-revert`: docs/behaviour.md's default policy as a component. The logic
 //! is `policy_core::decide`, the very function the host's native fallback
 //! runs, so the two cannot drift.
 

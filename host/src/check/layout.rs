@@ -92,7 +92,7 @@ pub fn plan(render: &Render) -> Result<Layout<'_>, LayoutError> {
 }
 
 /// The path's place in the check directory, as normal components
-/// (behaviour.md, "Files of a render").
+/// (docs/behaviour.md, "Files of a render").
 fn resolve(kind: FileKind, path: &str) -> Result<Vec<&str>, LayoutError> {
     let err_path = || path.to_owned();
     if path.contains('\0') {

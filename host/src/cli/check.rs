@@ -17,7 +17,7 @@ pub struct Args {
     /// Bound on the check.
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = super::duration)]
     timeout: Duration,
-    /// Print one `verdict` object (protocol.md §2) instead of text.
+    /// Print one `verdict` object (docs/protocol.md §2) instead of text.
     #[arg(long)]
     json: bool,
     /// Print which sandbox layers checks get on this host, and exit 0.

@@ -1,4 +1,4 @@
-//! The command line of protocol.md §1: flags, logging, and dispatch to the
+//! The command line of docs/protocol.md §1: flags, logging, and dispatch to the
 //! subcommands. Bad flags and values get a one-line error and exit 2.
 
 mod check;

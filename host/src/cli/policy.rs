@@ -1,5 +1,5 @@
 //! `rendergate policy check|test`: load a policy component, say whether it
-//! implements the world, and run it against fixtures (protocol.md §1, §4).
+//! implements the world, and run it against fixtures (docs/protocol.md §1, §4).
 //! Both compile through the same cache as `serve` (its default directory,
 //! docs/policies.md), so checking a policy before deploying it also warms
 //! the gate's start.

@@ -1,4 +1,4 @@
-//! The latch: OPTIMISTIC or PESSIMISTIC, and the table of behaviour.md that
+//! The latch: OPTIMISTIC or PESSIMISTIC, and the table of docs/behaviour.md that
 //! moves it. Only verdicts on the newest render reach [`Latch::judge`].
 
 /// Why the latch is pessimistic (or pinned).
@@ -70,7 +70,7 @@ impl Latch {
         matches!(self.state, LatchState::Pessimistic(_))
     }
 
-    /// Applies one verdict on the newest render (behaviour.md, "The latch").
+    /// Applies one verdict on the newest render (docs/behaviour.md, "The latch").
     pub fn judge(&mut self, judgement: Judgement) -> Transition {
         let before = self.state;
         let (state, pinned) = match (before, judgement) {
@@ -98,7 +98,7 @@ mod tests {
     use Judgement::*;
     use Reason::*;
 
-    /// behaviour.md's table, row by row: (P before, verdict) → (P after, pinned).
+    /// docs/behaviour.md's table, row by row: (P before, verdict) → (P after, pinned).
     #[test]
     fn table_of_behaviour_md() {
         let rows = [

@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The gate's tunables. Defaults are behaviour.md's.
+/// The gate's tunables. Defaults are docs/behaviour.md's.
 #[derive(Clone, Debug)]
 pub struct CoreConfig {
     /// Least time between the starts of two checks.
@@ -303,7 +303,7 @@ impl Gate {
     }
 
     /// Publishes one verdict with everything that follows from it, in the
-    /// order of protocol.md: verdict, latch, release, then the policy.
+    /// order of docs/protocol.md: verdict, latch, release, then the policy.
     fn publish(&mut self, render: &Arc<Render>, outcome: CheckOutcome, remembered: bool, duration: Duration) {
         let newest = self.renders.is_newest(render);
         let kind = outcome.kind();

@@ -1,4 +1,4 @@
-//! One test per row of behaviour.md, driving the sans-IO gate by hand.
+//! One test per row of docs/behaviour.md, driving the sans-IO gate by hand.
 
 use super::*;
 use policy_core::RevertTarget;

@@ -1,4 +1,4 @@
-//! Policy fixtures (protocol.md §4): a JSON array of cases, each a trigger,
+//! Policy fixtures (docs/protocol.md §4): a JSON array of cases, each a trigger,
 //! a fleet and the expected promotions and reverts. `rendergate policy test`
 //! runs a policy over them; promotions and reverts compare as sets, notes
 //! are not compared.
@@ -203,7 +203,7 @@ mod tests {
     use super::*;
     use crate::policy::NativeDefault;
 
-    /// protocol.md §4's example, verbatim.
+    /// docs/protocol.md §4's example, verbatim.
     const EXAMPLE: &str = r#"[{"name":"refusal reverts only the pod that did not load the plan",
   "trigger":{"verdict":{"plan":"plan-2","render":"r-2","outcome":"refused",
              "newest":true,"pinned":false,"remembered":false,"message":""}},

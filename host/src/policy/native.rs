@@ -2,7 +2,7 @@
 
 use super::{Decision, Fleet, Policy, PolicyError, Trigger};
 
-/// behaviour.md's default promotion and revert policy, without WebAssembly.
+/// docs/behaviour.md's default promotion and revert policy, without WebAssembly.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NativeDefault;
 

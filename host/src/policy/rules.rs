@@ -1,4 +1,4 @@
-//! The host's rules over any decision (protocol.md §3): whatever a policy
+//! The host's rules over any decision (docs/protocol.md §3): whatever a policy
 //! says, it can only promote a pod to a plan HAProxy passed and that the pod
 //! holds, and only revert a pod to its baseline or to a passed plan.
 
