@@ -201,12 +201,7 @@ pub fn checked_copy(config: &str, rewrites: &Rewrites) -> io::Result<CheckedCopy
             continue;
         }
         let line = tokenize::line_in(body.as_bytes(), &|name| env.lookup(name, index));
-        if let Some(first) = line.args().first()
-            && line.is_exact()
-            && SECTIONS.iter().any(|s| first.is(s))
-        {
-            in_global = first.is("global");
-        }
+        follow_section(&line, &mut in_global);
         let mut edits: Vec<(&Word, String)> = Vec::new();
         if line.is_exact() {
             let args = line.args();
@@ -249,6 +244,16 @@ fn mentions_a_target(body: &str) -> bool {
 
 fn has_quote_or_escape(body: &str) -> bool {
     memchr::memchr3(b'"', b'\'', b'\\', body.as_bytes()).is_some()
+}
+
+/// Notes whether `line` opens a section, and whether that section is `global`.
+fn follow_section(line: &Line, in_global: &mut bool) {
+    if let Some(first) = line.args().first()
+        && line.is_exact()
+        && SECTIONS.iter().any(|s| first.is(s))
+    {
+        *in_global = first.is("global");
+    }
 }
 
 /// Whether a line starts (after blanks) with a section keyword as plain text.
@@ -298,12 +303,7 @@ impl Environment {
             }
             let line = tokenize::line(body.as_bytes());
             let args = line.args();
-            if line.is_exact()
-                && let Some(first) = args.first()
-                && SECTIONS.iter().any(|s| first.is(s))
-            {
-                in_global = first.is("global");
-            }
+            follow_section(&line, &mut in_global);
             if !in_global {
                 continue;
             }

@@ -447,18 +447,7 @@ impl<'a> Transcript<'a> {
 
     /// A trailing quote of unexplained output, cut to a readable size.
     fn quoted(&self) -> String {
-        let trimmed = self.head.trim();
-        if trimmed.is_empty() {
-            return String::new();
-        }
-        if trimmed.len() <= QUOTE_LIMIT && self.bytes <= QUOTE_LIMIT as u64 {
-            return format!(": {trimmed}");
-        }
-        let mut cut = QUOTE_LIMIT.min(trimmed.len());
-        while !trimmed.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!(": {} … ({} more bytes)", &trimmed[..cut], self.bytes.saturating_sub(cut as u64))
+        if self.head.trim().is_empty() { String::new() } else { format!(": {}", self.printed()) }
     }
 }
 
