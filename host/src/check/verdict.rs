@@ -423,8 +423,7 @@ impl<'a> Transcript<'a> {
     fn refusal_message(&self) -> String {
         let (blocks, count) =
             if self.blocks.is_empty() { (&self.summary_blocks, self.summaries) } else { (&self.blocks, self.alerts) };
-        let config: Vec<&str> = self.ctx.config.lines().collect();
-        let mut shown: Vec<String> = blocks.iter().map(|b| block_text(b, &config)).collect();
+        let mut shown: Vec<String> = blocks.iter().map(|b| block_text(b, self.ctx.config)).collect();
         if count > blocks.len() {
             shown.push(format!("… and {} more alerts", count - blocks.len()));
         }
@@ -458,23 +457,44 @@ pub fn classify(exit: Exit, output: &str, ctx: Context) -> CheckOutcome {
     transcript.finish(exit)
 }
 
-fn block_text(block: &Block, config: &[&str]) -> String {
+/// One alert's block: the output around it, then the config around the
+/// line it names. Built in memory bounded by what is shown: only those
+/// config lines are held, each cut to [`LINE_LIMIT`], however large the
+/// config or however short its lines.
+fn block_text(block: &Block, config: &str) -> String {
     let mut out = Vec::with_capacity(block.lines.len() + CONFIG_BEFORE + CONFIG_AFTER + 2);
     for (i, line) in block.lines.iter().enumerate() {
         let marker = if i == block.alert { "→ " } else { "  " };
         out.push(format!("{marker}{line}"));
     }
-    if let Some(number) = config_line_named(&block.lines[block.alert]).filter(|n| (1..=config.len()).contains(n)) {
-        out.push("  Config context:".to_owned());
+    if let Some(number) = config_line_named(&block.lines[block.alert]).filter(|n| *n >= 1) {
         let first = number.saturating_sub(CONFIG_BEFORE).max(1);
-        let last = (number + CONFIG_AFTER).min(config.len());
-        for n in first..=last {
-            let marker = if n == number { "→ " } else { "  " };
-            // Only the lines shown are scrubbed, not the whole render.
-            out.push(format!("  {marker}{n:4}  {}", scrub(config[n - 1])));
+        let shown: Vec<&str> =
+            config.lines().skip(first - 1).take(number.saturating_add(CONFIG_AFTER) - first + 1).collect();
+        // the named line exists
+        if shown.len() > number - first {
+            out.push("  Config context:".to_owned());
+            for (n, line) in (first..).zip(shown) {
+                let marker = if n == number { "→ " } else { "  " };
+                // Only the lines shown are scrubbed, not the whole render.
+                out.push(format!("  {marker}{n:4}  {}", scrub(&cut(line, LINE_LIMIT))));
+            }
         }
     }
     out.join("\n")
+}
+
+/// `line` cut to at most `limit` bytes (on a character boundary), with ` …`
+/// when something was cut.
+fn cut(line: &str, limit: usize) -> std::borrow::Cow<'_, str> {
+    if line.len() <= limit {
+        return line.into();
+    }
+    let mut end = limit;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} …", &line[..end]).into()
 }
 
 /// Removes host paths from `text`: the check directory becomes relative
@@ -627,6 +647,26 @@ Configuration file is valid
         ]
         .join("\n");
         assert_eq!(message, expected);
+    }
+
+    #[test]
+    fn config_context_holds_only_the_lines_shown_each_cut() {
+        // a million empty lines, then a line of 1 MiB that an alert names
+        let long = "x".repeat(1 << 20);
+        let config = format!("{}{long}\nlast\n", "\n".repeat(1_000_000));
+        let output = "[ALERT] (1) : config : parsing [haproxy.cfg:1000001] : unknown keyword\n";
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, &config) else { panic!() };
+        let context = message.split_once("  Config context:\n").unwrap().1;
+        let lines: Vec<&str> = context.lines().collect();
+        assert_eq!(lines.len(), 6, "{context}");
+        assert_eq!(lines[0], "    999997  ");
+        assert!(lines[4].starts_with("  → 1000001  xxx") && lines[4].ends_with("x …"), "{}", &lines[4][..40]);
+        assert_eq!(lines[4].len(), "  → 1000001  ".len() + LINE_LIMIT + " …".len());
+        assert_eq!(lines[5], "    1000002  last");
+        // a line past the end names nothing to show
+        let output = "[ALERT] (1) : config : parsing [haproxy.cfg:1000003] : unknown keyword\n";
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, &config) else { panic!() };
+        assert!(!message.contains("Config context"), "{message}");
     }
 
     #[test]
