@@ -3,6 +3,7 @@
 
 use sha2::{Digest, Sha256};
 use std::fmt;
+use std::sync::Arc;
 
 /// The kinds of auxiliary file a render carries. The kind decides where an
 /// absolute or bare path lands in the check directory.
@@ -63,12 +64,20 @@ impl fmt::Display for Checksum {
 }
 
 /// One render as the gate holds it. Immutable once built: the checksum is
-/// computed at construction and always matches the content.
+/// computed at construction and always matches the content. The content is
+/// shared, so a clone is cheap: a check prepares its directory on a blocking
+/// thread from its own clone (docs/behaviour.md, "Bounded work").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Render {
     plan: String,
     id: String,
     correlation: Option<String>,
+    content: Arc<Content>,
+}
+
+/// What HAProxy reads, and its checksum.
+#[derive(Debug, PartialEq, Eq)]
+struct Content {
     config: String,
     files: Vec<RenderFile>,
     checksum: Checksum,
@@ -83,7 +92,8 @@ impl Render {
     ) -> Self {
         let config = config.into();
         let checksum = checksum(&config, &files);
-        Render { plan: plan.into(), id: id.into(), correlation: None, config, files, checksum }
+        let content = Arc::new(Content { config, files, checksum });
+        Render { plan: plan.into(), id: id.into(), correlation: None, content }
     }
 
     /// Attaches the controller's correlation id, echoed on the verdict.
@@ -102,13 +112,13 @@ impl Render {
         self.correlation.as_deref()
     }
     pub fn config(&self) -> &str {
-        &self.config
+        &self.content.config
     }
     pub fn files(&self) -> &[RenderFile] {
-        &self.files
+        &self.content.files
     }
     pub fn checksum(&self) -> &Checksum {
-        &self.checksum
+        &self.content.checksum
     }
 }
 

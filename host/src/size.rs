@@ -17,9 +17,31 @@ pub fn parse(text: &str) -> Result<usize, String> {
     value.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
 }
 
+/// A byte count as the command line writes it: the largest binary unit that
+/// divides it (`128MiB`, `1GiB`, `1000`), so a message can name a flag's value.
+pub fn format(bytes: u64) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes != 0 && bytes.trailing_zeros() >= shift {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_as_the_command_line_writes() {
+        assert_eq!(format(128 << 20), "128MiB");
+        assert_eq!(format(1 << 30), "1GiB");
+        assert_eq!(format(1536), "1536");
+        assert_eq!(format(0), "0");
+        for text in ["64KiB", "32MiB", "1GiB", "1000"] {
+            assert_eq!(format(parse(text).unwrap() as u64), text);
+        }
+    }
 
     #[test]
     fn parses_bytes_and_binary_units() {

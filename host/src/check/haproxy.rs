@@ -3,7 +3,8 @@
 //!
 //! Each check lays the render out in its own temporary directory (made with
 //! cap-tempfile in this checker's subdirectory of the private base directory,
-//! see [`super::base`]; written through its handle), runs
+//! see [`super::base`]; written through its handle, on a blocking thread and
+//! under the check's deadline, see [`super::prepare`]), runs
 //! `haproxy -dr -c -f haproxy.cfg` there (the child `fchdir`s to the
 //! directory's descriptor) with stdout and stderr on one pipe (so HAProxy's
 //! lines keep their order), and kills the whole process group when the check
@@ -16,9 +17,10 @@
 //! binary that gave it.
 
 use super::base::BaseDir;
-use super::checked_copy::{ResolveId, Rewrites, checked_copy};
 use super::identity::{Binary, BinaryIdentity};
 use super::layout;
+use super::limits::RenderLimits;
+use super::prepare::{self, Job, Prepared};
 use super::sandbox::{self, Sandbox, SandboxOptions};
 use super::verdict::{self, Exit, Transcript};
 use super::{CheckFuture, Checked, Checker};
@@ -49,6 +51,8 @@ pub struct HaproxyOptions {
     pub output_cap: usize,
     /// The sandbox around each check (strict by default).
     pub sandbox: SandboxOptions,
+    /// How big a render may be; a bigger one could not run.
+    pub limits: RenderLimits,
 }
 
 impl Default for HaproxyOptions {
@@ -59,6 +63,7 @@ impl Default for HaproxyOptions {
             work_dir: None,
             output_cap: 64 * 1024,
             sandbox: SandboxOptions::default(),
+            limits: RenderLimits::default(),
         }
     }
 }
@@ -77,7 +82,9 @@ pub struct HaproxyChecker {
     sandbox: Mutex<Option<(Arc<str>, Arc<Sandbox>)>>,
     /// `<work dir>/rendergate-<euid>` with this checker's subdirectory, or
     /// why it was refused (then every check could not run, saying so).
-    base: Result<BaseDir, String>,
+    /// Shared with the thread preparing a check directory, which may
+    /// outlive a cancelled check by a file.
+    base: Result<Arc<BaseDir>, String>,
 }
 
 /// What one check runs: the binary as hashed, and the sandbox made for it.
@@ -101,7 +108,7 @@ impl HaproxyChecker {
     /// As [`HaproxyChecker::new`] with a given sandbox probe (tests force layers absent).
     pub fn with_probe(opts: HaproxyOptions, probe: Probe) -> Self {
         let work_dir = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let base = BaseDir::open(&work_dir);
+        let base = BaseDir::open(&work_dir).map(Arc::new);
         if let Err(problem) = &base {
             tracing::error!("{problem}; every check will be could-not-run");
         }
@@ -132,7 +139,7 @@ impl HaproxyChecker {
     /// (`<work dir>/rendergate-<euid>/<pid>.<random>`), unless the base
     /// directory was refused.
     pub fn check_dirs(&self) -> Option<&Path> {
-        self.base.as_ref().ok().map(BaseDir::own_path)
+        self.base.as_ref().ok().map(|base| base.own_path())
     }
 
     /// The sandbox checks of the binary found now run in (`None` when there
@@ -178,46 +185,42 @@ impl HaproxyChecker {
 
     async fn run(&self, judge: &Judge, render: &Render, deadline: Instant) -> CheckOutcome {
         let started = Instant::now();
-        let binary = &judge.binary.path;
-        // Every path is judged before the directory even exists.
-        let layout = match layout::plan(render) {
-            Ok(layout) => layout,
-            Err(e) => return unavailable(e.to_string()),
-        };
         let base = match &self.base {
-            Ok(base) => base,
+            Ok(base) => base.clone(),
             Err(problem) => return unavailable(problem.clone()),
         };
-        // Dropped last (declared first): removes the directory on every path out,
-        // including cancellation, after the process group is dead.
-        let tmp = match base.check_dir() {
-            Ok(tmp) => tmp,
-            Err(e) => {
-                return unavailable(format!("cannot create a check directory in {}: {e}", base.own_path().display()));
-            }
+        let job = Job {
+            render: render.clone(),
+            base,
+            limits: self.opts.limits,
+            sandboxed: judge.sandbox.mode() != sandbox::Mode::Off,
+            binary: judge.binary.path.clone(),
         };
-        // HAProxy is told this exact path (default-path origin), so it is also
-        // the one to remove from its output. Nothing is opened by it: files
-        // are written through the handle, and the child enters by descriptor.
-        let dir = tmp.path();
-        let sandboxed = judge.sandbox.mode() != sandbox::Mode::Off;
-        let lookup = |kind, name: &[u8]| sandbox::ids::lookup(kind, name);
-        let rewrites = Rewrites {
-            check_dir: dir,
-            resolve_ids: sandboxed.then_some(&lookup as ResolveId),
-            inherit_env: !sandboxed,
+        let ready = match prepare::prepare(job, deadline).await {
+            Ok(ready) => ready,
+            Err(reason) => return unavailable(reason),
         };
-        let copy = match checked_copy(layout.config(), &rewrites) {
-            Ok(copy) => copy,
-            Err(e) => {
-                return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary));
-            }
-        };
-        if let Err(e) = layout.write(tmp.dir(), &copy.config) {
-            return unavailable(verdict::sanitise(&format!("cannot write the check directory: {e}"), dir, binary));
-        }
+        let outcome = self.run_in(judge, render, &ready, deadline, started).await;
+        // After the process group is dead (run_in's guards); dropped
+        // mid-check instead, the directory goes with the future.
+        prepare::remove(ready.dir).await;
+        outcome
+    }
+
+    /// `haproxy -c` in the prepared check directory.
+    async fn run_in(
+        &self,
+        judge: &Judge,
+        render: &Render,
+        ready: &Prepared,
+        deadline: Instant,
+        started: Instant,
+    ) -> CheckOutcome {
+        let binary = &judge.binary.path;
+        let dir = ready.dir.path();
+        let copy = &ready.copy;
         let time_left = deadline.saturating_duration_since(Instant::now());
-        let prepared = match judge.sandbox.prepare(tmp.fd(), sandbox::HostFiles::of(render), time_left) {
+        let prepared = match judge.sandbox.prepare(ready.dir.fd(), ready.host, time_left) {
             Ok(prepared) => prepared,
             Err(reason) => return unavailable(verdict::sanitise(&reason, dir, binary)),
         };
@@ -443,6 +446,18 @@ frontend f
             self.checker.check(render, Instant::now() + Duration::from_secs(20)).await.outcome
         }
 
+        /// Whether the leftovers are gone within 5 s (a check directory
+        /// given up on is removed by the thread that was writing it).
+        async fn gone_soon(&self) -> bool {
+            for _ in 0..250 {
+                if self.leftovers().is_empty() {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            false
+        }
+
         /// Everything under the work directory but the base directory and
         /// this checker's (otherwise empty) subdirectory in it.
         fn leftovers(&self) -> Vec<PathBuf> {
@@ -452,11 +467,13 @@ frontend f
         }
     }
 
+    /// Everything under `dir`; what vanishes while it is walked (a check
+    /// directory being removed) is left out.
     fn tree(dir: &Path) -> Vec<PathBuf> {
         let mut all = Vec::new();
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if std::fs::symlink_metadata(&p).unwrap().is_dir() {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
                 all.extend(tree(&p));
             }
             all.push(p);
@@ -693,8 +710,110 @@ frontend f
         let f = fixture("haproxy");
         let out = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(1)).await.outcome;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
-        assert!(reason.starts_with("haproxy -c timed out after"), "{reason}");
+        // in haproxy, or still preparing its directory
+        assert!(
+            reason.starts_with("haproxy -c timed out after") || reason.starts_with("the check timed out after"),
+            "{reason}"
+        );
+        assert!(f.gone_soon().await, "{:?}", f.leftovers());
+    }
+
+    /// A fixture whose renders may have a million files.
+    fn roomy(binary: &str) -> Fixture {
+        let work = tempfile::tempdir().unwrap();
+        let checker = HaproxyChecker::new(HaproxyOptions {
+            binary: binary.into(),
+            work_dir: Some(work.path().to_path_buf()),
+            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
+            limits: RenderLimits { files: 1_000_000, ..RenderLimits::default() },
+            ..HaproxyOptions::default()
+        });
+        Fixture { work, checker }
+    }
+
+    /// `n` small files in 100 directories.
+    fn many_files(n: usize) -> Vec<RenderFile> {
+        (0..n)
+            .map(|i| RenderFile { kind: FileKind::General, path: format!("d{}/f{i}", i % 100), content: "x".into() })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_render_past_a_limit_could_not_run_and_writes_nothing() {
+        let work = tempfile::tempdir().unwrap();
+        let checker = HaproxyChecker::new(HaproxyOptions {
+            binary: "haproxy".into(),
+            work_dir: Some(work.path().to_path_buf()),
+            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
+            limits: RenderLimits { files: 2, bytes: 1000 },
+            ..HaproxyOptions::default()
+        });
+        let f = Fixture { work, checker };
+        assert_eq!(f.check(&render(VALID, many_files(2))).await.label(), "pass");
+        let out = f.check(&render(VALID, many_files(3))).await;
+        assert_eq!(
+            out,
+            CheckOutcome::Unavailable { reason: "the render has 3 files, more than --max-render-files 2".into() }
+        );
+        let big = vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "k v\n".repeat(250) }];
+        let out = f.check(&render(VALID, big)).await;
+        let bytes = VALID.len() + 1000;
+        assert_eq!(
+            out,
+            CheckOutcome::Unavailable {
+                reason: format!("the render has {bytes} bytes, more than --max-render-size 1000")
+            }
+        );
+        let deep = vec![RenderFile { kind: FileKind::General, path: vec!["a"; 33].join("/"), content: String::new() }];
+        let out = f.check(&render(VALID, deep)).await;
+        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        assert!(reason.ends_with("lands 33 components deep, more than the 32 a render path may have"), "{reason}");
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+    }
+
+    #[tokio::test]
+    async fn preparing_stops_at_the_deadline_off_the_runtime_and_removes_what_it_wrote() {
+        let f = roomy("haproxy");
+        let r = render(VALID, many_files(200_000));
+        // a tick on the runtime's own thread: never held up by the writing
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ticking = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                ticking.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        let started = std::time::Instant::now();
+        let out = f.checker.check(&r, Instant::now() + Duration::from_secs(2)).await.outcome;
+        let took = started.elapsed();
+        ticker.abort();
+        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        assert!(reason.starts_with("the check timed out after 2s while preparing"), "{reason}");
+        assert!(reason.ends_with(" of 200000 files written)"), "{reason}");
+        assert!(took < Duration::from_millis(3000), "{took:?}");
+        // this test's runtime has one thread: it ticked while the files were written
+        assert!(ticks.load(std::sync::atomic::Ordering::Relaxed) >= 100, "{ticks:?}");
+        assert!(f.gone_soon().await, "{:?}", f.leftovers().len());
+    }
+
+    #[tokio::test]
+    async fn dropping_the_check_while_it_prepares_stops_the_writing_and_removes_it() {
+        let f = roomy("haproxy");
+        let r = render(VALID, many_files(1_000_000));
+        let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(600));
+        // dropped once a thousand files are written
+        let writing = async {
+            while f.leftovers().len() < 1000 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::select! {
+            out = fut => panic!("{out:?}"),
+            () = writing => {}
+        }
+        // Writing all of it takes far longer than this: the thread stopped.
+        assert!(f.gone_soon().await, "{:?}", f.leftovers().len());
     }
 
     #[tokio::test]

@@ -8,9 +8,11 @@
 //! new, regular and owner-only, never through a symlink. The config it
 //! writes is the checked copy ([`super::checked_copy`]).
 
+use super::at;
+use super::limits::{MAX_PATH_BYTES, MAX_PATH_DEPTH};
 use crate::render::{FileKind, Render};
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -18,7 +20,8 @@ use std::path::{Path, PathBuf};
 pub const CONFIG_NAME: &str = "haproxy.cfg";
 
 /// A render path that cannot be laid out. Each variant names the path exactly
-/// as the controller sent it (Debug-quoted, so a NUL or newline stays visible).
+/// as the controller sent it (Debug-quoted, so a NUL or newline stays
+/// visible), cut when it is too long to be shown whole.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
     #[error("render file path {path:?} escapes the check directory")]
@@ -33,6 +36,10 @@ pub enum LayoutError {
     Duplicate { path: String, other: String, resolved: String },
     #[error("render file path {path:?} is a file, but {other:?} needs it to be a directory")]
     Nested { path: String, other: String },
+    #[error("render file path {path:?}… is {bytes} bytes long, more than the {limit} a render path may have")]
+    TooLong { path: String, bytes: usize, limit: usize },
+    #[error("render file path {path:?} lands {depth} components deep, more than the {limit} a render path may have")]
+    TooDeep { path: String, depth: usize, limit: usize },
 }
 
 /// One auxiliary file, placed: where it goes (relative to the check
@@ -49,52 +56,114 @@ pub struct PlacedFile<'a> {
 pub struct Layout<'a> {
     config: &'a str,
     files: Vec<PlacedFile<'a>>,
+    /// The check directory as a tree; the root is node 0.
+    nodes: Vec<Node<'a>>,
+}
+
+/// One name in the check directory: a render file, or a directory that
+/// files need.
+#[derive(Debug, Clone)]
+struct Node<'a> {
+    name: &'a str,
+    /// The file (an index into the render's files) that lands here; `None`
+    /// for a directory.
+    file: Option<usize>,
+    /// The first file that needed this node (itself, for a file): a clash
+    /// or a failed write names it.
+    by: usize,
+    /// In the order the render first needed them.
+    children: Vec<usize>,
+}
+
+/// How long and how deep a render path may be.
+#[derive(Clone, Copy, Debug)]
+struct PathLimits {
+    bytes: usize,
+    depth: usize,
 }
 
 /// Resolves every file of `render` inside the check directory, refusing the
-/// whole render at the first path that could escape or collide.
+/// whole render at the first path that is too long or too deep, or that
+/// could escape or collide.
 pub fn plan(render: &Render) -> Result<Layout<'_>, LayoutError> {
-    let mut files = Vec::with_capacity(render.files().len());
-    // resolved components → the path as sent, to name both sides of a clash
-    let mut taken: HashMap<Vec<&str>, &str> = HashMap::new();
-    let mut resolved_all: Vec<(Vec<&str>, &str)> = Vec::new();
-    for file in render.files() {
-        let components = resolve(file.kind, &file.path)?;
+    plan_within(render, PathLimits { bytes: MAX_PATH_BYTES, depth: MAX_PATH_DEPTH })
+}
+
+/// [`plan`] in time linear in the render's paths, whatever their limits:
+/// each component is looked up once, under its parent, in a tree of the
+/// check directory (no path is compared with its prefixes).
+fn plan_within(render: &Render, limits: PathLimits) -> Result<Layout<'_>, LayoutError> {
+    let sent = render.files();
+    let mut files = Vec::with_capacity(sent.len());
+    let mut nodes = vec![Node { name: "", file: None, by: 0, children: Vec::new() }];
+    // (parent node, name) → node
+    let mut index: HashMap<(usize, &str), usize> = HashMap::with_capacity(sent.len() * 2);
+    for (at_file, file) in sent.iter().enumerate() {
+        let components = resolve(file.kind, &file.path, limits)?;
         if components.first() == Some(&CONFIG_NAME) {
             // `haproxy.cfg` itself, or anything that needs it to be a directory
             return Err(LayoutError::Reserved { path: file.path.clone() });
         }
-        if let Some(other) = taken.insert(components.clone(), &file.path) {
-            return Err(LayoutError::Duplicate {
-                path: other.to_owned(),
-                other: file.path.clone(),
-                resolved: components.join("/"),
-            });
+        let (name, directories) = components.split_last().expect("resolve gives at least one component");
+        let mut parent = 0;
+        for directory in directories {
+            parent = match index.get(&(parent, *directory)) {
+                Some(&node) => match nodes[node].file {
+                    Some(other) => {
+                        return Err(LayoutError::Nested { path: sent[other].path.clone(), other: file.path.clone() });
+                    }
+                    None => node,
+                },
+                None => add(&mut nodes, &mut index, parent, Node::new(directory, None, at_file)),
+            };
         }
-        resolved_all.push((components, &file.path));
-    }
-    // A file at `a/b` and another at `a/b/c` cannot both exist.
-    let mut directories: HashMap<&[&str], &str> = HashMap::new();
-    for (components, path) in &resolved_all {
-        for end in 1..components.len() {
-            directories.entry(&components[..end]).or_insert(path);
+        match index.get(&(parent, *name)).map(|&node| (nodes[node].file, nodes[node].by)) {
+            Some((Some(other), _)) => {
+                return Err(LayoutError::Duplicate {
+                    path: sent[other].path.clone(),
+                    other: file.path.clone(),
+                    resolved: components.join("/"),
+                });
+            }
+            Some((None, needing)) => {
+                return Err(LayoutError::Nested { path: file.path.clone(), other: sent[needing].path.clone() });
+            }
+            None => {
+                add(&mut nodes, &mut index, parent, Node::new(name, Some(at_file), at_file));
+            }
         }
-    }
-    for (components, path) in &resolved_all {
-        if let Some(other) = directories.get(components.as_slice()) {
-            return Err(LayoutError::Nested { path: (*path).to_owned(), other: (*other).to_owned() });
-        }
-    }
-    for ((components, _), file) in resolved_all.iter().zip(render.files()) {
         files.push(PlacedFile { relative: components.iter().collect(), content: &file.content });
     }
-    Ok(Layout { config: render.config(), files })
+    Ok(Layout { config: render.config(), files, nodes })
+}
+
+impl<'a> Node<'a> {
+    fn new(name: &'a str, file: Option<usize>, by: usize) -> Self {
+        Node { name, file, by, children: Vec::new() }
+    }
+}
+
+fn add<'a>(
+    nodes: &mut Vec<Node<'a>>,
+    index: &mut HashMap<(usize, &'a str), usize>,
+    parent: usize,
+    node: Node<'a>,
+) -> usize {
+    let at = nodes.len();
+    index.insert((parent, node.name), at);
+    nodes.push(node);
+    nodes[parent].children.push(at);
+    at
 }
 
 /// The path's place in the check directory, as normal components
 /// (docs/behaviour.md, "Files of a render").
-fn resolve(kind: FileKind, path: &str) -> Result<Vec<&str>, LayoutError> {
+fn resolve(kind: FileKind, path: &str, limits: PathLimits) -> Result<Vec<&str>, LayoutError> {
     let err_path = || path.to_owned();
+    // First, so that nothing else reads a path of any length.
+    if path.len() > limits.bytes {
+        return Err(LayoutError::TooLong { path: shown(path), bytes: path.len(), limit: limits.bytes });
+    }
     if path.contains('\0') {
         return Err(LayoutError::NulByte { path: err_path() });
     }
@@ -116,8 +185,25 @@ fn resolve(kind: FileKind, path: &str) -> Result<Vec<&str>, LayoutError> {
         return Ok(vec![kind.directory(), name]);
     }
     // relative with a `/`: the path itself, without `.` or empty components
-    Ok(path.split('/').filter(|c| !c.is_empty() && *c != ".").collect())
+    let components: Vec<&str> = path.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    if components.len() > limits.depth {
+        return Err(LayoutError::TooDeep { path: err_path(), depth: components.len(), limit: limits.depth });
+    }
+    Ok(components)
 }
+
+/// The head of a path too long to show whole.
+fn shown(path: &str) -> String {
+    let mut end = path.len().min(64);
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    path[..end].to_owned()
+}
+
+/// Bytes written to a file between two looks at whether to go on, so that
+/// one large file (or a slow disk) cannot hold a check past its deadline.
+const WRITE_CHUNK: usize = 1 << 20;
 
 impl<'a> Layout<'a> {
     /// The auxiliary files in render order.
@@ -129,15 +215,40 @@ impl<'a> Layout<'a> {
     /// [`super::checked_copy`]) as `haproxy.cfg`, and every file, into `dir`,
     /// a fresh, private directory. Files are created exclusively, as regular
     /// files, and never through a symlink, so nothing outside `dir` can be
-    /// touched.
-    pub fn write(&self, dir: &Dir, config: &str) -> io::Result<()> {
-        create_file(dir, CONFIG_NAME.as_ref(), config.as_bytes()).map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
-        let mut made: HashSet<PathBuf> = HashSet::new();
-        for file in &self.files {
-            let written = file.relative.parent().map_or(Ok(()), |parent| create_dirs(dir, parent, &mut made));
-            written
-                .and_then(|()| create_file(dir, &file.relative, file.content.as_bytes()))
-                .map_err(|e| naming(&file.relative, e))?;
+    /// touched. Each directory is made once and entered by its handle, so
+    /// the work is linear in the render.
+    ///
+    /// `go_on` is asked, with the number of files written so far, before
+    /// every file, directory and chunk of a file; when it says no, writing
+    /// stops with [`io::ErrorKind::Interrupted`] (the caller knows why).
+    pub fn write(&self, dir: &Dir, config: &str, go_on: &mut dyn FnMut(usize) -> bool) -> io::Result<()> {
+        let mut written = 0;
+        create_file(dir, CONFIG_NAME, config.as_bytes(), &mut || go_on(written))
+            .map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
+        // Depth first; a stack of open directories, at most as deep as a path.
+        let mut stack: Vec<(Option<Dir>, std::slice::Iter<'_, usize>)> = vec![(None, self.nodes[0].children.iter())];
+        while let Some((handle, children)) = stack.last_mut() {
+            let Some(&at) = children.next() else {
+                stack.pop();
+                continue;
+            };
+            let here = handle.as_ref().unwrap_or(dir);
+            let node = &self.nodes[at];
+            if !go_on(written) {
+                return Err(stopped());
+            }
+            let named = |e| naming(&self.files[node.by].relative, e);
+            match node.file {
+                Some(file) => {
+                    let content = self.files[file].content.as_bytes();
+                    create_file(here, node.name, content, &mut || go_on(written)).map_err(named)?;
+                    written += 1;
+                }
+                None => {
+                    let entered = create_dir(here, node.name).map_err(named)?;
+                    stack.push((Some(entered), node.children.iter()));
+                }
+            }
         }
         Ok(())
     }
@@ -148,48 +259,49 @@ impl<'a> Layout<'a> {
     }
 }
 
+fn stopped() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "writing the check directory was stopped")
+}
+
 /// Says which file failed, relative to the check directory (never a host path).
 fn naming(relative: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", relative.display()))
 }
 
-/// Creates each directory of `relative` in `dir` (mode 0700), one level
-/// at a time, refusing anything already there that is not a real directory.
-fn create_dirs(dir: &Dir, relative: &Path, made: &mut HashSet<PathBuf>) -> io::Result<()> {
+/// Creates the directory `name` in `parent` (mode 0700) and enters it by
+/// handle, refusing anything already there that is not a real directory.
+fn create_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
     let mut builder = DirBuilder::new();
     builder.mode(0o700);
-    let mut so_far = PathBuf::new();
-    for component in relative.components() {
-        so_far.push(component);
-        if made.contains(&so_far) {
-            continue;
-        }
-        match dir.create_dir_with(&so_far, &builder) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                // only in a directory someone else wrote into; never follow it
-                if !dir.symlink_metadata(&so_far)?.file_type().is_dir() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AlreadyExists,
-                        format!("{} exists and is not a directory", so_far.display()),
-                    ));
-                }
-            }
-            Err(e) => return Err(e),
-        }
-        made.insert(so_far.clone());
+    match parent.create_dir_with(name, &builder) {
+        Ok(()) => {}
+        // only in a directory someone else wrote into; never followed (below)
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
     }
-    Ok(())
+    at::open_dir(parent, name.as_ref()).map_err(|e| {
+        if at::is_symlink_refusal(&e) || e.raw_os_error() == Some(libc::ENOTDIR) {
+            io::Error::new(io::ErrorKind::AlreadyExists, format!("{name} exists and is not a directory"))
+        } else {
+            e
+        }
+    })
 }
 
 /// `O_EXCL` (never reuse or truncate what is there: the file is a new
 /// regular file, never a FIFO or device) + `O_NOFOLLOW` (never write through
-/// a symlink), owner-only, resolved beneath `dir` (cap-std).
-fn create_file(dir: &Dir, relative: &Path, content: &[u8]) -> io::Result<()> {
+/// a symlink), owner-only, one name in `dir`. Written a chunk at a time,
+/// asking `go_on` before each.
+fn create_file(dir: &Dir, name: &str, content: &[u8], go_on: &mut dyn FnMut() -> bool) -> io::Result<()> {
     let mut options = OpenOptions::new();
     options.write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
-    let mut file = dir.open_with(relative, &options)?;
-    file.write_all(content)?;
+    let mut file = dir.open_with(name, &options)?;
+    for chunk in content.chunks(WRITE_CHUNK) {
+        if !go_on() {
+            return Err(stopped());
+        }
+        file.write_all(chunk)?;
+    }
     Ok(())
 }
 
@@ -323,6 +435,100 @@ mod tests {
     }
 
     #[test]
+    fn paths_too_long_or_too_deep_are_refused_by_the_limit() {
+        let long = format!("maps/{}", "x".repeat(MAX_PATH_BYTES));
+        let err = refused(&[(FileKind::Map, long.as_str())]);
+        assert_eq!(
+            err,
+            LayoutError::TooLong { path: long[..64].to_owned(), bytes: MAX_PATH_BYTES + 5, limit: MAX_PATH_BYTES }
+        );
+        assert!(err.to_string().ends_with("is 1029 bytes long, more than the 1024 a render path may have"), "{err}");
+        let deep = vec!["d"; MAX_PATH_DEPTH].join("/");
+        assert_eq!(placed(&[(FileKind::General, deep.as_str())]), [deep.clone()]);
+        let deeper = format!("{deep}/x");
+        assert_eq!(
+            refused(&[(FileKind::General, deeper.as_str())]),
+            LayoutError::TooDeep { path: deeper.clone(), depth: MAX_PATH_DEPTH + 1, limit: MAX_PATH_DEPTH }
+        );
+        // `.` and empty components do not count; an absolute path lands two deep
+        let dotted = format!("{}/x", vec!["."; 200].join("/"));
+        assert_eq!(placed(&[(FileKind::General, dotted.as_str())]), ["x"]);
+        assert_eq!(
+            placed(&[(FileKind::Map, "/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/0/1/2/3/4/5/6/x")]),
+            ["maps/x"]
+        );
+    }
+
+    #[test]
+    fn planning_is_linear_in_the_paths_however_deep() {
+        // One path of 120,000 components, and 2,000 files under one long
+        // directory: comparing every path with its prefixes took minutes.
+        // Without the path limits, planning must still take milliseconds
+        // (the bound is generous: a quadratic plan misses it by far).
+        let unlimited = PathLimits { bytes: usize::MAX, depth: usize::MAX };
+        let deep = format!("{}/x", vec!["a"; 120_000].join("/"));
+        let shared = vec!["s"; 100].join("/");
+        let mut files = vec![RenderFile { kind: FileKind::General, path: deep, content: String::new() }];
+        files.extend((0..2_000).map(|n| RenderFile {
+            kind: FileKind::General,
+            path: format!("{shared}/f{n}"),
+            content: String::new(),
+        }));
+        let r = Render::new("p", "r", "global\n", files);
+        let started = std::time::Instant::now();
+        let layout = plan_within(&r, unlimited).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+        // one node per distinct component: 120,000 + 1, 100, 2,000, and the root
+        assert_eq!(layout.nodes.len(), 120_001 + 100 + 2_000 + 1);
+        // and a clash deep down is still found
+        let clash = RenderFile { kind: FileKind::General, path: format!("{shared}/f7/under"), content: String::new() };
+        let r = Render::new("p", "r", "global\n", [r.files(), &[clash]].concat());
+        assert!(matches!(plan_within(&r, unlimited).unwrap_err(), LayoutError::Nested { .. }));
+    }
+
+    #[test]
+    fn writing_stops_when_told_and_says_how_far_it_got() {
+        let tmp = tempfile::tempdir().unwrap();
+        let files: Vec<(FileKind, String)> = (0..10).map(|n| (FileKind::General, format!("d{}/f{n}", n % 3))).collect();
+        let files: Vec<(FileKind, &str)> = files.iter().map(|(k, p)| (*k, p.as_str())).collect();
+        let r = render(&files);
+        let layout = plan(&r).unwrap();
+        let mut asked = Vec::new();
+        let err = layout
+            .write(&handle(tmp.path()), "global\n", &mut |written| {
+                asked.push(written);
+                written < 4
+            })
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::Interrupted, "{err}");
+        assert_eq!(asked.last(), Some(&4));
+        let count = walkdir_files(tmp.path());
+        assert_eq!(count, 1 + 4, "the config and four files");
+        // a large file is written a chunk at a time, asking between chunks
+        let big = vec![RenderFile { kind: FileKind::Map, path: "big".into(), content: "x".repeat(3 * WRITE_CHUNK) }];
+        let r = Render::new("p", "r", "", big);
+        let tmp = tempfile::tempdir().unwrap();
+        let mut asked = 0;
+        let err = plan(&r)
+            .unwrap()
+            .write(&handle(tmp.path()), "", &mut |_| {
+                asked += 1;
+                asked < 4
+            })
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::Interrupted, "{err}");
+        assert_eq!(std::fs::metadata(tmp.path().join("maps/big")).unwrap().len(), WRITE_CHUNK as u64);
+    }
+
+    fn walkdir_files(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| if p.is_dir() { walkdir_files(&p) } else { 1 })
+            .sum()
+    }
+
+    #[test]
     fn writes_config_and_files_owner_only() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("check");
@@ -338,7 +544,7 @@ mod tests {
         );
         let layout = plan(&r).unwrap();
         assert_eq!(layout.config(), "global\n  default-path origin /etc/haproxy\n");
-        layout.write(&handle(&dir), "the checked copy\n").unwrap();
+        layout.write(&handle(&dir), "the checked copy\n", &mut |_| true).unwrap();
         let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
         assert_eq!(config, "the checked copy\n");
         assert_eq!(std::fs::read_to_string(dir.join("maps/a.map")).unwrap(), "k v\n");
@@ -366,14 +572,14 @@ mod tests {
             "global\n",
             vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "x".into() }],
         );
-        assert!(plan(&r).unwrap().write(&handle(&dir), "global\n").is_err());
+        assert!(plan(&r).unwrap().write(&handle(&dir), "global\n", &mut |_| true).is_err());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 
         let dir2 = tmp.path().join("check2");
         std::fs::create_dir(&dir2).unwrap();
         std::fs::create_dir(dir2.join("maps")).unwrap();
         std::os::unix::fs::symlink(outside.join("victim"), dir2.join("maps/a.map")).unwrap();
-        let err = plan(&r).unwrap().write(&handle(&dir2), "global\n").unwrap_err();
+        let err = plan(&r).unwrap().write(&handle(&dir2), "global\n", &mut |_| true).unwrap_err();
         assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
         assert!(!outside.join("victim").exists());
 
@@ -383,7 +589,7 @@ mod tests {
             std::fs::create_dir(&dir).unwrap();
             std::fs::create_dir(dir.join("real")).unwrap();
             std::os::unix::fs::symlink(target, dir.join("maps")).unwrap();
-            let err = plan(&r).unwrap().write(&handle(&dir), "global\n").unwrap_err();
+            let err = plan(&r).unwrap().write(&handle(&dir), "global\n", &mut |_| true).unwrap_err();
             assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
             assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
             assert_eq!(std::fs::read_dir(dir.join("real")).unwrap().count(), 0);
@@ -395,7 +601,7 @@ mod tests {
         let fifo = std::ffi::CString::new(dir5.join("maps/a.map").to_str().unwrap()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let err = plan(&r).unwrap().write(&handle(&dir5), "global\n").unwrap_err();
+        let err = plan(&r).unwrap().write(&handle(&dir5), "global\n", &mut |_| true).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
     }
 }

@@ -9,12 +9,15 @@
 //! checker without the gate noticing: [`sandbox`] restricts what each
 //! `haproxy -c` may do (Landlock, seccomp, namespaces, limits).
 
+pub mod at;
 pub mod base;
 pub mod checked_copy;
 pub mod dir;
 pub mod haproxy;
 pub mod identity;
 pub mod layout;
+pub mod limits;
+pub mod prepare;
 pub mod sandbox;
 pub mod tokenize;
 pub mod verdict;
@@ -26,6 +29,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub use haproxy::{HaproxyChecker, HaproxyOptions};
+pub use limits::RenderLimits;
 
 /// How long past its deadline `rendergate check` lets a check stop and clean
 /// up (kill HAProxy's process group and wait for it) before giving up on it,

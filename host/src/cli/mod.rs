@@ -7,6 +7,7 @@ mod replay;
 mod serve;
 
 use clap::{Parser, Subcommand};
+use rendergate::check::RenderLimits;
 use rendergate::check::sandbox::{Mode, SandboxOptions};
 use rendergate::{HaproxyChecker, HaproxyOptions};
 use std::path::PathBuf;
@@ -59,6 +60,12 @@ struct HaproxyArgs {
     /// How much of haproxy's output a check keeps (the message notes the cut).
     #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = rendergate::size::parse)]
     check_output_cap: usize,
+    /// Most files a render may have besides its config; a render with more could not run.
+    #[arg(long, value_name = "N", default_value_t = RenderLimits::default().files)]
+    max_render_files: usize,
+    /// Most bytes of a render (its config and files); a bigger render could not run.
+    #[arg(long, value_name = "SIZE", default_value = "128MiB", value_parser = rendergate::size::parse)]
+    max_render_size: usize,
 }
 
 impl HaproxyArgs {
@@ -68,6 +75,7 @@ impl HaproxyArgs {
             binary: self.haproxy.clone(),
             output_cap: self.check_output_cap,
             sandbox: SandboxOptions { mode, memory: self.check_memory as u64 },
+            limits: RenderLimits { files: self.max_render_files, bytes: self.max_render_size as u64 },
             ..HaproxyOptions::default()
         }
     }
@@ -148,4 +156,25 @@ fn init_logging(format: &str, level: Option<&str>) -> Result<(), String> {
         builder.init();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `check` and `serve` flatten these flags; parsed alone here.
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        haproxy: HaproxyArgs,
+    }
+
+    #[test]
+    fn the_render_limit_flags_default_to_the_library_defaults() {
+        let flags = Flags::try_parse_from(["rendergate"]).unwrap();
+        assert_eq!(flags.haproxy.options().limits, RenderLimits::default());
+        let flags =
+            Flags::try_parse_from(["rendergate", "--max-render-files", "7", "--max-render-size", "1MiB"]).unwrap();
+        assert_eq!(flags.haproxy.options().limits, RenderLimits { files: 7, bytes: 1 << 20 });
+    }
 }

@@ -1,0 +1,152 @@
+//! Preparing one check directory (docs/behaviour.md, "Bounded work"): the
+//! render's limits, its layout, the checked copy and every file written, on
+//! a blocking thread, so that no runtime worker (and never the task that
+//! reads events) waits on the disk, and under the check's deadline.
+//!
+//! The thread looks at the deadline and at a cancel flag before every file
+//! (and every megabyte of one). The check stops waiting for it at the
+//! deadline; the flag is raised on every way out of [`prepare`], the future
+//! being dropped included, and the thread then stops at its next look and
+//! removes what it wrote itself. A directory that was ready when nobody
+//! wanted it any more is removed on a blocking thread too.
+
+use super::base::{BaseDir, CheckDir};
+use super::checked_copy::{CheckedCopy, ResolveId, Rewrites, checked_copy};
+use super::layout;
+use super::limits::RenderLimits;
+use super::sandbox::{self, HostFiles};
+use super::verdict;
+use crate::render::Render;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// What a check directory is prepared from.
+pub struct Job {
+    pub render: Render,
+    pub base: Arc<BaseDir>,
+    pub limits: RenderLimits,
+    /// The sandbox is on: user and group names become ids ([`checked_copy`]).
+    pub sandboxed: bool,
+    /// The binary's path, taken out of messages as the check directory is.
+    pub binary: PathBuf,
+}
+
+/// A check directory with the render in it, ready for `haproxy -c`.
+pub struct Prepared {
+    pub dir: CheckDir,
+    pub copy: CheckedCopy,
+    pub host: HostFiles,
+}
+
+/// Prepares the check directory for `job` by `deadline`, or says why it
+/// could not: a limit, a path, the disk, or the deadline.
+pub async fn prepare(job: Job, deadline: Instant) -> Result<Prepared, String> {
+    let budget = deadline.saturating_duration_since(Instant::now());
+    let files = job.render.files().len();
+    let progress = Arc::new(Progress { cancel: AtomicBool::new(false), written: AtomicUsize::new(0) });
+    let (tx, rx) = oneshot::channel();
+    // Raises the flag on every way out, and removes an unwanted directory.
+    let mut pending = Pending { progress: progress.clone(), answer: Some(rx) };
+    let until = deadline.into_std();
+    tokio::task::spawn_blocking(move || {
+        let prepared = job.run(&progress, until, budget);
+        if let Err(unwanted) = tx.send(prepared) {
+            // nobody waits for it any more: removed here, off the loop
+            drop(unwanted);
+        }
+    });
+    let answer = pending.answer.as_mut().expect("taken only when dropped");
+    tokio::select! {
+        answer = answer => answer.unwrap_or_else(|_| Err("preparing the check directory failed: its thread ended without an answer".into())),
+        () = tokio::time::sleep_until(deadline) => Err(timed_out(budget, pending.progress.written.load(Ordering::Relaxed), files)),
+    }
+}
+
+/// Removes a check directory on a blocking thread, and waits for it.
+pub async fn remove(dir: CheckDir) {
+    // Should the blocking pool refuse (the runtime is shutting down), the
+    // closure is dropped, and the directory with it.
+    let _ = tokio::task::spawn_blocking(move || drop(dir)).await;
+}
+
+fn timed_out(budget: Duration, written: usize, files: usize) -> String {
+    // whole milliseconds, up: the deadline was set a moment before the budget was taken
+    let budget = crate::duration::format(Duration::from_millis(budget.as_micros().div_ceil(1000) as u64));
+    format!(
+        "the check timed out after {budget} while preparing the check directory ({written} of {files} files written)"
+    )
+}
+
+/// What the thread and the check share.
+struct Progress {
+    /// Nobody waits for the directory any more: stop at the next look.
+    cancel: AtomicBool,
+    /// Files written so far, for the timeout's reason.
+    written: AtomicUsize,
+}
+
+/// The waiting side of one preparation.
+struct Pending {
+    progress: Arc<Progress>,
+    answer: Option<oneshot::Receiver<Result<Prepared, String>>>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.progress.cancel.store(true, Ordering::Relaxed);
+        let Some(mut answer) = self.answer.take() else { return };
+        answer.close();
+        // Ready just as the check gave up on it: not removed on this thread.
+        if let Ok(Ok(prepared)) = answer.try_recv() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(move || drop(prepared))),
+                Err(_) => drop(prepared),
+            }
+        }
+    }
+}
+
+impl Job {
+    /// Runs on the blocking thread. Every way out after the directory was
+    /// made but before it is handed over drops it here, which removes it.
+    fn run(self, progress: &Progress, until: std::time::Instant, budget: Duration) -> Result<Prepared, String> {
+        let files = self.render.files().len();
+        let go_on = || !progress.cancel.load(Ordering::Relaxed) && std::time::Instant::now() < until;
+        let stopped = || timed_out(budget, progress.written.load(Ordering::Relaxed), files);
+        // Every limit and every path is judged before the directory even exists.
+        self.limits.admit(&self.render)?;
+        let layout = layout::plan(&self.render).map_err(|e| e.to_string())?;
+        if !go_on() {
+            return Err(stopped());
+        }
+        let dir = self
+            .base
+            .check_dir()
+            .map_err(|e| format!("cannot create a check directory in {}: {e}", self.base.own_path().display()))?;
+        // HAProxy is told this exact path (default-path origin), so it is
+        // also the one to take out of messages. Nothing is opened by it:
+        // files are written through the handle.
+        let sanitised = |e: std::io::Error| {
+            verdict::sanitise(&format!("cannot write the check directory: {e}"), dir.path(), &self.binary)
+        };
+        let lookup = |kind, name: &[u8]| sandbox::ids::lookup(kind, name);
+        let rewrites = Rewrites {
+            check_dir: dir.path(),
+            resolve_ids: self.sandboxed.then_some(&lookup as ResolveId),
+            inherit_env: !self.sandboxed,
+        };
+        let copy = checked_copy(layout.config(), &rewrites).map_err(sanitised)?;
+        let mut go_on_writing = |written| {
+            progress.written.store(written, Ordering::Relaxed);
+            go_on()
+        };
+        if let Err(e) = layout.write(dir.dir(), &copy.config, &mut go_on_writing) {
+            return Err(if go_on() { sanitised(e) } else { stopped() });
+        }
+        Ok(Prepared { dir, copy, host: HostFiles::of(&self.render) })
+    }
+}
