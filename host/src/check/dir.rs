@@ -2,12 +2,21 @@
 //!
 //! `DIR/haproxy.cfg` is the config; every other regular file becomes a
 //! general file at the same relative path (`./maps/a.map` lands at
-//! `maps/a.map` in the check directory). Nothing is followed: a symlink or
-//! special file anywhere in DIR is refused, never read.
+//! `maps/a.map` in the check directory). Nothing is followed: the walk goes
+//! down by directory handles, opening each entry by its one name with
+//! `O_NOFOLLOW` ([`super::at`]), so a symlink anywhere in DIR is refused,
+//! never read, even one swapped in during the walk; special files are
+//! refused too. The render's limits ([`RenderLimits`], and the path limits
+//! of [`super::limits`]) hold as it goes: a file that would pass them is
+//! refused by its size, before it is read.
 
+use super::at;
+use super::layout::CONFIG_NAME;
+use super::limits::{MAX_PATH_BYTES, MAX_PATH_DEPTH, RenderLimits};
 use crate::render::{FileKind, Render, RenderFile};
-use std::fs;
-use std::io;
+use cap_std::fs::Dir;
+use std::ffi::OsString;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 /// Why DIR cannot be read as a render. Every variant names the entry.
@@ -27,95 +36,166 @@ pub enum DirError {
     NameNotUtf8 { path: PathBuf },
     #[error("{}: the content is not UTF-8 text", path.display())]
     ContentNotUtf8 { path: PathBuf },
+    #[error("{}: {reason}", path.display())]
+    Limit { path: PathBuf, reason: String },
 }
 
-/// Reads `dir` as one render with the given plan and render ids.
-pub fn load(dir: &Path, plan: &str, render_id: &str) -> Result<Render, DirError> {
+/// Reads `dir` as one render with the given plan and render ids, within `limits`.
+pub fn load(dir: &Path, plan: &str, render_id: &str, limits: &RenderLimits) -> Result<Render, DirError> {
     // DIR itself was named by the user and may be a symlink; nothing inside it may.
-    let config_path = dir.join(super::layout::CONFIG_NAME);
-    let config = match fs::symlink_metadata(&config_path) {
+    let root = Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+        .map_err(|source| DirError::Io { path: dir.to_path_buf(), source })?;
+    let mut walk = Walk { top: dir, limits, bytes: 0, files: Vec::new(), entries: 0, directories: 0 };
+    let config_path = dir.join(CONFIG_NAME);
+    let config = match root.symlink_metadata(CONFIG_NAME) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(DirError::NoConfig { dir: dir.to_path_buf() });
         }
         Err(source) => return Err(DirError::Io { path: config_path, source }),
         Ok(meta) if meta.is_dir() => return Err(DirError::NotAFile { path: config_path }),
-        Ok(meta) => read_text(&config_path, meta.file_type())?,
+        Ok(meta) => walk.read_text(&root, CONFIG_NAME.as_ref(), &config_path, meta.file_type())?,
     };
-    let mut files = Vec::new();
-    walk(dir, Path::new(""), &mut files)?;
-    Ok(Render::new(plan, render_id, config, files))
+    walk.directory(&root, Path::new(""))?;
+    Ok(Render::new(plan, render_id, config, walk.files))
 }
 
-/// Adds every regular file under `base/relative` (except the top-level
-/// config), in byte order of names so the same tree always gives the same
-/// render and checksum.
-fn walk(base: &Path, relative: &Path, files: &mut Vec<RenderFile>) -> Result<(), DirError> {
-    let here = base.join(relative);
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| DirError::Io { path, source }
-    };
-    let mut entries = fs::read_dir(&here)
-        .map_err(io_err(&here))?
-        .map(|entry| entry.map(|e| e.file_name()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(io_err(&here))?;
-    entries.sort();
-    for name in entries {
-        let rel = relative.join(&name);
-        let full = base.join(&rel);
-        let meta = fs::symlink_metadata(&full).map_err(io_err(&full))?;
-        let kind = meta.file_type();
-        if kind.is_dir() {
-            walk(base, &rel, files)?;
-            continue;
+/// One walk over DIR: what it has read, and what the limits still allow.
+struct Walk<'a> {
+    top: &'a Path,
+    limits: &'a RenderLimits,
+    /// Bytes read so far, the config's included.
+    bytes: u64,
+    files: Vec<RenderFile>,
+    /// Entries other than directories listed so far: each is a file of the
+    /// render or refused.
+    entries: usize,
+    /// Directories listed so far (bounded like files: a render needs no
+    /// more directories than files).
+    directories: usize,
+}
+
+impl Walk<'_> {
+    /// Adds every regular file under `here` (DIR/`relative`; the top-level
+    /// config excepted), in byte order of names so the same tree always
+    /// gives the same render and checksum.
+    fn directory(&mut self, here: &Dir, relative: &Path) -> Result<(), DirError> {
+        let shown = self.top.join(relative);
+        let io_err = |source| DirError::Io { path: shown.clone(), source };
+        let mut names: Vec<OsString> = Vec::new();
+        // Counted as listed: a directory of millions of entries is refused
+        // before their names are all held.
+        for entry in here.entries().map_err(io_err)? {
+            let entry = entry.map_err(io_err)?;
+            let name = entry.file_name();
+            if relative.as_os_str().is_empty() && name == CONFIG_NAME {
+                continue;
+            }
+            if entry.file_type().map_err(io_err)?.is_dir() {
+                self.directories += 1;
+                if self.directories > self.limits.files {
+                    let limit = self.limits.files;
+                    let reason = format!(
+                        "more than {limit} directories, more than a render within --max-render-files {limit} needs"
+                    );
+                    return Err(DirError::Limit { path: shown, reason });
+                }
+            } else {
+                self.entries += 1;
+                if self.entries > self.limits.files {
+                    let reason = self.limits.too_many_files(&format!("at least {}", self.entries));
+                    return Err(DirError::Limit { path: shown, reason });
+                }
+            }
+            names.push(name);
         }
-        if rel.as_os_str() == super::layout::CONFIG_NAME {
-            continue;
+        names.sort();
+        for name in names {
+            let rel = relative.join(&name);
+            let path = self.top.join(&rel);
+            let meta = here.symlink_metadata(&name).map_err(|source| DirError::Io { path: path.clone(), source })?;
+            if meta.is_dir() {
+                // its files would land deeper than a render path may
+                if rel.components().count() >= MAX_PATH_DEPTH {
+                    let reason = format!("deeper than the {MAX_PATH_DEPTH} components a render path may have");
+                    return Err(DirError::Limit { path, reason });
+                }
+                let sub = at::open_dir(here, &name).map_err(|e| refusal(&path, e))?;
+                self.directory(&sub, &rel)?;
+                continue;
+            }
+            let Some(rel_text) = rel.to_str() else {
+                return Err(DirError::NameNotUtf8 { path });
+            };
+            let render_path = format!("./{rel_text}");
+            if render_path.len() > MAX_PATH_BYTES {
+                let reason = format!(
+                    "the render path is {} bytes long, more than the {MAX_PATH_BYTES} a render path may have",
+                    render_path.len()
+                );
+                return Err(DirError::Limit { path, reason });
+            }
+            let content = self.read_text(here, &name, &path, meta.file_type())?;
+            self.files.push(RenderFile { kind: FileKind::General, path: render_path, content });
         }
-        let content = read_text(&full, kind)?;
-        let Some(rel_text) = rel.to_str() else {
-            return Err(DirError::NameNotUtf8 { path: full });
+        Ok(())
+    }
+
+    /// Reads the regular file `name` in `here` as text, within the bytes
+    /// the limit leaves. Symlinks and special files are refused by their
+    /// type before anything is opened, and again by the handle once opened
+    /// (the entry may have been swapped in between).
+    fn read_text(
+        &mut self,
+        here: &Dir,
+        name: &std::ffi::OsStr,
+        path: &Path,
+        kind: cap_std::fs::FileType,
+    ) -> Result<String, DirError> {
+        if kind.is_symlink() {
+            return Err(DirError::Symlink { path: path.to_path_buf() });
+        }
+        if !kind.is_file() {
+            return Err(DirError::Special { path: path.to_path_buf() });
+        }
+        let io_err = |source| DirError::Io { path: path.to_path_buf(), source };
+        let file = at::open_file(here, name).map_err(|e| refusal(path, e))?;
+        let meta = file.metadata().map_err(io_err)?;
+        if !meta.is_file() {
+            return Err(DirError::Special { path: path.to_path_buf() });
+        }
+        let room = self.limits.bytes.saturating_sub(self.bytes);
+        let too_big = |read: u64| DirError::Limit {
+            path: path.to_path_buf(),
+            reason: self.limits.too_many_bytes(&format!("at least {}", self.bytes + read)),
         };
-        files.push(RenderFile { kind: FileKind::General, path: format!("./{rel_text}"), content });
+        if meta.len() > room {
+            return Err(too_big(meta.len()));
+        }
+        // Never more than the room and a byte, should the file grow meanwhile.
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(room + 1).read_to_end(&mut bytes).map_err(io_err)?;
+        if bytes.len() as u64 > room {
+            return Err(too_big(bytes.len() as u64));
+        }
+        self.bytes += bytes.len() as u64;
+        String::from_utf8(bytes).map_err(|_| DirError::ContentNotUtf8 { path: path.to_path_buf() })
     }
-    Ok(())
 }
 
-/// Reads a regular file as text; refuses symlinks and special files by
-/// their own type, before anything is opened.
-fn read_text(path: &Path, kind: fs::FileType) -> Result<String, DirError> {
-    if kind.is_symlink() {
-        return Err(DirError::Symlink { path: path.to_path_buf() });
+/// An entry that could not be opened: a symlink now, or another failure.
+fn refusal(path: &Path, e: io::Error) -> DirError {
+    if at::is_symlink_refusal(&e) {
+        DirError::Symlink { path: path.to_path_buf() }
+    } else {
+        DirError::Io { path: path.to_path_buf(), source: e }
     }
-    if !kind.is_file() {
-        return Err(DirError::Special { path: path.to_path_buf() });
-    }
-    let bytes = read_no_follow(path).map_err(|source| DirError::Io { path: path.to_path_buf(), source })?;
-    String::from_utf8(bytes).map_err(|_| DirError::ContentNotUtf8 { path: path.to_path_buf() })
-}
-
-/// Opens with `O_NOFOLLOW | O_NONBLOCK`, so a file swapped for a symlink or a
-/// FIFO after it was looked at is still not followed nor waited on.
-fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::check::layout;
+    use std::fs;
 
     fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
         let tmp = tempfile::tempdir().unwrap();
@@ -137,7 +217,7 @@ mod tests {
             ("sub/haproxy.cfg", "not the config"),
             ("A", "upper"),
         ]);
-        let render = load(tmp.path(), "plan-1", "render-1").unwrap();
+        let render = load(tmp.path(), "plan-1", "render-1", &RenderLimits::default()).unwrap();
         assert_eq!(render.plan(), "plan-1");
         assert_eq!(render.id(), "render-1");
         assert_eq!(render.config(), "global\n");
@@ -158,7 +238,7 @@ mod tests {
     #[test]
     fn files_land_at_their_relative_path_in_the_check_directory() {
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("maps/a.map", "a"), ("x.lua", "x")]);
-        let render = load(tmp.path(), "p", "r").unwrap();
+        let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
         let layout = layout::plan(&render).unwrap();
         let placed: Vec<&Path> = layout.files().iter().map(|f| f.relative.as_path()).collect();
         assert_eq!(placed, [Path::new("maps/a.map"), Path::new("x.lua")]);
@@ -167,7 +247,7 @@ mod tests {
     #[test]
     fn a_missing_config_is_named() {
         let tmp = tree(&[("maps/a.map", "a")]);
-        let err = load(tmp.path(), "p", "r").unwrap_err();
+        let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
         assert!(matches!(err, DirError::NoConfig { .. }), "{err:?}");
         assert_eq!(err.to_string(), format!("{}: no haproxy.cfg in this directory", tmp.path().display()));
     }
@@ -178,16 +258,16 @@ mod tests {
         // a symlinked file, deep down
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("maps/a.map", "a")]);
         std::os::unix::fs::symlink(outside.path().join("secret"), tmp.path().join("maps/link.map")).unwrap();
-        let err = load(tmp.path(), "p", "r").unwrap_err();
+        let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
         assert_eq!(err.to_string(), format!("{}: symlinks are refused", tmp.path().join("maps/link.map").display()));
         // a symlinked directory
         let tmp = tree(&[("haproxy.cfg", "global\n")]);
         std::os::unix::fs::symlink(outside.path(), tmp.path().join("d")).unwrap();
-        assert!(matches!(load(tmp.path(), "p", "r").unwrap_err(), DirError::Symlink { .. }));
+        assert!(matches!(load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(), DirError::Symlink { .. }));
         // the config itself
         let tmp = tree(&[("real.cfg", "global\n")]);
         std::os::unix::fs::symlink(tmp.path().join("real.cfg"), tmp.path().join("haproxy.cfg")).unwrap();
-        assert!(matches!(load(tmp.path(), "p", "r").unwrap_err(), DirError::Symlink { .. }));
+        assert!(matches!(load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(), DirError::Symlink { .. }));
     }
 
     #[test]
@@ -197,22 +277,25 @@ mod tests {
         let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-        let err = load(tmp.path(), "p", "r").unwrap_err();
+        let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
         assert_eq!(err.to_string(), format!("{}: special files (FIFO, socket, device) are refused", fifo.display()));
         let tmp = tree(&[("haproxy.cfg", "global\n")]);
         let _socket = std::os::unix::net::UnixListener::bind(tmp.path().join("sock")).unwrap();
-        assert!(matches!(load(tmp.path(), "p", "r").unwrap_err(), DirError::Special { .. }));
+        assert!(matches!(load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(), DirError::Special { .. }));
     }
 
     #[test]
     fn non_utf8_content_is_named() {
         let tmp = tree(&[("haproxy.cfg", "global\n")]);
         fs::write(tmp.path().join("bin.map"), [0xff, 0xfe, 0x00]).unwrap();
-        let err = load(tmp.path(), "p", "r").unwrap_err();
+        let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
         assert_eq!(err.to_string(), format!("{}: the content is not UTF-8 text", tmp.path().join("bin.map").display()));
         let tmp = tree(&[]);
         fs::write(tmp.path().join("haproxy.cfg"), [0xc3]).unwrap();
-        assert!(matches!(load(tmp.path(), "p", "r").unwrap_err(), DirError::ContentNotUtf8 { .. }));
+        assert!(matches!(
+            load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(),
+            DirError::ContentNotUtf8 { .. }
+        ));
     }
 
     #[test]
@@ -220,13 +303,73 @@ mod tests {
         use std::os::unix::ffi::OsStrExt;
         let tmp = tree(&[("haproxy.cfg", "global\n")]);
         fs::write(tmp.path().join(std::ffi::OsStr::from_bytes(b"bad\xff")), "x").unwrap();
-        assert!(matches!(load(tmp.path(), "p", "r").unwrap_err(), DirError::NameNotUtf8 { .. }));
+        assert!(matches!(
+            load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(),
+            DirError::NameNotUtf8 { .. }
+        ));
     }
 
     #[test]
     fn the_same_tree_gives_the_same_checksum() {
         let a = tree(&[("haproxy.cfg", "global\n"), ("z", "1"), ("a/b", "2")]);
         let b = tree(&[("a/b", "2"), ("z", "1"), ("haproxy.cfg", "global\n")]);
-        assert_eq!(load(a.path(), "p", "r").unwrap().checksum(), load(b.path(), "p", "r").unwrap().checksum());
+        assert_eq!(
+            load(a.path(), "p", "r", &RenderLimits::default()).unwrap().checksum(),
+            load(b.path(), "p", "r", &RenderLimits::default()).unwrap().checksum()
+        );
+    }
+
+    #[test]
+    fn past_the_file_count_is_refused_as_listed() {
+        let tmp = tree(&[("haproxy.cfg", "global\n"), ("a", "1"), ("d/b", "2"), ("d/c", "3")]);
+        let at = |files| load(tmp.path(), "p", "r", &RenderLimits { files, ..RenderLimits::default() });
+        assert_eq!(at(3).unwrap().files().len(), 3);
+        let err = at(2).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: the render has at least 3 files, more than --max-render-files 2",
+                tmp.path().join("d").display()
+            )
+        );
+    }
+
+    #[test]
+    fn past_the_size_a_file_is_refused_by_its_size_unread() {
+        let tmp = tree(&[("haproxy.cfg", "global\n"), ("a", "0123456789")]);
+        let at = |bytes| load(tmp.path(), "p", "r", &RenderLimits { bytes, ..RenderLimits::default() });
+        assert_eq!(at(17).unwrap().files().len(), 1);
+        let err = at(16).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: the render has at least 17 bytes, more than --max-render-size 16",
+                tmp.path().join("a").display()
+            )
+        );
+        // the config counts too
+        assert!(matches!(at(6).unwrap_err(), DirError::Limit { .. }));
+        // a sparse file of 1 TiB: refused by its size, never read
+        let sparse = fs::File::create(tmp.path().join("b")).unwrap();
+        sparse.set_len(1 << 40).unwrap();
+        let started = std::time::Instant::now();
+        let err = at(1 << 30).unwrap_err().to_string();
+        assert!(
+            err.ends_with("the render has at least 1099511627793 bytes, more than --max-render-size 1GiB"),
+            "{err}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_directory_too_deep_for_a_render_path_is_refused() {
+        let deep = vec!["d"; MAX_PATH_DEPTH - 1].join("/");
+        let tmp = tree(&[("haproxy.cfg", "global\n"), (&format!("{deep}/f"), "x")]);
+        let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
+        assert_eq!(render.files()[0].path, format!("./{deep}/f"));
+        layout::plan(&render).unwrap();
+        let tmp = tree(&[("haproxy.cfg", "global\n"), (&format!("{deep}/d/f"), "x")]);
+        let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
+        assert!(err.to_string().ends_with("deeper than the 32 components a render path may have"), "{err}");
     }
 }

@@ -61,14 +61,16 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
 }
 
 pub async fn run(args: Args) -> ExitCode {
-    let checker = HaproxyChecker::new(args.haproxy.options());
+    let options = args.haproxy.options();
+    let limits = options.limits;
+    let checker = HaproxyChecker::new(options);
     if args.explain {
         return explain(&checker);
     }
     super::log_sandbox(&checker);
     let Some(render_dir) = args.dir else { return ExitCode::from(2) };
     let name = render_dir.file_name().map_or_else(|| "check".to_owned(), |n| n.to_string_lossy().into_owned());
-    let render = match dir::load(&render_dir, &name, &name) {
+    let render = match dir::load(&render_dir, &name, &name, &limits) {
         Ok(render) => render,
         Err(e) => {
             eprintln!("error: {e}");
