@@ -66,7 +66,7 @@ impl fmt::Display for Checksum {
 /// One render as the gate holds it. Immutable once built: the checksum is
 /// computed at construction and always matches the content. The content is
 /// shared, so a clone is cheap: a check prepares its directory on a blocking
-/// thread from its own clone (docs/behaviour.md, "Bounded work").
+/// thread from its own clone (docs/checking.md, "The check directory").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Render {
     plan: String,

@@ -1,4 +1,4 @@
-//! Bounded work on renders (docs/behaviour.md, "Bounded work"), through the
+//! Bounded work on renders (docs/behaviour.md, "Render limits"), through the
 //! real binary: the render limits of `serve` and `check DIR`, preparing the
 //! check directory under the timeout and off the event loop, and a refusal
 //! of a big config in memory bounded by it.
@@ -221,7 +221,8 @@ fn a_huge_render_times_out_while_preparing_and_the_loop_answers_meanwhile() {
         "{verdict}"
     );
     let message = verdict["message"].as_str().unwrap();
-    assert!(message.contains("timed out after 2s"), "{message}");
+    // the gate's own bound on the check, or the checker's, whichever spoke first
+    assert!(message.contains("timed out after 2"), "{message}");
     assert!(at - check_started < Duration::from_secs(3), "the verdict took {:?}", at - check_started);
     let (_, latch) = outputs.recv_timeout(Duration::from_secs(5)).unwrap();
     assert_eq!(latch, json!({"type": "latch", "state": "pessimistic", "reason": "unavailable"}));

@@ -789,7 +789,7 @@ frontend f
         let took = started.elapsed();
         ticker.abort();
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
-        assert!(reason.starts_with("the check timed out after 2s while preparing"), "{reason}");
+        assert!(reason.starts_with("the check timed out after ") && reason.contains("s while preparing"), "{reason}");
         assert!(reason.ends_with(" of 200000 files written)"), "{reason}");
         assert!(took < Duration::from_millis(3000), "{took:?}");
         // this test's runtime has one thread: it ticked while the files were written

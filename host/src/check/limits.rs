@@ -1,4 +1,4 @@
-//! How big a render may be (docs/behaviour.md, "Bounded work"): how many
+//! How big a render may be (docs/behaviour.md, "Render limits"): how many
 //! files, how many bytes, how long a path and how deep. A render past a
 //! limit could not run, with a reason naming the limit and the render's
 //! value; nothing of it is written.

@@ -1,4 +1,4 @@
-//! Preparing one check directory (docs/behaviour.md, "Bounded work"): the
+//! Preparing one check directory (docs/checking.md, "The check directory"): the
 //! render's limits, its layout, the checked copy and every file written, on
 //! a blocking thread, so that no runtime worker (and never the task that
 //! reads events) waits on the disk, and under the check's deadline.
@@ -74,10 +74,8 @@ pub async fn remove(dir: CheckDir) {
 }
 
 fn timed_out(budget: Duration, written: usize, files: usize) -> String {
-    // whole milliseconds, up: the deadline was set a moment before the budget was taken
-    let budget = crate::duration::format(Duration::from_millis(budget.as_micros().div_ceil(1000) as u64));
     format!(
-        "the check timed out after {budget} while preparing the check directory ({written} of {files} files written)"
+        "the check timed out after {budget:.1?} while preparing the check directory ({written} of {files} files written)"
     )
 }
 
