@@ -5,7 +5,7 @@
 
 use crate::support::*;
 use serde_json::json;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -17,44 +17,38 @@ struct Measured {
     stdout: String,
     stderr: String,
     /// Peak resident set (KiB) of the binary, or of a haproxy it waited for
-    /// if that was larger (`wait4`'s `ru_maxrss`).
-    max_rss_kib: i64,
+    /// if that was larger.
+    max_rss_kib: u64,
     wall: Duration,
 }
 
-/// Runs `rendergate ARGS` to completion with empty input and `TMPDIR` as given.
+/// Runs `rendergate ARGS` to completion with empty input and `TMPDIR` as
+/// given, under GNU time. (The peak RSS of a child spawned from this test
+/// process starts at this process's own peak: Linux folds the parent's
+/// high-water mark in at exec. GNU time's child is forked from GNU time.)
 fn measured(args: &[&str], tmpdir: &Path) -> Measured {
+    const TIME: &str = "/usr/bin/time";
+    assert!(Path::new(TIME).exists(), "these tests measure peak RSS with GNU time ({TIME}); install it");
+    let report = tempfile::NamedTempFile::new().unwrap();
     let started = Instant::now();
-    let mut child = Command::new(BIN)
+    let out = Command::new(TIME)
+        .args(["-f", "%M", "-o"])
+        .arg(report.path())
+        .arg(BIN)
         .args(args)
         .env("TMPDIR", tmpdir)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start rendergate");
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child, with valid pointers; `child` is not waited on again.
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as libc::pid_t, "wait4: {}", std::io::Error::last_os_error());
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+        .output()
+        .expect("start rendergate under GNU time");
+    let wall = started.elapsed();
+    let report = std::fs::read_to_string(report.path()).unwrap();
+    let max_rss_kib = report.lines().last().and_then(|l| l.trim().parse().ok()).expect(&report);
     Measured {
-        code,
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-        max_rss_kib: usage.ru_maxrss,
-        wall: started.elapsed(),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        max_rss_kib,
+        wall,
     }
 }
 
