@@ -7,5 +7,6 @@ mod support;
 
 mod binary_changes;
 mod check_command;
+mod core_contract;
 mod integrity;
 mod serve_stream;

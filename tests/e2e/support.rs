@@ -14,6 +14,14 @@ pub fn haproxy() -> String {
     std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into())
 }
 
+/// The test haproxy's absolute path (for copies and wrappers of it).
+pub fn real_haproxy() -> PathBuf {
+    let out = Command::new("/bin/sh").args(["-c", r#"command -v "$1""#, "sh", &haproxy()]).output().unwrap();
+    let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    assert!(path.is_absolute(), "no haproxy found: {}", path.display());
+    path
+}
+
 /// The sample render in `examples/render`.
 pub fn sample_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render")
