@@ -133,3 +133,87 @@ fn one_backoff_for_the_gate_a_pass_lets_a_waiting_render_retry_at_once() {
     let (_, status) = gate.finish();
     assert!(status.success());
 }
+
+/// What the spammer thread is told.
+enum Feed {
+    Lines(Vec<String>),
+    Done,
+}
+
+#[test]
+fn a_verdicts_lines_come_together_whatever_bad_lines_arrive_meanwhile() {
+    const RENDERS: usize = 200;
+    let mut command = serve_command(&[]);
+    let mut child = command.stderr(std::process::Stdio::null()).spawn().expect("start rendergate serve");
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    // One thread owns stdin: the lines it is handed, with bad lines before,
+    // between and after them, all the time.
+    let (feed, fed) = std::sync::mpsc::channel::<Feed>();
+    let spammer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut bad = 0u64;
+        loop {
+            match fed.try_recv() {
+                Ok(Feed::Lines(lines)) => {
+                    for line in lines {
+                        writeln!(stdin, "{line}").unwrap();
+                    }
+                }
+                Ok(Feed::Done) | Err(std::sync::mpsc::TryRecvError::Disconnected) => return bad,
+                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            }
+            for _ in 0..4 {
+                writeln!(stdin, "{{\"type\": \"rendered\", \"plan\": 7").unwrap();
+                bad += 1;
+            }
+            stdin.flush().unwrap();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    });
+    let mut output = std::io::BufRead::lines(stdout);
+    let mut seen: Vec<Value> = vec![];
+    for i in 1..=RENDERS {
+        // Three pods report the render before it is judged (their decisions
+        // then have nothing to do); its verdict promotes or reverts them.
+        let (plan, render) = (format!("plan-{i}"), format!("r-{i}"));
+        let mut lines: Vec<String> = (0..3)
+            .map(|p| applied(&format!("ns/pod-{p}"), &render, &plan, &format!("plan-{}", i - 1), "plan-0").to_string())
+            .collect();
+        let config = if i % 3 == 0 { broken_config() } else { sample_config() };
+        lines.push(rendered(&plan, &render, &format!("# {i}\n{config}")).to_string());
+        feed.send(Feed::Lines(lines)).unwrap();
+        loop {
+            let line: Value = serde_json::from_str(&output.next().expect("serve is running").unwrap()).unwrap();
+            let done = line["type"] == "verdict" && line["render"] == render.as_str();
+            seen.push(line);
+            if done {
+                break;
+            }
+        }
+    }
+    feed.send(Feed::Done).unwrap();
+    let bad = spammer.join().unwrap();
+    seen.extend(output.map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap()));
+    assert!(child.wait().unwrap().success());
+
+    // A verdict's group: the verdict, then its latch, release, promote and
+    // revert lines. No `error` line may come between them.
+    let mut error_since_verdict = false;
+    let (mut verdicts, mut errors, mut followers) = (0, 0, 0);
+    for (at, line) in seen.iter().enumerate() {
+        match line["type"].as_str().unwrap() {
+            "verdict" => (verdicts, error_since_verdict) = (verdicts + 1, false),
+            "error" => (errors, error_since_verdict) = (errors + 1, true),
+            kind @ ("latch" | "release" | "promote" | "revert") => {
+                followers += 1;
+                assert!(!error_since_verdict, "line {at}: a {kind} line split from its verdict by an error line");
+            }
+            "hello" | "shadow" => {}
+            other => panic!("unexpected output {other}: {line}"),
+        }
+    }
+    assert_eq!(verdicts, RENDERS);
+    assert_eq!(errors as u64, bad, "every bad line got its error");
+    assert!(followers >= RENDERS * 3, "every verdict promoted or reverted three pods ({followers} lines)");
+}
