@@ -1,9 +1,9 @@
 //! `rendergate serve`: NDJSON events from a reader into the gate, NDJSON
 //! outputs from the gate to a writer. A bad line becomes an `error` output
-//! and never reaches the gate; it is written as soon as it is read, never
-//! inside a verdict's group of lines (the gate hands those over whole,
-//! [`Gate::start_grouped`]). At end of input the gate drains, then this
-//! returns.
+//! and never reaches the gate. Every output goes through one ordered path to
+//! the writer, a write at a time: a verdict's group of lines (the gate hands
+//! those over whole, [`Gate::start_grouped`]) is one write, so nothing comes
+//! between its lines. At end of input the gate drains, then this returns.
 
 use crate::protocol::{self, LineError};
 use crate::runtime::{Gate, Output};
@@ -13,6 +13,10 @@ use tokio::sync::mpsc;
 /// Longest input line accepted (a render of tens of thousands of backends
 /// fits many times over); a longer one is an `error`, not an allocation.
 pub const MAX_LINE: usize = 256 * 1024 * 1024;
+
+/// Writes waiting for the writer. Bounded: a flood of bad lines waits for
+/// the controller to read its errors instead of piling up in memory.
+const WRITES_QUEUED: usize = 256;
 
 /// Runs the gate over `input` until end of input, writing to `output`.
 pub async fn serve<R, W>(
@@ -25,34 +29,38 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (errors_tx, mut errors) = mpsc::unbounded_channel::<LineError>();
+    let (writes, mut to_write) = mpsc::channel::<Vec<u8>>(WRITES_QUEUED);
     let writer = tokio::spawn(async move {
         // Buffered: tokio's stdout does each write on a blocking thread.
         let mut output = tokio::io::BufWriter::new(output);
-        let (mut outputs_open, mut errors_open) = (true, true);
-        while outputs_open || errors_open {
-            let lines = tokio::select! {
-                o = outputs.recv(), if outputs_open => match o {
-                    Some(group) => group.iter().map(protocol::output_line).collect(),
-                    None => { outputs_open = false; continue; }
-                },
-                e = errors.recv(), if errors_open => match e {
-                    Some(e) => vec![protocol::error_line(&e)],
-                    None => { errors_open = false; continue; }
-                },
-            };
-            for line in lines {
-                output.write_all(line.as_bytes()).await?;
-                output.write_all(b"\n").await?;
-            }
+        while let Some(bytes) = to_write.recv().await {
+            output.write_all(&bytes).await?;
             // Flush when nothing else is ready: one write per burst, not per line.
-            if outputs.is_empty() && errors.is_empty() {
+            if to_write.is_empty() {
                 output.flush().await?;
             }
         }
         output.flush().await?;
         Ok::<_, std::io::Error>(())
     });
+    let gate_writes = writes.clone();
+    let forwarder = tokio::spawn(async move {
+        while let Some(group) = outputs.recv().await {
+            let mut bytes = Vec::new();
+            for output in &group {
+                bytes.extend_from_slice(protocol::output_line(output).as_bytes());
+                bytes.push(b'\n');
+            }
+            if gate_writes.send(bytes).await.is_err() {
+                return; // the writer failed; its error is reported below
+            }
+        }
+    });
+    let write_error = |e: &LineError| {
+        let mut bytes = protocol::error_line(e).into_bytes();
+        bytes.push(b'\n');
+        bytes
+    };
 
     let mut number = 0u64;
     let mut buf = Vec::new();
@@ -65,7 +73,10 @@ where
         number += 1;
         if buf.len() > MAX_LINE && buf.last() != Some(&b'\n') {
             skip_rest_of_line(&mut input).await?;
-            let _ = errors_tx.send(LineError { line: number, message: format!("line longer than {MAX_LINE} bytes") });
+            let e = LineError { line: number, message: format!("line longer than {MAX_LINE} bytes") };
+            if writes.send(write_error(&e)).await.is_err() {
+                break;
+            }
             continue;
         }
         let parsed = match std::str::from_utf8(&buf) {
@@ -81,12 +92,15 @@ where
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!("{e}");
-                let _ = errors_tx.send(e);
+                if writes.send(write_error(&e)).await.is_err() {
+                    break;
+                }
             }
         }
     }
-    drop(errors_tx);
+    drop(writes);
     gate.finish().await;
+    forwarder.await.map_err(std::io::Error::other)?;
     writer.await.map_err(std::io::Error::other)?
 }
 
