@@ -1,5 +1,6 @@
 //! Namespaces: the check gets a network of its own (no interface but a
-//! down loopback), its own IPC and host name, inside a user namespace so
+//! down loopback), its own IPC, host name and mounts (where the host view's
+//! stand-ins are mounted: [`super::host_view`]), inside a user namespace so
 //! no privilege is needed and root in it is nobody outside.
 //!
 //! No uid map is written: `haproxy -c` needs no ids, and with none mapped
@@ -7,9 +8,9 @@
 //! Without user namespaces but as root, network/IPC/UTS are unshared
 //! alone (CAP_SYS_ADMIN allows it); capabilities are dropped right after.
 
-/// What the child unshares: user+net+ipc+uts, net+ipc+uts, or nothing.
-pub const WITH_USER: libc::c_int = libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
-pub const WITHOUT_USER: libc::c_int = libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+/// What the child unshares: user+net+ipc+uts+mount, net+ipc+uts+mount, or nothing.
+pub const WITH_USER: libc::c_int = libc::CLONE_NEWUSER | WITHOUT_USER;
+pub const WITHOUT_USER: libc::c_int = libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNS;
 
 /// In the child: 0 or an errno. Raw system call only.
 pub fn unshare(flags: libc::c_int) -> i32 {
