@@ -8,4 +8,5 @@ mod support;
 mod binary_changes;
 mod check_command;
 mod integrity;
+mod nothing_left_behind;
 mod serve_stream;
