@@ -30,7 +30,7 @@ pub struct Args {
 
 /// `--explain`: the start-up line, then what each layer means here.
 fn explain(checker: &HaproxyChecker) -> ExitCode {
-    use rendergate::check::sandbox::{landlock, rlimits, seccomp};
+    use rendergate::check::sandbox::{host_view, landlock, rlimits, seccomp};
     println!("{}", checker.sandbox_report());
     if let Some(s) = checker.sandbox()
         && s.mode() != Mode::Off
@@ -55,7 +55,20 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             rlimits::FILE_SIZE >> 20,
             rlimits::OPEN_FILES
         );
-        println!("  env:      haproxy starts with an empty environment; stdin /dev/null");
+        println!(
+            "  env:      haproxy starts with an empty environment but LUA_PATH={} LUA_CPATH={}; stdin /dev/null",
+            host_view::LUA_PATH,
+            host_view::LUA_CPATH
+        );
+        println!(
+            "  host:     host name and local peer {}; stand-ins for /etc/resolv.conf, /etc/hosts and os-release {}",
+            host_view::HOST_NAME,
+            if s.probe().unshare_flags() & libc::CLONE_NEWNS != 0 {
+                "mounted in the check's mount namespace"
+            } else {
+                "NOT mounted (no namespaces): the host's own files show"
+            }
+        );
     }
     ExitCode::SUCCESS
 }

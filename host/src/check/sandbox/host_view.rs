@@ -50,17 +50,19 @@ pub struct HostView {
 
 impl HostView {
     /// Writes the stand-ins into `dir/host-view` (`dir`: the checker's
-    /// private directory, removed with it), read-only.
+    /// private directory, removed with it), owner-only and read-only: the
+    /// check runs as the gate's user, in whatever user namespace.
     pub fn create(dir: &Path) -> io::Result<HostView> {
+        use std::os::unix::fs::DirBuilderExt;
         let view = dir.join("host-view");
-        std::fs::DirBuilder::new().create(&view)?;
+        std::fs::DirBuilder::new().mode(0o700).create(&view)?;
         let mut binds = Vec::new();
         for (name, content, targets) in STAND_INS {
             let path = view.join(name);
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(0o444)
+                .mode(0o400)
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(&path)?;
             file.write_all(content.as_bytes())?;
@@ -138,7 +140,8 @@ mod tests {
         let resolv = std::fs::read_to_string(view.resolv_conf()).unwrap();
         assert_eq!(resolv, "nameserver 127.0.0.1\n");
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(view.resolv_conf()).unwrap().permissions().mode() & 0o777, 0o444);
+        assert_eq!(std::fs::metadata(view.resolv_conf()).unwrap().permissions().mode() & 0o777, 0o400);
+        assert_eq!(std::fs::metadata(dir.path().join("host-view")).unwrap().permissions().mode() & 0o777, 0o700);
         let targets: Vec<_> = view.binds.iter().map(|(_, t)| t.to_str().unwrap()).collect();
         assert_eq!(targets, ["/etc/resolv.conf", "/etc/hosts", "/etc/os-release", "/usr/lib/os-release"]);
         // a second checker in the same directory would be a bug: refused
