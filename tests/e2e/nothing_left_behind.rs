@@ -234,3 +234,69 @@ fn record_never_truncates_a_file_unless_told_to() {
     assert!(text.starts_with("{\"recording\":\"rendergate\""), "{text}");
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
 }
+
+/// Whether this haproxy runs Lua.
+fn has_lua() -> bool {
+    let out = Command::new(haproxy()).arg("-vv").output().expect("run haproxy -vv");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.contains("+LUA") || text.contains("Built with Lua")
+}
+
+/// The processes whose working directory is under `dir`.
+fn working_in(dir: &Path) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir)))
+        .filter(|&pid| alive(pid))
+        .collect()
+}
+
+/// The real haproxy, sandboxed, busy in a Lua loop: SIGTERM to `check`
+/// ends it and removes its directory as with the stand-in above.
+#[test]
+fn sigterm_to_check_ends_a_sandboxed_haproxy() {
+    if !has_lua() {
+        eprintln!("note: {} has no Lua; this test needs a check that runs long", haproxy());
+        return;
+    }
+    let render = tempfile::tempdir().unwrap();
+    let config = sample_config().replacen("global\n", "global\n    lua-load busy.lua\n", 1);
+    assert!(config.contains("lua-load"), "the sample config has a global section");
+    std::fs::write(render.path().join("haproxy.cfg"), config).unwrap();
+    std::fs::create_dir(render.path().join("maps")).unwrap();
+    std::fs::copy(sample_dir().join("maps/hosts.map"), render.path().join("maps/hosts.map")).unwrap();
+    std::fs::write(render.path().join("busy.lua"), "while true do end\n").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut gate = Command::new(BIN)
+        .args(["check", "--timeout", "300s", "--haproxy", &haproxy()])
+        .arg(render.path())
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let pids = loop {
+        let pids = working_in(tmp.path());
+        if !pids.is_empty() {
+            break pids;
+        }
+        assert!(gate.try_wait().unwrap().is_none(), "the gate exited before its check ran");
+        assert!(start.elapsed() < Duration::from_secs(20), "the check never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(gate.id() as i32, libc::SIGTERM) }, 0);
+    let status = exits_quickly(&mut gate);
+    let start = Instant::now();
+    while pids.iter().any(|&p| alive(p)) && start.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(tree(tmp.path()), Vec::<PathBuf>::new(), "the gate's TMPDIR is not empty");
+    for pid in pids {
+        assert!(!alive(pid), "haproxy ({pid}) outlived the gate");
+    }
+    assert_eq!(status.code(), Some(143));
+}
