@@ -85,19 +85,9 @@ impl HostView {
     /// host without that path has nothing to hide). Returns 0 or an errno.
     /// Raw system calls only.
     pub fn mount(&self) -> i32 {
-        // SAFETY: constant C strings; mount has no other memory effects.
-        let root = c"/";
-        if unsafe {
-            libc::mount(
-                std::ptr::null(),
-                root.as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
-        } != 0
-        {
-            return super::landlock::errno();
+        let e = super::namespaces::private_mounts();
+        if e != 0 {
+            return e;
         }
         for (source, target) in &self.binds {
             // SAFETY: C strings prepared in the parent.
