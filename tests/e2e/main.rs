@@ -9,4 +9,5 @@ mod binary_changes;
 mod check_command;
 mod core_contract;
 mod integrity;
+mod nothing_left_behind;
 mod serve_stream;

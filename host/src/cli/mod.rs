@@ -5,6 +5,7 @@ mod check;
 mod policy;
 mod replay;
 mod serve;
+mod signals;
 
 use clap::{Parser, Subcommand};
 use rendergate::check::sandbox::{Mode, SandboxOptions};
@@ -124,14 +125,20 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         match cli.command {
             Command::Check(args) => check::run(args).await,
             Command::Serve(args) => serve::run(args).await,
             Command::Replay(args) => replay::run(args).await,
             Command::Policy(_) => unreachable!("handled before the runtime starts"),
         }
-    })
+    });
+    if signals::received() {
+        // Everything of the check is gone already; a blocking read of stdin
+        // would keep the runtime's shutdown waiting for input.
+        runtime.shutdown_background();
+    }
+    code
 }
 
 /// Logs go to stderr, as text or JSON lines; `--log-level`, else `RUST_LOG`, else info.
