@@ -7,5 +7,6 @@ mod support;
 
 mod binary_changes;
 mod check_command;
+mod input_lines;
 mod integrity;
 mod serve_stream;

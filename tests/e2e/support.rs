@@ -97,6 +97,15 @@ impl Serve {
         Serve { stdin: child.stdin.take(), child, lines }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The input pipe, for lines too big to build in memory first.
+    pub fn stdin(&mut self) -> &mut ChildStdin {
+        self.stdin.as_mut().expect("input still open")
+    }
+
     pub fn send(&mut self, line: &Value) {
         self.send_raw(&line.to_string());
     }

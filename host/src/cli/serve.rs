@@ -36,6 +36,9 @@ pub struct Args {
     /// may run before /healthz answers 503.
     #[arg(long, value_name = "DUR", default_value = "5s", value_parser = super::duration)]
     health_margin: Duration,
+    /// Longest input line taken; a longer one gets an `error` and is read past without being held.
+    #[arg(long, value_name = "SIZE", default_value = rendergate::serve::DEFAULT_MAX_LINE_FLAG, value_parser = rendergate::size::parse)]
+    max_line: usize,
     /// Write every input line, with its time, to FILE, for `rendergate replay`.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
@@ -138,8 +141,9 @@ where
         }
         rendergate::http::serve(listener, gate.metrics().clone(), gate.health().clone())
     });
-    let input = BufReader::new(RecordedInput::new(input, recorder.clone()));
-    let served = rendergate::serve::serve(input, CountedOutput::new(output, recorder), gate, outputs).await;
+    let input = BufReader::new(RecordedInput::new(input, recorder.clone(), args.max_line));
+    let output = CountedOutput::new(output, recorder);
+    let served = rendergate::serve::serve(input, output, gate, outputs, args.max_line).await;
     if let Some(watcher) = watcher {
         watcher.abort();
     }
