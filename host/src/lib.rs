@@ -39,6 +39,7 @@ pub mod duration;
 pub mod health;
 pub(crate) mod hex;
 pub mod http;
+pub mod log_lines;
 pub mod metrics;
 pub mod policy;
 pub mod protocol;

@@ -9,4 +9,5 @@ mod binary_changes;
 mod check_command;
 mod input_lines;
 mod integrity;
+mod log_lines;
 mod serve_stream;

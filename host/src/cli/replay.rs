@@ -74,7 +74,7 @@ pub async fn run(args: Args) -> ExitCode {
     let file = match tokio::fs::File::open(&args.events).await {
         Ok(file) => file,
         Err(e) => {
-            eprintln!("error: {}: {e}", args.events.display());
+            print_error!("{}: {e}", args.events.display());
             return ExitCode::from(2);
         }
     };
@@ -106,13 +106,13 @@ pub async fn run(args: Args) -> ExitCode {
     let fed = feeding.await.unwrap_or_else(|e| Err(format!("the feeder failed: {e}")));
     let _ = collector.await;
     if let Err(e) = fed {
-        eprintln!("error: {}: {e}", args.events.display());
+        print_error!("{}: {e}", args.events.display());
         return ExitCode::from(2);
     }
     if let (Some(path), Some(timeline)) = (&args.timeline, timeline) {
         let timeline = timeline.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = timeline.write(path) {
-            eprintln!("error: --timeline {}: {e}", path.display());
+            print_error!("--timeline {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
         let kind = if timeline::is_html(path) { "page" } else { "picture" };

@@ -89,7 +89,7 @@ where
     let recorder = match Recorder::open(args.record.as_deref()) {
         Ok(recorder) => recorder,
         Err(e) => {
-            eprintln!("error: --record {}: {e}", args.record.as_deref().unwrap_or(Path::new("")).display());
+            print_error!("--record {}: {e}", args.record.as_deref().unwrap_or(Path::new("")).display());
             return ExitCode::from(2);
         }
     };
@@ -100,7 +100,7 @@ where
             Ok((seat, reloader)) => (seat, Some(reloader)),
             Err(e) => {
                 // One line, whatever the compiler's message looks like.
-                eprintln!("error: {}", e.split_whitespace().collect::<Vec<_>>().join(" "));
+                print_error!("{}", e.split_whitespace().collect::<Vec<_>>().join(" "));
                 return ExitCode::from(2);
             }
         },
@@ -111,7 +111,7 @@ where
         Some(addr) => match rendergate::http::bind(addr).await {
             Ok(listener) => Some(listener),
             Err(e) => {
-                eprintln!("error: --metrics-addr {addr}: cannot listen: {e}");
+                print_error!("--metrics-addr {addr}: cannot listen: {e}");
                 return ExitCode::from(2);
             }
         },
@@ -153,7 +153,7 @@ where
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            print_error!("{e}");
             ExitCode::FAILURE
         }
     }
