@@ -167,6 +167,10 @@ impl Args {
     pub(super) fn check_timeout(&self) -> Duration {
         self.check_timeout
     }
+
+    pub(super) fn max_line(&self) -> usize {
+        self.max_line
+    }
 }
 
 /// Loads `--policy` and its reloader. Only a component that does not
