@@ -2,12 +2,12 @@
 //! into one [`Event`], one [`Output`] into one output line. A bad line is a
 //! [`LineError`] naming its line number; it never reaches the gate.
 
-use crate::core::{CheckOutcome, Event, LatchState, PodReport};
+use crate::core::{CheckOutcome, Event, LatchState, PodList, PodReport};
 use crate::policy::RevertTarget;
 use crate::render::{FileKind, Render, RenderFile};
 use crate::runtime::Output;
 use policy_core::Name;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -39,7 +39,7 @@ struct Fields<'a> {
     #[serde(default, borrow)]
     files: Vec<WireFile<'a>>,
     #[serde(default)]
-    pods: Option<Vec<String>>,
+    pods: Option<Pods>,
 }
 
 /// A string borrowed from the line when it has no escapes. (serde borrows
@@ -68,7 +68,7 @@ fn parse_fields(text: &str) -> Option<Event> {
                 .with_correlation(f.correlation),
         ),
         "pod_terminated" => Event::PodTerminated { pod: f.pod?.0.into_owned() },
-        "pods_discovered" => Event::PodsDiscovered { pods: f.pods? },
+        "pods_discovered" => Event::PodsDiscovered { pods: f.pods?.0 },
         "lost_leadership" => Event::LostLeadership,
         _ => return None,
     })
@@ -149,7 +149,7 @@ fn parse_input(line: u64, text: &str) -> Result<Event, LineError> {
             }
             "pods_discovered" => {
                 let p: PodsDiscovered = serde_json::from_str(text).map_err(typed)?;
-                Event::PodsDiscovered { pods: p.pods }
+                Event::PodsDiscovered { pods: p.pods.0 }
             }
             "lost_leadership" => Event::LostLeadership,
             _ => {
@@ -211,7 +211,49 @@ struct PodTerminated {
 
 #[derive(Deserialize)]
 struct PodsDiscovered {
-    pods: Vec<String>,
+    pods: Pods,
+}
+
+/// A `pods` array read straight into a [`PodList`]: no string per name.
+struct Pods(PodList);
+
+impl<'de> Deserialize<'de> for Pods {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Names;
+        impl<'de> Visitor<'de> for Names {
+            type Value = Pods;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Pods, A::Error> {
+                let mut list = PodList::default();
+                while seq.next_element_seed(Push(&mut list))?.is_some() {}
+                Ok(Pods(list))
+            }
+        }
+        deserializer.deserialize_seq(Names)
+    }
+}
+
+/// Reads one name onto the end of a [`PodList`].
+struct Push<'l>(&'l mut PodList);
+
+impl<'de> DeserializeSeed<'de> for Push<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for Push<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<(), E> {
+        self.0.push(name);
+        Ok(())
+    }
 }
 
 /// A render file as the line spells it; its content read in one copy.

@@ -108,7 +108,12 @@ fn a_bad_60_mb_line_under_the_limit_costs_about_twice_its_size() {
             SIZE / MIB
         );
     }
+    // A valid line of a million short pod names: no string per name either.
+    send_big_line(&mut gate, r#"{"type":"pods_discovered","pods":["#, br#""ab-cd","#, SIZE as usize, r#""x"]}"#);
     answered(&mut gate, "r-1");
+    let peak = peak_rss(gate.pid());
+    eprintln!("pods_discovered: peak RSS {} MiB, {} MiB before", peak / MIB, baseline / MIB);
+    assert!(peak < baseline + 3 * SIZE, "pods_discovered: peak RSS {} MiB", peak / MIB);
     let (_, status) = gate.finish();
     assert!(status.success());
 }
