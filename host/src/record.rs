@@ -35,7 +35,6 @@
 //! complete up to the moment `serve` died. A recording that cannot be
 //! written any more is abandoned with one warning; the gate goes on.
 
-use crate::serve::MAX_LINE;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -281,14 +280,16 @@ pub struct RecordedInput<R> {
     recorder: Option<Recorder>,
     /// The line read so far.
     pending: Vec<u8>,
-    /// Length of the current line once it is past [`MAX_LINE`].
+    /// `serve`'s `--max-line`: a longer line is recorded by its length only.
+    max_line: usize,
+    /// Length of the current line once it is past `max_line`.
     overlong: Option<u64>,
     ended: bool,
 }
 
 impl<R> RecordedInput<R> {
-    pub fn new(inner: R, recorder: Option<Recorder>) -> Self {
-        RecordedInput { inner, recorder, pending: Vec::new(), overlong: None, ended: false }
+    pub fn new(inner: R, recorder: Option<Recorder>, max_line: usize) -> Self {
+        RecordedInput { inner, recorder, pending: Vec::new(), max_line, overlong: None, ended: false }
     }
 
     fn take_bytes(&mut self, mut bytes: &[u8]) {
@@ -301,7 +302,7 @@ impl<R> RecordedInput<R> {
             bytes = &bytes[part.len() + usize::from(newline)..];
             match &mut self.overlong {
                 Some(n) => *n += part.len() as u64,
-                None if self.pending.len() + part.len() > MAX_LINE => {
+                None if self.pending.len() + part.len() > self.max_line => {
                     self.overlong = Some((self.pending.len() + part.len()) as u64);
                     self.pending = Vec::new();
                 }
@@ -434,7 +435,7 @@ mod tests {
         let mut output = CountedOutput::new(Vec::new(), Some(recorder.clone()));
         output.write_all(b"{\"type\":\"latch\"}\n{\"type\":").await.unwrap();
         let input: &[u8] = b"first\n\n{bad\xff\nlast";
-        let mut reader = RecordedInput::new(input, Some(recorder));
+        let mut reader = RecordedInput::new(input, Some(recorder), crate::serve::DEFAULT_MAX_LINE);
         let mut all = Vec::new();
         reader.read_to_end(&mut all).await.unwrap();
         assert_eq!(all, input, "the bytes pass through unchanged");

@@ -17,6 +17,18 @@ pub fn parse(text: &str) -> Result<usize, String> {
     value.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
 }
 
+/// A byte count as the command line writes it: the largest binary unit that
+/// divides it (`64MiB`, `1536KiB`), else bytes (`1000`).
+pub fn format(bytes: usize) -> String {
+    match [(30, "GiB"), (20, "MiB"), (10, "KiB")]
+        .into_iter()
+        .find(|(shift, _)| bytes != 0 && bytes.is_multiple_of(1 << shift))
+    {
+        Some((shift, unit)) => format!("{}{unit}", bytes >> shift),
+        None => bytes.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -29,6 +41,15 @@ mod tests {
         assert_eq!(parse("1g"), Ok(1 << 30));
         for bad in ["", "MiB", "1.5MiB", "-1", "3 apples", "99999999999999999999GiB"] {
             assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn formats_as_parsed() {
+        for (bytes, text) in [(64 << 20, "64MiB"), (1 << 30, "1GiB"), (1536 << 10, "1536KiB"), (1000, "1000"), (0, "0")]
+        {
+            assert_eq!(format(bytes), text);
+            assert_eq!(parse(text), Ok(bytes));
         }
     }
 }

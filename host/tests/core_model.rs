@@ -549,7 +549,7 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
                 let pods: Vec<String> =
                     (0..PODS).filter(|p| alive & (1 << p) != 0).map(|p| format!("ns/p{p}")).collect();
                 model.forget_pods(|p| !pods.iter().any(|a| a == p), *now);
-                gate.handle_event(*now, Event::PodsDiscovered { pods });
+                gate.handle_event(*now, Event::PodsDiscovered { pods: pods.iter().collect() });
             }
             Op::LostLeadership => {
                 earlier_terms.extend(in_flight.take().map(|f| f.0));

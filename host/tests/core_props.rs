@@ -363,7 +363,7 @@ impl Run {
             Op::PodsDiscovered { alive } => {
                 let alive: Vec<String> = (0..PODS).filter(|p| alive & (1 << p) != 0).map(pod_name).collect();
                 self.model.pods.retain(|name, _| alive.iter().any(|a| **a == **name));
-                self.gate.handle_event(now, Event::PodsDiscovered { pods: alive });
+                self.gate.handle_event(now, Event::PodsDiscovered { pods: alive.iter().collect() });
                 self.absorb(Expect::default());
             }
             Op::LostLeadership => {

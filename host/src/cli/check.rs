@@ -93,7 +93,7 @@ pub async fn run(args: Args) -> ExitCode {
     let render = match dir::load(&render_dir, &name, &name) {
         Ok(render) => render,
         Err(e) => {
-            eprintln!("error: {e}");
+            print_error!("{e}");
             return ExitCode::from(2);
         }
     };

@@ -36,6 +36,9 @@ pub struct Args {
     /// may run before /healthz answers 503.
     #[arg(long, value_name = "DUR", default_value = "5s", value_parser = super::duration)]
     health_margin: Duration,
+    /// Longest input line taken; a longer one gets an `error` and is read past without being held.
+    #[arg(long, value_name = "SIZE", default_value = rendergate::serve::DEFAULT_MAX_LINE_FLAG, value_parser = rendergate::size::parse)]
+    max_line: usize,
     /// Write every input line, with its time, to FILE (created 0600, never
     /// through a symlink, never over an existing file), for `rendergate replay`.
     #[arg(long, value_name = "FILE")]
@@ -100,7 +103,7 @@ where
     let recorder = match Recorder::open(args.record.as_deref(), existing) {
         Ok(recorder) => recorder,
         Err(e) => {
-            eprintln!("error: --record {}: {e}", args.record.as_deref().unwrap_or(Path::new("")).display());
+            print_error!("--record {}: {e}", args.record.as_deref().unwrap_or(Path::new("")).display());
             return ExitCode::from(2);
         }
     };
@@ -111,7 +114,7 @@ where
             Ok((seat, reloader)) => (seat, Some(reloader)),
             Err(e) => {
                 // One line, whatever the compiler's message looks like.
-                eprintln!("error: {}", e.split_whitespace().collect::<Vec<_>>().join(" "));
+                print_error!("{}", e.split_whitespace().collect::<Vec<_>>().join(" "));
                 return ExitCode::from(2);
             }
         },
@@ -122,7 +125,7 @@ where
         Some(addr) => match rendergate::http::bind(addr).await {
             Ok(listener) => Some(listener),
             Err(e) => {
-                eprintln!("error: --metrics-addr {addr}: cannot listen: {e}");
+                print_error!("--metrics-addr {addr}: cannot listen: {e}");
                 return ExitCode::from(2);
             }
         },
@@ -152,9 +155,10 @@ where
         }
         rendergate::http::serve(listener, gate.metrics().clone(), gate.health().clone())
     });
-    let input = BufReader::new(RecordedInput::new(input, recorder.clone()));
+    let input = BufReader::new(RecordedInput::new(input, recorder.clone(), args.max_line));
+    let output = CountedOutput::new(output, recorder);
     let stopper = gate.stopper();
-    let served = rendergate::serve::serve(input, CountedOutput::new(output, recorder), gate, outputs);
+    let served = rendergate::serve::serve(input, output, gate, outputs, args.max_line);
     let served = tokio::select! {
         served = served => Ok(served),
         signal = signals.recv() => Err(signal),
@@ -178,7 +182,7 @@ where
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            print_error!("{e}");
             ExitCode::FAILURE
         }
     }
@@ -191,6 +195,10 @@ impl Args {
 
     pub(super) fn check_timeout(&self) -> Duration {
         self.check_timeout
+    }
+
+    pub(super) fn max_line(&self) -> usize {
+        self.max_line
     }
 }
 

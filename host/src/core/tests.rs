@@ -437,7 +437,7 @@ fn terminated_and_undiscovered_pods_no_longer_keep_a_render_alive() {
     assert_eq!(ids(&h), ["r-0", "r-1", "r-2", "r-3", "r-4"], "held renders outlive the limit");
     h.event(Event::PodTerminated { pod: "ns/a".into() });
     assert_eq!(ids(&h), ["r-0", "r-1", "r-2", "r-3", "r-4"], "four wait besides the one in flight: none dropped");
-    h.event(Event::PodsDiscovered { pods: vec!["ns/c".into(), "ns/x".into()] });
+    h.event(Event::PodsDiscovered { pods: ["ns/c", "ns/x"].into_iter().collect() });
     assert_eq!(h.gate.pods().len(), 1);
     h.event(render("plan-7", "r-7", "7"));
     assert_eq!(ids(&h), ["r-0", "r-2", "r-3", "r-4", "r-6"], "r-1 lost its pod and was the oldest unheld");
