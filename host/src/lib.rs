@@ -39,6 +39,7 @@ pub mod duration;
 pub mod health;
 pub(crate) mod hex;
 pub mod http;
+pub mod log_lines;
 pub mod metrics;
 pub mod policy;
 pub mod protocol;
@@ -50,7 +51,7 @@ pub mod size;
 pub mod timeline;
 
 pub use check::{Checker, HaproxyChecker, HaproxyOptions};
-pub use core::{CheckOutcome, Event, LatchState, PodReport, Reason, Verdict};
+pub use core::{CheckOutcome, Event, LatchState, PodList, PodReport, Reason, Verdict};
 pub use metrics::Metrics;
 pub use policy::{Name, Policy, PolicySeat};
 pub use render::{FileKind, Render, RenderFile};

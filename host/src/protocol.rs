@@ -2,50 +2,21 @@
 //! into one [`Event`], one [`Output`] into one output line. A bad line is a
 //! [`LineError`] naming its line number; it never reaches the gate.
 
-use crate::core::{CheckOutcome, Event, LatchState, PodReport};
+use crate::core::{CheckOutcome, Event, LatchState, PodList, PodReport};
 use crate::policy::RevertTarget;
-use crate::render::{Render, RenderFile};
+use crate::render::{FileKind, Render, RenderFile};
 use crate::runtime::Output;
 use policy_core::Name;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use std::borrow::Cow;
-
-/// One input line, as docs/protocol.md spells it. Unknown fields are ignored.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Input {
-    Rendered {
-        plan: String,
-        render: String,
-        #[serde(default)]
-        correlation: Option<String>,
-        config: String,
-        #[serde(default)]
-        files: Vec<RenderFile>,
-    },
-    Applied {
-        pod: String,
-        plan: String,
-        #[serde(default)]
-        render: Option<String>,
-        #[serde(default)]
-        running_plan: Option<String>,
-        #[serde(default)]
-        baseline_plan: Option<String>,
-    },
-    PodTerminated {
-        pod: String,
-    },
-    PodsDiscovered {
-        pods: Vec<String>,
-    },
-    LostLeadership {},
-}
+use std::fmt;
 
 /// Every field any input type has, in one flat struct: parsed in one pass
 /// with no intermediate tree, names borrowed from the line where JSON allows
 /// (no escapes). A line this cannot take as a complete event goes the slow
-/// way, through [`Input`], which says precisely what is wrong.
+/// way, [`parse_input`], which says precisely what is wrong.
 #[derive(Deserialize)]
 struct Fields<'a> {
     #[serde(rename = "type", borrow)]
@@ -62,13 +33,13 @@ struct Fields<'a> {
     baseline_plan: Option<Text<'a>>,
     #[serde(default)]
     correlation: Option<String>,
-    #[serde(default)]
-    config: Option<String>,
+    #[serde(default, borrow)]
+    config: Option<OneCopy<'a>>,
     // Not `Option`: `"files": null` must fail here as it does the slow way.
+    #[serde(default, borrow)]
+    files: Vec<WireFile<'a>>,
     #[serde(default)]
-    files: Vec<RenderFile>,
-    #[serde(default)]
-    pods: Option<Vec<String>>,
+    pods: Option<Pods>,
 }
 
 /// A string borrowed from the line when it has no escapes. (serde borrows
@@ -93,11 +64,11 @@ fn parse_fields(text: &str) -> Option<Event> {
             baseline_plan: f.baseline_plan.map(name),
         }),
         "rendered" => Event::Rendered(
-            Render::new(f.plan?.0.into_owned(), f.render?.0.into_owned(), f.config?, f.files)
+            Render::new(f.plan?.0.into_owned(), f.render?.0.into_owned(), f.config?.0, files(f.files))
                 .with_correlation(f.correlation),
         ),
         "pod_terminated" => Event::PodTerminated { pod: f.pod?.0.into_owned() },
-        "pods_discovered" => Event::PodsDiscovered { pods: f.pods? },
+        "pods_discovered" => Event::PodsDiscovered { pods: f.pods?.0 },
         "lost_leadership" => Event::LostLeadership,
         _ => return None,
     })
@@ -115,6 +86,12 @@ pub struct LineError {
 /// The input types docs/protocol.md knows.
 const INPUT_TYPES: [&str; 5] = ["rendered", "applied", "pod_terminated", "pods_discovered", "lost_leadership"];
 
+/// Longest error message: serde's messages quote the bad value, which may be
+/// huge; the middle of a longer message is cut (its head says what is wrong,
+/// its tail where), so a huge bad field costs no huge `error` or log line.
+const MESSAGE_HEAD: usize = 400;
+const MESSAGE_TAIL: usize = 100;
+
 /// Parses one input line. Blank lines are `Ok(None)`.
 pub fn parse_line(line: u64, text: &str) -> Result<Option<Event>, LineError> {
     if text.trim().is_empty() {
@@ -126,38 +103,368 @@ pub fn parse_line(line: u64, text: &str) -> Result<Option<Event>, LineError> {
     parse_input(line, text).map(Some)
 }
 
-/// The slow way: through a JSON tree, so that a bad line gets a precise error.
+/// The slow way, for a line the fast way declined, so that it gets a
+/// precise error. No JSON tree (a tree of small values costs many times the
+/// line): a first pass reads only `type` and skips everything else, then the
+/// type's own struct reads the line, skipping what it does not keep; each
+/// pass holds at most the fields it keeps.
 fn parse_input(line: u64, text: &str) -> Result<Event, LineError> {
-    let fail = |message: String| LineError { line, message };
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| fail(format!("not valid JSON: {e}")))?;
-    let Some(object) = value.as_object() else {
-        return Err(fail("expected a JSON object".into()));
-    };
-    match object.get("type") {
-        None => return Err(fail("missing field `type`".into())),
-        Some(serde_json::Value::String(t)) if INPUT_TYPES.contains(&t.as_str()) => {}
-        Some(serde_json::Value::String(t)) => {
-            return Err(fail(format!("unknown type `{t}`, expected one of {}", INPUT_TYPES.join(", "))));
-        }
-        Some(other) => return Err(fail(format!("field `type` must be a string, not {other}"))),
+    let fail = |message: String| LineError { line, message: clip(message) };
+    // serde reads a struct from a JSON array too; the protocol wants objects.
+    if !text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('{') {
+        return Err(fail(match serde_json::from_str::<IgnoredAny>(text) {
+            Ok(_) => "expected a JSON object".into(),
+            Err(e) => format!("not valid JSON: {e}"),
+        }));
     }
-    // Moves the strings out of the parsed value: no second copy of a big config.
-    let input: Input = serde_json::from_value(value).map_err(|e| fail(e.to_string()))?;
-    Ok(match input {
-        Input::Rendered { plan, render, correlation, config, files } => {
-            Event::Rendered(Render::new(plan, render, config, files).with_correlation(correlation))
-        }
-        Input::Applied { pod, plan, render, running_plan, baseline_plan } => Event::Applied(PodReport {
-            pod: pod.into(),
-            render: render.map(Into::into),
-            plan: plan.into(),
-            running_plan: running_plan.map(Into::into),
-            baseline_plan: baseline_plan.map(Into::into),
-        }),
-        Input::PodTerminated { pod } => Event::PodTerminated { pod },
-        Input::PodsDiscovered { pods } => Event::PodsDiscovered { pods },
-        Input::LostLeadership {} => Event::LostLeadership,
+    let kind = match serde_json::from_str::<TypeOnly>(text) {
+        Ok(TypeOnly(kind)) => kind,
+        Err(e) if e.is_data() => return Err(fail(e.to_string())),
+        Err(e) => return Err(fail(format!("not valid JSON: {e}"))),
+    };
+    let typed = |e: serde_json::Error| fail(e.to_string());
+    Ok(match kind {
+        TypeValue::Missing => return Err(fail("missing field `type`".into())),
+        TypeValue::Other(what) => return Err(fail(format!("field `type` must be a string, not {what}"))),
+        TypeValue::Name(name) => match name.as_str() {
+            "rendered" => {
+                let r: Rendered = serde_json::from_str(text).map_err(typed)?;
+                Event::Rendered(
+                    Render::new(r.plan, r.render, r.config.0, files(r.files)).with_correlation(r.correlation),
+                )
+            }
+            "applied" => {
+                let a: Applied = serde_json::from_str(text).map_err(typed)?;
+                Event::Applied(PodReport {
+                    pod: a.pod.into(),
+                    render: a.render.map(Into::into),
+                    plan: a.plan.into(),
+                    running_plan: a.running_plan.map(Into::into),
+                    baseline_plan: a.baseline_plan.map(Into::into),
+                })
+            }
+            "pod_terminated" => {
+                let p: PodTerminated = serde_json::from_str(text).map_err(typed)?;
+                Event::PodTerminated { pod: p.pod }
+            }
+            "pods_discovered" => {
+                let p: PodsDiscovered = serde_json::from_str(text).map_err(typed)?;
+                Event::PodsDiscovered { pods: p.pods.0 }
+            }
+            "lost_leadership" => Event::LostLeadership,
+            _ => {
+                let (name, expected) = (clip(name), INPUT_TYPES.join(", "));
+                return Err(fail(format!("unknown type `{name}`, expected one of {expected}")));
+            }
+        },
     })
+}
+
+/// `message` with its middle cut when it is longer than
+/// [`MESSAGE_HEAD`] + [`MESSAGE_TAIL`] bytes (cut on character boundaries).
+fn clip(message: String) -> String {
+    if message.len() <= MESSAGE_HEAD + MESSAGE_TAIL {
+        return message;
+    }
+    let head = floor_char_boundary(&message, MESSAGE_HEAD);
+    let tail = floor_char_boundary(&message, message.len() - MESSAGE_TAIL);
+    format!("{}… ({} bytes cut) …{}", &message[..head], tail - head, &message[tail..])
+}
+
+fn floor_char_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// Each input type's fields, as docs/protocol.md spells them; unknown fields
+/// (`type` among them) are skipped.
+#[derive(Deserialize)]
+struct Rendered<'a> {
+    plan: String,
+    render: String,
+    #[serde(default)]
+    correlation: Option<String>,
+    #[serde(borrow)]
+    config: OneCopy<'a>,
+    #[serde(default, borrow)]
+    files: Vec<WireFile<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Applied {
+    pod: String,
+    plan: String,
+    #[serde(default)]
+    render: Option<String>,
+    #[serde(default)]
+    running_plan: Option<String>,
+    #[serde(default)]
+    baseline_plan: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PodTerminated {
+    pod: String,
+}
+
+#[derive(Deserialize)]
+struct PodsDiscovered {
+    pods: Pods,
+}
+
+/// A `pods` array read straight into a [`PodList`]: no string per name.
+struct Pods(PodList);
+
+impl<'de> Deserialize<'de> for Pods {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Names;
+        impl<'de> Visitor<'de> for Names {
+            type Value = Pods;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Pods, A::Error> {
+                let mut list = PodList::default();
+                while seq.next_element_seed(Push(&mut list))?.is_some() {}
+                Ok(Pods(list))
+            }
+        }
+        deserializer.deserialize_seq(Names)
+    }
+}
+
+/// Reads one name onto the end of a [`PodList`].
+struct Push<'l>(&'l mut PodList);
+
+impl<'de> DeserializeSeed<'de> for Push<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for Push<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<(), E> {
+        self.0.push(name);
+        Ok(())
+    }
+}
+
+/// A render file as the line spells it; its content read in one copy.
+#[derive(Deserialize)]
+struct WireFile<'a> {
+    kind: FileKind,
+    path: String,
+    #[serde(borrow)]
+    content: OneCopy<'a>,
+}
+
+fn files(wire: Vec<WireFile<'_>>) -> Vec<RenderFile> {
+    wire.into_iter().map(|f| RenderFile { kind: f.kind, path: f.path, content: f.content.0 }).collect()
+}
+
+/// A JSON string read in one copy: borrowed from the line as raw JSON, then
+/// unescaped once into a string of its size. (serde_json unescapes into a
+/// scratch buffer, then copies that: a config or map of tens of MB would
+/// cost twice its size on top of the line.) Only for lines parsed from a
+/// `&str`, which is how every line is parsed here.
+struct OneCopy<'a>(String, std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for OneCopy<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = <&'de RawValue>::deserialize(deserializer)?.get();
+        match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            Some(body) => unescape(body).map(|text| OneCopy(text, std::marker::PhantomData)),
+            None => Err(de::Error::invalid_type(unexpected(raw), &"a string")),
+        }
+    }
+}
+
+/// What a raw JSON value that is not a string is, for serde's message.
+fn unexpected(raw: &str) -> Unexpected<'_> {
+    match raw.as_bytes().first() {
+        Some(b'{') => Unexpected::Map,
+        Some(b'[') => Unexpected::Seq,
+        Some(b't') => Unexpected::Bool(true),
+        Some(b'f') => Unexpected::Bool(false),
+        Some(b'n') => Unexpected::Unit,
+        _ => match (raw.parse::<u64>(), raw.parse::<i64>(), raw.parse::<f64>()) {
+            (Ok(u), _, _) => Unexpected::Unsigned(u),
+            (_, Ok(i), _) => Unexpected::Signed(i),
+            (_, _, Ok(f)) => Unexpected::Float(f),
+            _ => Unexpected::Other("a JSON value"),
+        },
+    }
+}
+
+/// The text of a JSON string's body (between its quotes), which serde_json
+/// has already checked (escapes well formed, no raw control characters);
+/// surrogate pairs are checked here, with serde_json's messages.
+fn unescape<E: de::Error>(body: &str) -> Result<String, E> {
+    let mut text = String::with_capacity(body.len());
+    let mut rest = body;
+    while let Some(at) = memchr::memchr(b'\\', rest.as_bytes()) {
+        text.push_str(&rest[..at]);
+        let escape = rest.as_bytes().get(at + 1).copied();
+        rest = rest.get(at + 2..).unwrap_or("");
+        let c = match escape {
+            Some(b'"') => '"',
+            Some(b'\\') => '\\',
+            Some(b'/') => '/',
+            Some(b'b') => '\u{8}',
+            Some(b'f') => '\u{c}',
+            Some(b'n') => '\n',
+            Some(b'r') => '\r',
+            Some(b't') => '\t',
+            Some(b'u') => {
+                let (c, after) = unicode_escape(rest)?;
+                rest = after;
+                c
+            }
+            _ => return Err(E::custom("invalid escape")),
+        };
+        text.push(c);
+    }
+    text.push_str(rest);
+    Ok(text)
+}
+
+/// The character of a `\u` escape (`rest` starts after the `u`), a UTF-16
+/// surrogate pair taking two, and what follows it.
+fn unicode_escape<E: de::Error>(rest: &str) -> Result<(char, &str), E> {
+    let hex = |text: &str| -> Result<u32, E> {
+        match text.get(..4) {
+            Some(digits) if digits.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                Ok(u32::from_str_radix(digits, 16).expect("four hex digits"))
+            }
+            _ => Err(E::custom("invalid escape")),
+        }
+    };
+    let first = hex(rest)?;
+    let rest = &rest[4..];
+    if (0xDC00..=0xDFFF).contains(&first) {
+        return Err(E::custom("lone leading surrogate in hex escape"));
+    }
+    if !(0xD800..=0xDBFF).contains(&first) {
+        return Ok((char::from_u32(first).expect("not a surrogate"), rest));
+    }
+    let Some(rest) = rest.strip_prefix("\\u") else {
+        return Err(E::custom("unexpected end of hex escape"));
+    };
+    let second = hex(rest)?;
+    if !(0xDC00..=0xDFFF).contains(&second) {
+        return Err(E::custom("lone leading surrogate in hex escape"));
+    }
+    let c = char::from_u32(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)).expect("a surrogate pair");
+    Ok((c, &rest[4..]))
+}
+
+/// The first pass of the slow way: an object's `type`, every other value
+/// skipped unread ([`IgnoredAny`] keeps nothing).
+struct TypeOnly(TypeValue);
+
+/// What an object's `type` is.
+enum TypeValue {
+    Missing,
+    Name(String),
+    /// Not a string: what it is instead, for the message.
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for TypeOnly {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> Visitor<'de> for Object {
+            type Value = TypeOnly;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TypeOnly, A::Error> {
+                let mut kind = TypeValue::Missing;
+                while let Some(IsType(is_type)) = map.next_key()? {
+                    if !is_type {
+                        map.next_value::<IgnoredAny>()?;
+                    } else if matches!(kind, TypeValue::Missing) {
+                        kind = map.next_value::<TypeField>()?.0;
+                    } else {
+                        return Err(de::Error::duplicate_field("type"));
+                    }
+                }
+                Ok(TypeOnly(kind))
+            }
+        }
+        deserializer.deserialize_map(Object)
+    }
+}
+
+/// Whether a key is `type` (compared where it lies; no copy).
+struct IsType(bool);
+
+impl<'de> Deserialize<'de> for IsType {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl Visitor<'_> for Key {
+            type Value = IsType;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<IsType, E> {
+                Ok(IsType(key == "type"))
+            }
+        }
+        deserializer.deserialize_identifier(Key)
+    }
+}
+
+/// The value of `type`: a name, or a note of what else it is.
+struct TypeField(TypeValue);
+
+impl<'de> Deserialize<'de> for TypeField {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Field;
+        impl<'de> Visitor<'de> for Field {
+            type Value = TypeField;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<TypeField, E> {
+                Ok(TypeField(TypeValue::Name(name.to_owned())))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<TypeField, E> {
+                Ok(other(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<TypeField, E> {
+                Ok(other(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<TypeField, E> {
+                Ok(other(v))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<TypeField, E> {
+                Ok(other(v))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<TypeField, E> {
+                Ok(other("null"))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TypeField, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(other("an array"))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TypeField, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(other("an object"))
+            }
+        }
+        fn other(what: impl fmt::Display) -> TypeField {
+            TypeField(TypeValue::Other(what.to_string()))
+        }
+        deserializer.deserialize_any(Field)
+    }
 }
 
 /// One output line, field order as docs/protocol.md shows it (`type` first).
@@ -324,13 +631,71 @@ mod tests {
                 "unknown variant `tls`",
             ),
             (r#"[1,2]"#, "expected a JSON object"),
-            (r#"{"type":5}"#, "field `type` must be a string"),
+            (r#"  [1,2"#, "not valid JSON"),
+            (r#"{"type":"applied"} x"#, "not valid JSON"),
+            (r#"{"type":5}"#, "field `type` must be a string, not 5"),
+            (r#"{"type":{"a":[1]},"pod":"a"}"#, "field `type` must be a string, not an object"),
+            (r#"{"type":"applied","type":"rendered"}"#, "duplicate field `type`"),
+            (r#"{"type":"applied","pod":"a","plan":"p","pod":"b"}"#, "duplicate field `pod`"),
+            (r#"{"type":"pods_discovered","pods":[1]}"#, "invalid type: integer `1`, expected a string"),
         ];
         for (text, expected) in cases {
             let e = parse_line(7, text).unwrap_err();
             assert_eq!(e.line, 7);
             assert!(e.message.contains(expected), "{text}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn strings_read_in_one_copy_read_as_serde_json_reads_them() {
+        let strings = [
+            r#""""#,
+            r#""plain""#,
+            r#""a\"b\\c\/d\be\ff\ng\rh\ti""#,
+            r#""\u0041\u00e9\u20AC\ud83d\ude00 tail""#,
+            r#""é ✓ 😀""#,
+            r#""\ud83d""#,
+            r#""\ud83dx""#,
+            r#""\ud83d\n""#,
+            r#""\ud83d\u0041""#,
+            r#""\ude00""#,
+            "5",
+            "-5",
+            "1.5",
+            "null",
+            "true",
+            "[1]",
+            r#"{"a":1}"#,
+        ];
+        for raw in strings {
+            let ours = serde_json::from_str::<OneCopy<'_>>(raw).map(|s| s.0).map_err(|e| e.to_string());
+            let theirs = serde_json::from_str::<String>(raw).map_err(|e| e.to_string());
+            match (&ours, &theirs) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{raw}"),
+                // The same words; the column may differ (ours is reported after the value).
+                (Err(a), Err(b)) => assert_eq!(a.split(" at line").next(), b.split(" at line").next(), "{raw}"),
+                _ => panic!("{raw}: {ours:?} against {theirs:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_huge_bad_value_gets_a_short_message_that_still_says_what_and_where() {
+        let huge = "x".repeat(1 << 20);
+        for (text, what) in [
+            (format!(r#"{{"type":"{huge}"}}"#), "unknown type `xxx"),
+            (format!(r#"{{"type":"pods_discovered","pods":"{huge}"}}"#), "invalid type: string \"xxx"),
+        ] {
+            let e = parse_line(3, &text).unwrap_err();
+            assert!(e.message.len() < 1024, "{}", e.message.len());
+            assert!(e.message.starts_with(what) && e.message.contains("bytes cut"), "{}", e.message);
+        }
+        let e = parse_line(3, &format!(r#"{{"type":"pods_discovered","pods":"{huge}"}}"#)).unwrap_err();
+        assert!(e.message.ends_with(&format!("at line 1 column {}", huge.len() + 35)), "{}", e.message);
+        let e = parse_line(3, &format!(r#"{{"type":"{huge}é"}}"#)).unwrap_err();
+        assert!(
+            e.message.ends_with("expected one of rendered, applied, pod_terminated, pods_discovered, lost_leadership")
+        );
     }
 
     #[test]

@@ -25,12 +25,16 @@
 //!   instead for a line longer than `serve` accepts, which only ever gives an
 //!   `error` output; `end`: the input ended (absent if `serve` was killed).
 //!
+//! The file is created owner-only (0600: renders carry secrets), never
+//! through a symlink (`O_NOFOLLOW`), and never over an existing file unless
+//! [`Existing::Overwrite`] says so (`--record-overwrite`); then it is
+//! truncated and made 0600 (docs/protocol.md, §1).
+//!
 //! Bad lines are recorded like good ones, so a replay gives the same `error`
 //! outputs. Every record is flushed as it is written: a recording is
 //! complete up to the moment `serve` died. A recording that cannot be
 //! written any more is abandoned with one warning; the gate goes on.
 
-use crate::serve::MAX_LINE;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -177,10 +181,53 @@ struct Inner {
     file: Mutex<Option<BufWriter<File>>>,
 }
 
+/// What to do when the recording's path already names a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Existing {
+    /// Refuse: it is not ours to truncate.
+    Refuse,
+    /// Truncate it (a regular file only) and make it owner-only.
+    Overwrite,
+}
+
+/// Opens the recording's file as [`Existing`] says, owner-only and never
+/// through a symlink; the errors say which rule refused.
+fn open_recording(path: &Path, existing: Existing) -> io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    match existing {
+        Existing::Refuse => options.create_new(true),
+        Existing::Overwrite => options.create(true),
+    };
+    let file = options.open(path).map_err(|e| {
+        // O_EXCL refuses a symlink as existing, without following it: say which
+        let symlink = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+        match e.raw_os_error() {
+            Some(libc::ELOOP | libc::EEXIST) if symlink => {
+                io::Error::new(e.kind(), "is a symlink; a recording is never written through one")
+            }
+            Some(libc::EEXIST) => {
+                io::Error::new(e.kind(), "already exists; --record-overwrite replaces it, or name a new file")
+            }
+            _ => e,
+        }
+    })?;
+    // O_NONBLOCK only kept a FIFO from blocking the open: refused here.
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "is not a regular file"));
+    }
+    if existing == Existing::Overwrite {
+        file.set_len(0)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
+}
+
 impl Recorder {
-    /// Creates (or truncates) `path` and writes the header.
-    pub fn create(path: &Path) -> io::Result<Recorder> {
-        let mut file = BufWriter::new(File::create(path)?);
+    /// Creates `path` (or, as `existing` says, truncates it) and writes the header.
+    pub fn create(path: &Path, existing: Existing) -> io::Result<Recorder> {
+        let mut file = BufWriter::new(open_recording(path, existing)?);
         let started_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let header = Header { recording: FORMAT.into(), version: VERSION, started_unix_ms };
         serde_json::to_writer(&mut file, &header)?;
@@ -197,8 +244,8 @@ impl Recorder {
     }
 
     /// [`Recorder::create`] when a path is given.
-    pub fn open(path: Option<&Path>) -> io::Result<Option<Recorder>> {
-        path.map(Recorder::create).transpose()
+    pub fn open(path: Option<&Path>, existing: Existing) -> io::Result<Option<Recorder>> {
+        path.map(|path| Recorder::create(path, existing)).transpose()
     }
 
     fn record(&self, item: Item) {
@@ -233,14 +280,16 @@ pub struct RecordedInput<R> {
     recorder: Option<Recorder>,
     /// The line read so far.
     pending: Vec<u8>,
-    /// Length of the current line once it is past [`MAX_LINE`].
+    /// `serve`'s `--max-line`: a longer line is recorded by its length only.
+    max_line: usize,
+    /// Length of the current line once it is past `max_line`.
     overlong: Option<u64>,
     ended: bool,
 }
 
 impl<R> RecordedInput<R> {
-    pub fn new(inner: R, recorder: Option<Recorder>) -> Self {
-        RecordedInput { inner, recorder, pending: Vec::new(), overlong: None, ended: false }
+    pub fn new(inner: R, recorder: Option<Recorder>, max_line: usize) -> Self {
+        RecordedInput { inner, recorder, pending: Vec::new(), max_line, overlong: None, ended: false }
     }
 
     fn take_bytes(&mut self, mut bytes: &[u8]) {
@@ -253,7 +302,7 @@ impl<R> RecordedInput<R> {
             bytes = &bytes[part.len() + usize::from(newline)..];
             match &mut self.overlong {
                 Some(n) => *n += part.len() as u64,
-                None if self.pending.len() + part.len() > MAX_LINE => {
+                None if self.pending.len() + part.len() > self.max_line => {
                     self.overlong = Some((self.pending.len() + part.len()) as u64);
                     self.pending = Vec::new();
                 }
@@ -382,11 +431,11 @@ mod tests {
     async fn input_lines_and_output_counts_are_recorded() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rec.ndjson");
-        let recorder = Recorder::create(&path).unwrap();
+        let recorder = Recorder::create(&path, Existing::Refuse).unwrap();
         let mut output = CountedOutput::new(Vec::new(), Some(recorder.clone()));
         output.write_all(b"{\"type\":\"latch\"}\n{\"type\":").await.unwrap();
         let input: &[u8] = b"first\n\n{bad\xff\nlast";
-        let mut reader = RecordedInput::new(input, Some(recorder));
+        let mut reader = RecordedInput::new(input, Some(recorder), crate::serve::DEFAULT_MAX_LINE);
         let mut all = Vec::new();
         reader.read_to_end(&mut all).await.unwrap();
         assert_eq!(all, input, "the bytes pass through unchanged");

@@ -8,6 +8,9 @@
 //! and a verdict's outputs wait, as one group, for its decision to come back.
 //! Before each input it tells the core who judges now (the checker's
 //! identity, taken afresh), so memory never answers for a replaced binary.
+//! A [`Stopper`] ends the gate at once (SIGTERM): the check in flight is
+//! dropped, which kills haproxy's group and removes its directory, and
+//! awaited, so nothing is left when [`Stopper::stop`] returns.
 
 use crate::check::{Checked, Checker};
 use crate::core::{self, CheckId, CheckOutcome, CheckRequest, Effect, Event, LatchState, Reason, Verdict};
@@ -18,7 +21,7 @@ use crate::policy::{PolicySeat, Promote, Revert};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -78,6 +81,26 @@ pub struct Gate {
     driver: JoinHandle<()>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
+    stopper: Stopper,
+}
+
+/// Ends a gate at once, from outside the task that owns the [`Gate`].
+#[derive(Clone, Debug)]
+pub struct Stopper {
+    stop: Arc<Notify>,
+    /// Closed when the driver has ended (its sender is dropped then).
+    ended: watch::Receiver<()>,
+}
+
+impl Stopper {
+    /// Stops the gate without finishing anything: queued checks are dropped
+    /// and the check in flight is stopped (its process group killed, its
+    /// directory removed). Returns once the driver, and with it the check,
+    /// is gone; at once if it already was.
+    pub async fn stop(mut self) {
+        self.stop.notify_one();
+        while self.ended.changed().await.is_ok() {}
+    }
 }
 
 /// The gate task has stopped (its output receiver was dropped).
@@ -107,6 +130,8 @@ impl Gate {
 
     fn start_with(config: GateConfig, checker: Arc<dyn Checker>, policy: PolicySeat, outputs: Sink) -> Gate {
         let (events_tx, events_rx) = mpsc::channel(config.channel_capacity);
+        let (ended_tx, ended) = watch::channel(());
+        let stopper = Stopper { stop: Arc::new(Notify::new()), ended };
         let metrics = config.metrics.clone();
         let health = Arc::new(Health::new(config.check_timeout, config.health_margin, now()));
         let core_config = core::CoreConfig { check_interval: config.check_interval, ..core::CoreConfig::default() };
@@ -124,9 +149,17 @@ impl Gate {
             shown_latch: None,
             pending: VecDeque::new(),
             pending_since: None,
+            stop: stopper.stop.clone(),
+            _ended: ended_tx,
         };
         let driver = tokio::spawn(driver.run(events_rx));
-        Gate { events: events_tx, driver, metrics, health }
+        Gate { events: events_tx, driver, metrics, health, stopper }
+    }
+
+    /// What stops this gate at once, usable after the gate itself has been
+    /// handed over (to [`crate::serve::serve`]).
+    pub fn stopper(&self) -> Stopper {
+        self.stopper.clone()
     }
 
     pub async fn send(&self, event: Event) -> Result<(), GateStopped> {
@@ -210,6 +243,10 @@ struct Driver {
     /// Outputs not yet sent, in order, and since when the first has waited.
     pending: VecDeque<Slot>,
     pending_since: Option<std::time::Instant>,
+    /// Raised by [`Stopper::stop`].
+    stop: Arc<Notify>,
+    /// Dropped with the driver: tells the stopper it has ended.
+    _ended: watch::Sender<()>,
 }
 
 impl Driver {
@@ -255,11 +292,15 @@ impl Driver {
                     self.refresh_judge();
                     self.core.handle_timeout(now());
                 },
+                () = self.stop.notified() => break,
             }
             self.cancel_abandoned_check();
         }
         if let Some(check) = self.check.take() {
             check.task.abort();
+            // Awaited: the check is dropped (group killed, directory removed)
+            // before the driver ends and a stopper returns.
+            let _ = check.task.await;
         }
         self.health.check_ended();
         self.health.turn_ended();

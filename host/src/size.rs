@@ -18,30 +18,20 @@ pub fn parse(text: &str) -> Result<usize, String> {
 }
 
 /// A byte count as the command line writes it: the largest binary unit that
-/// divides it (`128MiB`, `1GiB`, `1000`), so a message can name a flag's value.
-pub fn format(bytes: u64) -> String {
-    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes != 0 && bytes.trailing_zeros() >= shift {
-            return format!("{}{unit}", bytes >> shift);
-        }
+/// divides it (`64MiB`, `1536KiB`), else bytes (`1000`).
+pub fn format(bytes: usize) -> String {
+    match [(30, "GiB"), (20, "MiB"), (10, "KiB")]
+        .into_iter()
+        .find(|(shift, _)| bytes != 0 && bytes.is_multiple_of(1 << shift))
+    {
+        Some((shift, unit)) => format!("{}{unit}", bytes >> shift),
+        None => bytes.to_string(),
     }
-    bytes.to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn formats_as_the_command_line_writes() {
-        assert_eq!(format(128 << 20), "128MiB");
-        assert_eq!(format(1 << 30), "1GiB");
-        assert_eq!(format(1536), "1536");
-        assert_eq!(format(0), "0");
-        for text in ["64KiB", "32MiB", "1GiB", "1000"] {
-            assert_eq!(format(parse(text).unwrap() as u64), text);
-        }
-    }
 
     #[test]
     fn parses_bytes_and_binary_units() {
@@ -51,6 +41,15 @@ mod tests {
         assert_eq!(parse("1g"), Ok(1 << 30));
         for bad in ["", "MiB", "1.5MiB", "-1", "3 apples", "99999999999999999999GiB"] {
             assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn formats_as_parsed() {
+        for (bytes, text) in [(64 << 20, "64MiB"), (1 << 30, "1GiB"), (1536 << 10, "1536KiB"), (1000, "1000"), (0, "0")]
+        {
+            assert_eq!(format(bytes), text);
+            assert_eq!(parse(text), Ok(bytes));
         }
     }
 }

@@ -193,7 +193,7 @@ fn a_long_stream_keeps_the_retained_state_bounded() {
             let config = if renders.is_multiple_of(11) { format!("refuse {content}") } else { content };
             Event::Rendered(Render::new(format!("plan-{renders}"), format!("r-{renders}"), config, vec![]))
         } else if n.is_multiple_of(50_021) {
-            let alive: Vec<String> = (0..PODS).filter(|p| p % 3 != n % 3).map(|p| format!("ns/pod-{p}")).collect();
+            let alive = (0..PODS).filter(|p| p % 3 != n % 3).map(|p| format!("ns/pod-{p}")).collect();
             Event::PodsDiscovered { pods: alive }
         } else if n.is_multiple_of(1_009) {
             let pod = next() % PODS;

@@ -225,6 +225,35 @@ fn a_plain_event_stream_is_judged_render_by_render() {
 }
 
 #[test]
+fn lines_past_max_line_replay_to_the_same_error_and_are_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("long.ndjson");
+    let long = rendered("plan-1", "r-1", &sample_config()).to_string();
+    assert!(long.len() > 512);
+    let mut gate = Serve::start(&["--max-line", "512", "--record", recording.to_str().unwrap()]);
+    gate.send_raw(&long);
+    let live = gate.next();
+    assert_eq!(live, json!({"type": "error", "line": 1, "message": "longer than --max-line 512"}));
+    let (_, status) = gate.finish();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&recording).unwrap();
+    assert!(text.contains(&format!(r#""overlong":{}"#, long.len())), "{text}");
+
+    // The recording, and the same line as a plain stream: a long `rendered`
+    // line never gets a verdict, so replay must not wait for one (it would
+    // wait two check timeouts).
+    let plain = dir.path().join("plain.ndjson");
+    std::fs::write(&plain, format!("{long}\n")).unwrap();
+    for events in [&recording, &plain] {
+        let started = Instant::now();
+        let out = replay(events, &["--max-line", "512", "--check-timeout", "30s"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(lines(&out), [live.clone()], "{}", events.display());
+        assert!(started.elapsed() < Duration::from_secs(30), "{}: waited {:?}", events.display(), started.elapsed());
+    }
+}
+
+#[test]
 fn realtime_keeps_the_recorded_gaps_and_bytes_and_ends_are_honoured() {
     let dir = tempfile::tempdir().unwrap();
     let recording = dir.path().join("hand-made.ndjson");

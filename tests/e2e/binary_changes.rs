@@ -5,16 +5,8 @@
 
 use crate::support::*;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-/// The real haproxy's absolute path (the copies below are of it).
-fn real_haproxy() -> PathBuf {
-    let out = Command::new("/bin/sh").args(["-c", r#"command -v "$1""#, "sh", &haproxy()]).output().unwrap();
-    let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-    assert!(path.is_absolute(), "no haproxy found: {}", path.display());
-    path
-}
 
 /// Puts a copy of `from` at `at` as package managers do: written beside it,
 /// then renamed over it. A child process writes it, so no write descriptor

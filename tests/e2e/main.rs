@@ -7,6 +7,10 @@ mod support;
 
 mod binary_changes;
 mod check_command;
+mod core_contract;
+mod input_lines;
 mod integrity;
+mod log_lines;
+mod nothing_left_behind;
 mod render_limits;
 mod serve_stream;

@@ -14,6 +14,14 @@ pub fn haproxy() -> String {
     std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into())
 }
 
+/// The test haproxy's absolute path (for copies and wrappers of it).
+pub fn real_haproxy() -> PathBuf {
+    let out = Command::new("/bin/sh").args(["-c", r#"command -v "$1""#, "sh", &haproxy()]).output().unwrap();
+    let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    assert!(path.is_absolute(), "no haproxy found: {}", path.display());
+    path
+}
+
 /// The sample render in `examples/render`.
 pub fn sample_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render")
@@ -52,7 +60,12 @@ pub fn run(args: &[&str], stdin: &str, envs: &[(&str, &Path)]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start rendergate");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    // A command that refuses its arguments exits without reading its input:
+    // the pipe is then closed, which is not the test's failure.
+    match child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("write to rendergate's stdin: {e}"),
+        _ => {}
+    }
     child.wait_with_output().unwrap()
 }
 
@@ -95,6 +108,15 @@ impl Serve {
             }
         });
         Serve { stdin: child.stdin.take(), child, lines }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The input pipe, for lines too big to build in memory first.
+    pub fn stdin(&mut self) -> &mut ChildStdin {
+        self.stdin.as_mut().expect("input still open")
     }
 
     pub fn send(&mut self, line: &Value) {

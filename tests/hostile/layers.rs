@@ -43,6 +43,20 @@ fn best_effort_without_seccomp_runs() {
     best_effort_missing("seccomp");
 }
 
+/// Without a mount namespace (namespaces allowed, mounts not), checks still
+/// run, strict included: a `parse-resolv-conf` render passes on the host's
+/// own resolver file (docs/checking.md, "What HAProxy sees of the host").
+#[test]
+fn strict_without_a_mount_namespace_runs() {
+    let run = Run { mode: Mode::Default, disable: Some("mountns") };
+    for (name, case) in
+        [("valid_minimal", cases::valid_minimal as Build), ("parse_resolv_conf", cases::parse_resolv_conf)]
+    {
+        let r = attempt(&format!("{name}, strict, mountns absent"), case, run, |_| {});
+        r.unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
 /// In serve, strict without a layer: could not run, so the latch closes as
 /// "unavailable" and nothing is judged.
 #[test]

@@ -25,6 +25,7 @@
 
 mod canary;
 mod cases;
+mod host;
 mod layers;
 mod lua;
 mod native;
@@ -108,4 +109,9 @@ sandboxed! {
     native::native_loadlib,
     native::native_require,
     native::native_written_in_check_dir,
+    host::host_name_as_local_peer,
+    host::resolv_conf_and_hosts_are_stand_ins,
+    host::os_release_is_empty,
+    host::accounts_are_not_the_hosts,
+    host::lua_paths_are_the_check_directorys,
 }

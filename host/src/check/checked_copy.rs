@@ -15,7 +15,10 @@
 //!   parsing become numeric ids, resolved here in the parent, because the
 //!   sandbox hides `/etc/passwd` and `/etc/group` from HAProxy: `user`/`group`
 //!   in `global`, and the `user`/`group` options of `unix-bind`,
-//!   `stats socket` and `bind` lines, found the way HAProxy walks options.
+//!   `stats socket` and `bind` lines, found the way HAProxy walks options;
+//!   `user`/`group` in a `program` section (which takes no id) are set
+//!   aside as comments, since every name resolves alike
+//!   ([`super::sandbox::ids`]).
 //!
 //! A line HAProxy would refuse to split, or whose words depend on the
 //! environment, is never touched: HAProxy judges it as written.
@@ -191,7 +194,7 @@ pub fn checked_copy(config: &str, rewrites: &Rewrites) -> io::Result<CheckedCopy
     let dir_word = config_word(rewrites.check_dir)?;
     let mut out = String::with_capacity(config.len() + 64);
     let mut quiet_lines = Vec::new();
-    let mut in_global = false;
+    let mut section = Section::Other;
     let env = Environment::scan(config, rewrites.inherit_env);
     for (index, raw) in config.split_inclusive('\n').enumerate() {
         let body = raw.strip_suffix('\n').unwrap_or(raw);
@@ -201,7 +204,8 @@ pub fn checked_copy(config: &str, rewrites: &Rewrites) -> io::Result<CheckedCopy
             continue;
         }
         let line = tokenize::line_in(body.as_bytes(), &|name| env.lookup(name, index));
-        follow_section(&line, &mut in_global);
+        follow_section(&line, &mut section);
+        let in_global = section == Section::Global;
         let mut edits: Vec<(&Word, String)> = Vec::new();
         if line.is_exact() {
             let args = line.args();
@@ -213,7 +217,7 @@ pub fn checked_copy(config: &str, rewrites: &Rewrites) -> io::Result<CheckedCopy
                 quiet_lines.push(index + 1);
             }
             if let Some(resolve) = rewrites.resolve_ids {
-                ids(&line, in_global, resolve, &mut edits);
+                ids(&line, section, resolve, &mut edits);
             }
         }
         if edits.is_empty() {
@@ -246,13 +250,27 @@ fn has_quote_or_escape(body: &str) -> bool {
     memchr::memchr3(b'"', b'\'', b'\\', body.as_bytes()).is_some()
 }
 
-/// Notes whether `line` opens a section, and whether that section is `global`.
-fn follow_section(line: &Line, in_global: &mut bool) {
+/// The sections a rewrite cares about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Section {
+    Global,
+    Program,
+    Other,
+}
+
+/// Notes whether `line` opens a section, and which.
+fn follow_section(line: &Line, section: &mut Section) {
     if let Some(first) = line.args().first()
         && line.is_exact()
         && SECTIONS.iter().any(|s| first.is(s))
     {
-        *in_global = first.is("global");
+        *section = if first.is("global") {
+            Section::Global
+        } else if first.is("program") {
+            Section::Program
+        } else {
+            Section::Other
+        };
     }
 }
 
@@ -319,7 +337,7 @@ impl After {
 impl Environment {
     fn scan(config: &str, inherit: bool) -> Environment {
         let mut env = Environment { inherit, changes: HashMap::new(), lost: false };
-        let (mut in_global, mut depth) = (false, 0usize);
+        let (mut section, mut depth) = (Section::Other, 0usize);
         for (index, body) in config.split('\n').enumerate() {
             let trimmed = body.trim_start();
             if trimmed.starts_with(".if") {
@@ -333,8 +351,8 @@ impl Environment {
             }
             let line = tokenize::line(body.as_bytes());
             let args = line.args();
-            follow_section(&line, &mut in_global);
-            if !in_global {
+            follow_section(&line, &mut section);
+            if section != Section::Global {
                 continue;
             }
             let directive = ["setenv", "presetenv", "unsetenv", "resetenv"].into_iter().find(|d| line.arg_is(0, d));
@@ -393,8 +411,24 @@ fn forgeable(config: &str) -> bool {
 }
 
 /// The user and group rewrites of one exact line.
-fn ids<'l>(line: &'l Line, in_global: bool, resolve: ResolveId, edits: &mut Vec<(&'l Word, String)>) {
+fn ids<'l>(line: &'l Line, section: Section, resolve: ResolveId, edits: &mut Vec<(&'l Word, String)>) {
     let args = line.args();
+    let in_global = section == Section::Global;
+    // A program's `user`/`group` take a name only; HAProxy looks it up while
+    // parsing and uses it only when it starts the program, which `-c` never
+    // does. Every name resolves alike, so the line is set aside.
+    if section == Section::Program
+        && args.len() == 2
+        && (line.arg_is(0, "user") || line.arg_is(0, "group"))
+        && !args[1].text.iter().all(u8::is_ascii_digit)
+    {
+        let kind = if args[0].is("user") { IdKind::User } else { IdKind::Group };
+        if resolve(kind, &args[1].text).is_some() {
+            let keyword = if kind == IdKind::User { "#user" } else { "#group" };
+            edits.push((&args[0], keyword.to_owned()));
+        }
+        return;
+    }
     let rewrite_pair = |keyword: &'l Word, name: &'l Word, edits: &mut Vec<(&'l Word, String)>| {
         let kind = if keyword.is("user") { IdKind::User } else { IdKind::Group };
         // A number is not a name: HAProxy looks it up as written, and so it stays.
@@ -542,6 +576,15 @@ mod tests {
         assert!(copy("global\n  .notice \"a\\n[ALERT] b\"\n").forgeable);
         assert!(copy("global\n  .notice \"a\\x0a[ALERT] b\"\n").forgeable);
         assert!(copy("global\n  lua-load x.lua\n").forgeable);
+    }
+
+    #[test]
+    fn a_programs_user_and_group_are_set_aside_when_the_name_resolves() {
+        let config = "program p\n  command /bin/true\n  user root\n  \"group\" haproxy # x\n  user nosuch\n  user root x\n  user 0\nglobal\n  user root\n";
+        assert_eq!(
+            rewritten(config),
+            "program p\n  command /bin/true\n  #user root\n  #group haproxy # x\n  user nosuch\n  user root x\n  user 0\nglobal\n  uid 0\n"
+        );
     }
 
     #[test]

@@ -85,6 +85,8 @@ pub struct HaproxyChecker {
     /// Shared with the thread preparing a check directory, which may
     /// outlive a cancelled check by a file.
     base: Result<Arc<BaseDir>, String>,
+    /// Stand-ins for the host's own files, in the base's own subdirectory.
+    view: Option<Arc<sandbox::host_view::HostView>>,
 }
 
 /// What one check runs: the binary as hashed, and the sandbox made for it.
@@ -108,12 +110,19 @@ impl HaproxyChecker {
     /// As [`HaproxyChecker::new`] with a given sandbox probe (tests force layers absent).
     pub fn with_probe(opts: HaproxyOptions, probe: Probe) -> Self {
         let work_dir = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let base = BaseDir::open(&work_dir).map(Arc::new);
+        let mut view = None;
+        let base = BaseDir::open(&work_dir)
+            .and_then(|base| {
+                let made = sandbox::host_view::HostView::create(base.own_path());
+                view = Some(Arc::new(made.map_err(|e| format!("cannot write the host view's stand-ins: {e}"))?));
+                Ok(base)
+            })
+            .map(Arc::new);
         if let Err(problem) = &base {
             tracing::error!("{problem}; every check will be could-not-run");
         }
-        let checker =
-            HaproxyChecker { binary: BinaryIdentity::new(&opts.binary), opts, probe, sandbox: Mutex::new(None), base };
+        let binary = BinaryIdentity::new(&opts.binary);
+        let checker = HaproxyChecker { binary, opts, probe, sandbox: Mutex::new(None), base, view };
         // The first check need not hash the binary nor read its loader.
         let _ = checker.judge();
         checker
@@ -126,8 +135,8 @@ impl HaproxyChecker {
         let sandbox = match made.as_ref().filter(|(identity, _)| *identity == binary.identity) {
             Some((_, sandbox)) => sandbox.clone(),
             None => {
-                let sandbox =
-                    Arc::new(Sandbox::with_probe(self.opts.sandbox.clone(), &binary.path, self.probe.clone()));
+                let (opts, probe, view) = (self.opts.sandbox.clone(), self.probe.clone(), self.view.clone());
+                let sandbox = Arc::new(Sandbox::with_probe(opts, &binary.path, probe, view));
                 *made = Some((binary.identity.clone(), sandbox.clone()));
                 sandbox
             }
@@ -240,8 +249,9 @@ impl HaproxyChecker {
             }
             // `-V` outranks `quiet` (and anything else that would make HAProxy
             // keep its alerts to itself): nothing in a render silences them.
+            // `-L`: the local peer name is fixed, never the host's name.
             // No current_dir: the child fchdirs to the directory's descriptor.
-            cmd.args(["-V", "-c", "-f", layout::CONFIG_NAME])
+            cmd.args(["-V", "-L", sandbox::host_view::HOST_NAME, "-c", "-f", layout::CONFIG_NAME])
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(writer))
                 .stderr(Stdio::from(stderr))
@@ -463,7 +473,12 @@ frontend f
         fn leftovers(&self) -> Vec<PathBuf> {
             let own = self.checker.check_dirs().expect("the base directory was made");
             let keep = [own.parent().unwrap(), own];
-            tree(self.work.path()).into_iter().filter(|p| !keep.contains(&p.as_path())).collect()
+            // the host view's stand-ins live as long as the checker
+            let view = own.join("host-view");
+            tree(self.work.path())
+                .into_iter()
+                .filter(|p| !keep.contains(&p.as_path()) && !p.starts_with(&view))
+                .collect()
         }
     }
 
@@ -880,7 +895,7 @@ frontend f
         assert_eq!(out, CheckOutcome::Passed { message: String::new() });
         let seen = std::fs::read_to_string(&record).unwrap();
         let mut lines = seen.lines();
-        assert_eq!(lines.next(), Some("-dr -V -c -f haproxy.cfg"));
+        assert_eq!(lines.next(), Some("-dr -V -L rendergate-check -c -f haproxy.cfg"));
         let cwd = lines.next().unwrap();
         let work = std::fs::canonicalize(f.work.path()).unwrap();
         let own = format!("{}/rendergate-{}/{}.", work.display(), euid(), std::process::id());
@@ -898,7 +913,7 @@ frontend f
         });
         checker.check(&render("global\n", vec![]), Instant::now() + Duration::from_secs(20)).await;
         let seen = std::fs::read_to_string(&record).unwrap();
-        assert_eq!(seen.lines().next(), Some("-V -c -f haproxy.cfg"));
+        assert_eq!(seen.lines().next(), Some("-V -L rendergate-check -c -f haproxy.cfg"));
         drop(checker); // its own subdirectory goes with it
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
     }

@@ -63,7 +63,10 @@ impl RenderLimits {
 
     /// The reason for a render of `bytes` bytes (`at least N` when reading stopped early).
     pub fn too_many_bytes(&self, bytes: &str) -> String {
-        format!("the render has {bytes} bytes, more than --max-render-size {}", crate::size::format(self.bytes))
+        format!(
+            "the render has {bytes} bytes, more than --max-render-size {}",
+            crate::size::format(self.bytes as usize)
+        )
     }
 }
 

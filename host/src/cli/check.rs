@@ -30,7 +30,7 @@ pub struct Args {
 
 /// `--explain`: the start-up line, then what each layer means here.
 fn explain(checker: &HaproxyChecker) -> ExitCode {
-    use rendergate::check::sandbox::{landlock, rlimits, seccomp};
+    use rendergate::check::sandbox::{host_view, landlock, rlimits, seccomp};
     println!("{}", checker.sandbox_report());
     if let Some(s) = checker.sandbox()
         && s.mode() != Mode::Off
@@ -55,12 +55,34 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             rlimits::FILE_SIZE >> 20,
             rlimits::OPEN_FILES
         );
-        println!("  env:      haproxy starts with an empty environment; stdin /dev/null");
+        println!(
+            "  env:      haproxy starts with an empty environment but LUA_PATH={} LUA_CPATH={}; stdin /dev/null",
+            host_view::LUA_PATH,
+            host_view::LUA_CPATH
+        );
+        println!(
+            "  host:     host name and local peer {}; stand-ins for /etc/resolv.conf, /etc/hosts and os-release {}",
+            host_view::HOST_NAME,
+            if s.probe().unshare_flags() & libc::CLONE_NEWNS != 0 {
+                "mounted in the check's mount namespace"
+            } else {
+                "NOT mounted (no namespaces): the host's own files show"
+            }
+        );
     }
     ExitCode::SUCCESS
 }
 
 pub async fn run(args: Args) -> ExitCode {
+    // Caught before the checker makes its directory: from then on a signal
+    // ends the check and removes everything it wrote.
+    let mut signals = match super::signals::Signals::catch() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("error: cannot catch SIGTERM and SIGINT: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let options = args.haproxy.options();
     let limits = options.limits;
     let checker = HaproxyChecker::new(options);
@@ -73,7 +95,7 @@ pub async fn run(args: Args) -> ExitCode {
     let render = match dir::load(&render_dir, &name, &name, &limits) {
         Ok(render) => render,
         Err(e) => {
-            eprintln!("error: {e}");
+            print_error!("{e}");
             return ExitCode::from(2);
         }
     };
@@ -81,13 +103,20 @@ pub async fn run(args: Args) -> ExitCode {
     let deadline = started + args.timeout;
     // The checker ends its own check at the deadline and reaps HAProxy's
     // group; this outer bound only catches a checker that does not.
-    let outcome =
-        tokio::time::timeout_at(deadline + rendergate::check::DEADLINE_GRACE, checker.check(&render, deadline))
-            .await
-            .map(|checked| checked.outcome)
-            .unwrap_or_else(|_| CheckOutcome::Unavailable {
-                reason: format!("the check timed out after {}", rendergate::duration::format(args.timeout)),
-            });
+    let checked =
+        tokio::time::timeout_at(deadline + rendergate::check::DEADLINE_GRACE, checker.check(&render, deadline));
+    // On a signal the check is dropped here (haproxy's group killed, its
+    // directory removed), and the checker's directory when `run` returns.
+    let checked = tokio::select! {
+        checked = checked => checked,
+        signal = signals.recv() => {
+            eprintln!("stopped by {}: the check did not finish", signal.name());
+            return signal.exit_code();
+        }
+    };
+    let outcome = checked.map(|checked| checked.outcome).unwrap_or_else(|_| CheckOutcome::Unavailable {
+        reason: format!("the check timed out after {}", rendergate::duration::format(args.timeout)),
+    });
     let verdict = Verdict {
         plan: render.plan().to_owned(),
         render: render.id().to_owned(),

@@ -1,14 +1,24 @@
 //! The command line of docs/protocol.md §1: flags, logging, and dispatch to the
 //! subcommands. Bad flags and values get a one-line error and exit 2.
 
+/// `eprintln!("error: …")` kept to one line: the text may quote input (a
+/// file name in a render directory, a path, a parse error quoting a line).
+macro_rules! print_error {
+    ($($arg:tt)*) => {
+        eprintln!("error: {}", rendergate::log_lines::escape_controls(&format!($($arg)*)))
+    };
+}
+
 mod check;
 mod policy;
 mod replay;
 mod serve;
+mod signals;
 
 use clap::{Parser, Subcommand};
 use rendergate::check::RenderLimits;
 use rendergate::check::sandbox::{Mode, SandboxOptions};
+use rendergate::log_lines::OneLine;
 use rendergate::{HaproxyChecker, HaproxyOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -119,7 +129,7 @@ pub fn main() -> ExitCode {
         }
     };
     if let Err(e) = init_logging(&cli.log_format, cli.log_level.as_deref()) {
-        eprintln!("error: --log-level: {e}");
+        print_error!("--log-level: {e}");
         return ExitCode::from(2);
     }
     if let Command::Policy(command) = cli.command {
@@ -128,28 +138,36 @@ pub fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            print_error!("cannot start the runtime: {e}");
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         match cli.command {
             Command::Check(args) => check::run(args).await,
             Command::Serve(args) => serve::run(args).await,
             Command::Replay(args) => replay::run(args).await,
             Command::Policy(_) => unreachable!("handled before the runtime starts"),
         }
-    })
+    });
+    if signals::received() {
+        // Everything of the check is gone already; a blocking read of stdin
+        // would keep the runtime's shutdown waiting for input.
+        runtime.shutdown_background();
+    }
+    code
 }
 
 /// Logs go to stderr, as text or JSON lines; `--log-level`, else `RUST_LOG`, else info.
+/// Every event is one line whatever its fields hold ([`OneLine`]).
 fn init_logging(format: &str, level: Option<&str>) -> Result<(), String> {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
         Some(directives) => EnvFilter::try_new(directives).map_err(|e| format!("{directives:?}: {e}"))?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_target(false);
+    let builder =
+        tracing_subscriber::fmt().with_writer(OneLine(std::io::stderr)).with_env_filter(filter).with_target(false);
     if format == "json" {
         builder.json().flatten_event(true).with_current_span(false).init();
     } else {

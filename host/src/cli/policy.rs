@@ -59,7 +59,7 @@ fn test(component: &Path, fixtures: &[PathBuf]) -> ExitCode {
     let policy = match load(component) {
         Ok(policy) => policy,
         Err(e) => {
-            eprintln!("error: {}: {e}", component.display());
+            print_error!("{}: {e}", component.display());
             return ExitCode::from(2);
         }
     };
@@ -68,7 +68,7 @@ fn test(component: &Path, fixtures: &[PathBuf]) -> ExitCode {
         let cases = match std::fs::read_to_string(file).map_err(|e| e.to_string()).and_then(|t| fixture::parse(&t)) {
             Ok(cases) => cases,
             Err(e) => {
-                eprintln!("error: {}: {e}", file.display());
+                print_error!("{}: {e}", file.display());
                 return ExitCode::from(2);
             }
         };

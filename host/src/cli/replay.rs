@@ -74,7 +74,7 @@ pub async fn run(args: Args) -> ExitCode {
     let file = match tokio::fs::File::open(&args.events).await {
         Ok(file) => file,
         Err(e) => {
-            eprintln!("error: {}: {e}", args.events.display());
+            print_error!("{}: {e}", args.events.display());
             return ExitCode::from(2);
         }
     };
@@ -91,6 +91,7 @@ pub async fn run(args: Args) -> ExitCode {
         path: args.events.clone(),
         realtime: args.realtime,
         settle,
+        max_line: args.serve.max_line(),
         start: Instant::now(),
         timeline: timeline.clone(),
     };
@@ -106,13 +107,13 @@ pub async fn run(args: Args) -> ExitCode {
     let fed = feeding.await.unwrap_or_else(|e| Err(format!("the feeder failed: {e}")));
     let _ = collector.await;
     if let Err(e) = fed {
-        eprintln!("error: {}: {e}", args.events.display());
+        print_error!("{}: {e}", args.events.display());
         return ExitCode::from(2);
     }
     if let (Some(path), Some(timeline)) = (&args.timeline, timeline) {
         let timeline = timeline.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = timeline.write(path) {
-            eprintln!("error: --timeline {}: {e}", path.display());
+            print_error!("--timeline {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
         let kind = if timeline::is_html(path) { "page" } else { "picture" };
@@ -178,6 +179,8 @@ struct Feeder {
     path: PathBuf,
     realtime: bool,
     settle: Duration,
+    /// serve's `--max-line`: a longer line only gets an `error`, never a verdict.
+    max_line: usize,
     start: Instant,
     timeline: Option<Arc<Mutex<Timeline>>>,
 }
@@ -281,8 +284,9 @@ impl Feeder {
             }
             number += 1;
             let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
-            // The same parse serve does: only a good `rendered` line gets a verdict.
-            let rendered = match std::str::from_utf8(line).ok().map(|text| protocol::parse_line(number, text)) {
+            // The same parse serve does: only a good `rendered` line within the limit gets a verdict.
+            let text = std::str::from_utf8(line).ok().filter(|_| line.len() <= self.max_line);
+            let rendered = match text.map(|text| protocol::parse_line(number, text)) {
                 Some(Ok(Some(Event::Rendered(render)))) => Some(render.id().to_owned()),
                 _ => None,
             };

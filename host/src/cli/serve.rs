@@ -5,7 +5,7 @@ use super::HaproxyArgs;
 use rendergate::policy::cache::ComponentCache;
 use rendergate::policy::reload::Reloader;
 use rendergate::policy::{Fallback, PolicyLimits, PolicySeat};
-use rendergate::record::{CountedOutput, RecordedInput, Recorder};
+use rendergate::record::{CountedOutput, Existing, RecordedInput, Recorder};
 use rendergate::{Gate, GateConfig, HaproxyChecker, HaproxyOptions, Metrics};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -36,9 +36,16 @@ pub struct Args {
     /// may run before /healthz answers 503.
     #[arg(long, value_name = "DUR", default_value = "5s", value_parser = super::duration)]
     health_margin: Duration,
-    /// Write every input line, with its time, to FILE, for `rendergate replay`.
+    /// Longest input line taken; a longer one gets an `error` and is read past without being held.
+    #[arg(long, value_name = "SIZE", default_value = rendergate::serve::DEFAULT_MAX_LINE_FLAG, value_parser = rendergate::size::parse)]
+    max_line: usize,
+    /// Write every input line, with its time, to FILE (created 0600, never
+    /// through a symlink, never over an existing file), for `rendergate replay`.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Let --record truncate a file that already exists.
+    #[arg(long, requires = "record")]
+    record_overwrite: bool,
     #[command(flatten)]
     policy_limits: PolicyArgs,
 }
@@ -83,10 +90,20 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let recorder = match Recorder::open(args.record.as_deref()) {
+    // Caught before anything is made: from then on a signal stops the gate
+    // and removes what its check wrote.
+    let mut signals = match super::signals::Signals::catch() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("error: cannot catch SIGTERM and SIGINT: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let existing = if args.record_overwrite { Existing::Overwrite } else { Existing::Refuse };
+    let recorder = match Recorder::open(args.record.as_deref(), existing) {
         Ok(recorder) => recorder,
         Err(e) => {
-            eprintln!("error: --record {}: {e}", args.record.as_deref().unwrap_or(Path::new("")).display());
+            print_error!("--record {}: {e}", args.record.as_deref().unwrap_or(Path::new("")).display());
             return ExitCode::from(2);
         }
     };
@@ -97,7 +114,7 @@ where
             Ok((seat, reloader)) => (seat, Some(reloader)),
             Err(e) => {
                 // One line, whatever the compiler's message looks like.
-                eprintln!("error: {}", e.split_whitespace().collect::<Vec<_>>().join(" "));
+                print_error!("{}", e.split_whitespace().collect::<Vec<_>>().join(" "));
                 return ExitCode::from(2);
             }
         },
@@ -108,7 +125,7 @@ where
         Some(addr) => match rendergate::http::bind(addr).await {
             Ok(listener) => Some(listener),
             Err(e) => {
-                eprintln!("error: --metrics-addr {addr}: cannot listen: {e}");
+                print_error!("--metrics-addr {addr}: cannot listen: {e}");
                 return ExitCode::from(2);
             }
         },
@@ -138,18 +155,34 @@ where
         }
         rendergate::http::serve(listener, gate.metrics().clone(), gate.health().clone())
     });
-    let input = BufReader::new(RecordedInput::new(input, recorder.clone()));
-    let served = rendergate::serve::serve(input, CountedOutput::new(output, recorder), gate, outputs).await;
+    let input = BufReader::new(RecordedInput::new(input, recorder.clone(), args.max_line));
+    let output = CountedOutput::new(output, recorder);
+    let stopper = gate.stopper();
+    let served = rendergate::serve::serve(input, output, gate, outputs, args.max_line);
+    let served = tokio::select! {
+        served = served => Ok(served),
+        signal = signals.recv() => Err(signal),
+    };
     if let Some(watcher) = watcher {
         watcher.abort();
     }
     if let Some(endpoint) = endpoint {
         endpoint.abort();
     }
+    let served = match served {
+        Ok(served) => served,
+        Err(signal) => {
+            // No check is finished nor output written any more: the check in
+            // flight is stopped and its directory removed before `stop` returns.
+            tracing::info!("stopped by {}", signal.name());
+            stopper.stop().await;
+            return signal.exit_code();
+        }
+    };
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            print_error!("{e}");
             ExitCode::FAILURE
         }
     }
@@ -162,6 +195,10 @@ impl Args {
 
     pub(super) fn check_timeout(&self) -> Duration {
         self.check_timeout
+    }
+
+    pub(super) fn max_line(&self) -> usize {
+        self.max_line
     }
 }
 

@@ -18,7 +18,7 @@ mod renders;
 pub use latch::{Judgement, Latch, LatchState, Reason, Transition};
 pub use memory::{MemoryKey, VerdictMemory};
 pub use outcome::CheckOutcome;
-pub use pods::{PodReport, Pods};
+pub use pods::{PodList, PodReport, Pods};
 pub use renders::{Entry, Next, Renders, backoff};
 
 use crate::render::{Checksum, Render};
@@ -63,7 +63,7 @@ pub enum Event {
     },
     /// The complete list of live pods.
     PodsDiscovered {
-        pods: Vec<String>,
+        pods: PodList,
     },
     /// The controller stopped leading: a new term starts from nothing.
     LostLeadership,

@@ -5,6 +5,52 @@ use policy_core::{Name, PodState};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+/// The pod names of a `pods_discovered` event, in one string: a list of
+/// short names costs what they spell, not a string per name (docs/behaviour.md,
+/// "Bounded work").
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct PodList {
+    names: String,
+    /// Where each name ends in `names`.
+    ends: Vec<usize>,
+}
+
+impl PodList {
+    pub fn push(&mut self, name: &str) {
+        self.names.push_str(name);
+        self.ends.push(self.names.len());
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(self.ends.iter().copied()).map(|(start, end)| &self.names[start..end])
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for PodList {
+    fn from_iter<I: IntoIterator<Item = S>>(names: I) -> Self {
+        let mut list = PodList::default();
+        for name in names {
+            list.push(name.as_ref());
+        }
+        list
+    }
+}
+
+impl std::fmt::Debug for PodList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// A pod's latest `applied` report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodReport {
@@ -90,9 +136,12 @@ impl Pods {
     }
 
     /// Forgets every pod not in `alive`.
-    pub fn discovered(&mut self, alive: &[String]) {
-        let alive: HashSet<&str> = alive.iter().map(String::as_str).collect();
-        let gone: Vec<Name> = self.by_name.keys().filter(|name| !alive.contains(&name[..])).cloned().collect();
+    pub fn discovered(&mut self, alive: &PodList) {
+        // A set of the known pods that are listed, not of the list: its
+        // memory follows the fleet the gate keeps, not the line it was sent.
+        let listed: HashSet<&Name> =
+            alive.iter().filter_map(|name| self.by_name.get_key_value(name)).map(|(k, _)| k).collect();
+        let gone: Vec<Name> = self.by_name.keys().filter(|name| !listed.contains(name)).cloned().collect();
         for pod in gone {
             self.terminated(&pod);
         }
@@ -214,7 +263,7 @@ mod tests {
         assert!(pods.hold_render("r-1"), "ns/b still holds r-1");
         pods.terminated("ns/b");
         assert!(!pods.hold_render("r-1") && pods.hold_render("r-2"));
-        pods.discovered(&["ns/a".into()]);
+        pods.discovered(&["ns/a"].into_iter().collect());
         assert!(!pods.hold_plan("p2"));
         assert_eq!(pods.states().len(), 1);
         assert_eq!(pods.states()[0].applied_plan.as_deref(), Some("p2"));

@@ -1,5 +1,7 @@
 //! The renders the gate still cares about: the newest one, and superseded
-//! ones that were never judged. Decides which render is judged next.
+//! ones that were never judged. Decides which render is judged next, and
+//! keeps the gate's one retry back-off (docs/behaviour.md, "When a check
+//! cannot run").
 
 use super::Pods;
 use crate::render::Render;
@@ -24,16 +26,24 @@ pub struct Entry {
     pub judged: bool,
     /// A check of it is running now.
     pub in_flight: bool,
-    /// "Could not run" attempts since the last judgement.
-    pub failures: u32,
-    /// Not to be retried before this.
-    pub retry_at: Option<Instant>,
+    /// Its last check could not run: it waits for the gate's retry time.
+    pub failed: bool,
 }
 
 impl Entry {
     fn new(render: Arc<Render>) -> Self {
-        Entry { render, judged: false, in_flight: false, failures: 0, retry_at: None }
+        Entry { render, judged: false, in_flight: false, failed: false }
     }
+}
+
+/// The gate's one back-off: "could not run" in a row, whatever the render,
+/// and when a failed render may be tried again. Any judgement resets it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backoff {
+    /// "Could not run" outcomes since the last pass or refusal.
+    pub failures: u32,
+    /// Failed renders are not retried before this.
+    pub retry_at: Option<Instant>,
 }
 
 /// What to judge next.
@@ -52,12 +62,13 @@ pub struct Renders {
     newest: Option<Entry>,
     /// Unjudged superseded renders, oldest first.
     superseded: VecDeque<Entry>,
+    backoff: Backoff,
 }
 
 impl Renders {
     /// `limit`: how many superseded renders no pod holds may be kept.
     pub fn new(limit: usize) -> Self {
-        Renders { limit, newest: None, superseded: VecDeque::new() }
+        Renders { limit, newest: None, superseded: VecDeque::new(), backoff: Backoff::default() }
     }
 
     pub fn newest(&self) -> Option<&Entry> {
@@ -66,6 +77,10 @@ impl Renders {
 
     pub fn superseded(&self) -> impl Iterator<Item = &Entry> {
         self.superseded.iter()
+    }
+
+    pub fn backoff(&self) -> Backoff {
+        self.backoff
     }
 
     /// Renders held in all (newest included).
@@ -80,6 +95,7 @@ impl Renders {
     pub fn clear(&mut self) {
         self.newest = None;
         self.superseded.clear();
+        self.backoff = Backoff::default();
     }
 
     /// A new render becomes the newest. The previous newest is kept as
@@ -129,8 +145,10 @@ impl Renders {
     }
 
     /// Records a judgement of this exact render; a judged superseded render
-    /// is forgotten.
+    /// is forgotten. A judgement (HAProxy's or memory's) resets the back-off:
+    /// a failed render waiting for its retry is ready again.
     pub fn judged(&mut self, render: &Arc<Render>) {
+        self.backoff = Backoff::default();
         if let Some(n) = self.newest.as_mut().filter(|n| Arc::ptr_eq(&n.render, render)) {
             n.judged = true;
             n.in_flight = false;
@@ -138,39 +156,45 @@ impl Renders {
         self.superseded.retain(|e| !Arc::ptr_eq(&e.render, render));
     }
 
-    /// Records "could not run": the render stays unjudged, retried later.
+    /// Records "could not run": the render stays unjudged, and every failed
+    /// render waits for the gate's next retry time.
     pub fn failed(&mut self, render: &Arc<Render>, now: Instant) {
+        self.backoff.failures += 1;
+        self.backoff.retry_at = Some(now + backoff(self.backoff.failures));
         if let Some(e) = self.get_mut(render) {
             e.in_flight = false;
-            e.failures += 1;
-            e.retry_at = Some(now + backoff(e.failures));
+            e.failed = true;
         }
     }
 
-    /// Drops the oldest superseded renders no pod holds, down to the limit.
-    /// A render some pod holds, or one being judged, is never dropped.
+    /// Drops the oldest superseded renders no pod holds while more than the
+    /// limit wait. The render being judged is not one of them, and a render
+    /// some pod holds is never dropped.
     pub fn trim(&mut self, pods: &Pods) {
-        while self.superseded.len() > self.limit {
+        let mut waiting = self.superseded.iter().filter(|e| !e.in_flight).count();
+        while waiting > self.limit {
             let Some(at) = self.superseded.iter().position(|e| !e.in_flight && !self.held(&e.render, pods)) else {
                 break;
             };
             self.superseded.remove(at);
+            waiting -= 1;
         }
     }
 
     /// The next render to judge: the newest first, then superseded renders
-    /// some pod holds, newest first. A render in back-off waits; one that
-    /// already failed is skipped when `retry` is false (draining).
+    /// some pod holds, newest first. A render that failed waits for the
+    /// gate's retry time (one not yet tried does not); when `retry` is false
+    /// (draining) it is skipped.
     pub fn next(&self, now: Instant, pods: &Pods, retry: bool) -> Next {
         let newest = self.newest.iter();
         let stragglers = self.superseded.iter().rev().filter(|e| self.held(&e.render, pods));
-        let mut wait: Option<Instant> = None;
+        let mut wait = None;
         for e in newest.chain(stragglers) {
-            if e.judged || e.in_flight || (!retry && e.failures > 0) {
+            if e.judged || e.in_flight || (!retry && e.failed) {
                 continue;
             }
-            match e.retry_at {
-                Some(at) if at > now => wait = Some(wait.map_or(at, |w| w.min(at))),
+            match self.backoff.retry_at {
+                Some(at) if e.failed && at > now => wait = Some(at),
                 _ => return Next::Ready(e.render.clone()),
             }
         }

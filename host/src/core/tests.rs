@@ -221,7 +221,7 @@ fn superseded_refused_plan_a_pod_reports_is_checked_and_drives_a_revert() {
 }
 
 #[test]
-fn trim_keeps_six_superseded_while_pods_hold_them_then_drops_oldest_unreported_first() {
+fn trim_keeps_four_waiting_besides_the_check_in_flight_and_every_render_a_pod_holds() {
     let mut h = Harness::new();
     // r-0 goes to check; r-1..r-6 pile up behind it, each held by a pod.
     for i in 0..=7 {
@@ -232,13 +232,40 @@ fn trim_keeps_six_superseded_while_pods_hold_them_then_drops_oldest_unreported_f
     }
     let ids = |h: &Harness| h.gate.renders().superseded().map(|e| e.render.id().to_owned()).collect::<Vec<_>>();
     assert_eq!(ids(&h), ["r-0", "r-1", "r-2", "r-3", "r-4", "r-5", "r-6"], "r-0 is in flight");
-    // Pods p1..p3 move on to plan-7: r-1..r-3 are no longer held; 7 > 4 + in flight.
+    // Pods p1..p3 move on to plan-7: r-1..r-3 are no longer held. Six wait
+    // besides r-0 in flight: the two oldest no pod holds go.
     for i in 1..=3 {
         h.event(applied(&format!("ns/p{i}"), "r-7", "plan-7", "", ""));
     }
-    assert_eq!(ids(&h), ["r-0", "r-4", "r-5", "r-6"], "oldest unreported dropped first, the one in flight kept");
+    assert_eq!(ids(&h), ["r-0", "r-3", "r-4", "r-5", "r-6"], "the check in flight is not one of the 4");
+    // r-3 was kept: a pod that reports it now still gets its verdict.
+    h.event(applied("ns/p1", "r-3", "plan-3", "", ""));
     h.finish(pass()); // r-0 judged: forgotten
-    assert_eq!(ids(&h), ["r-4", "r-5", "r-6"]);
+    assert_eq!(ids(&h), ["r-3", "r-4", "r-5", "r-6"]);
+}
+
+#[test]
+fn one_backoff_for_the_gate_and_any_judgement_resets_it() {
+    let mut h = Harness::with_interval(Duration::ZERO);
+    let t0 = h.now;
+    h.event(render("plan-1", "r-1", "1"));
+    h.event(applied("ns/a", "r-1", "plan-1", "", ""));
+    h.finish(unavailable());
+    assert_eq!(h.gate.poll_timeout(), Some(t0 + Duration::from_secs(1)));
+    // A new newest render does not wait out r-1's back-off...
+    h.event(render("plan-2", "r-2", "2"));
+    assert_eq!(h.checked, ["r-1", "r-2"]);
+    // ...but its failure is the gate's second in a row: both wait 2 s.
+    h.finish(unavailable());
+    assert_eq!(h.gate.renders().backoff().failures, 2);
+    assert_eq!(h.gate.poll_timeout(), Some(t0 + Duration::from_secs(2)));
+    // A pass resets the back-off: r-1 (still held by ns/a) is retried at
+    // once, not at the end of the wait it had.
+    h.event(render("plan-3", "r-3", "3"));
+    h.finish(pass());
+    assert_eq!(h.checked, ["r-1", "r-2", "r-3", "r-1"]);
+    assert_eq!(h.gate.renders().backoff().failures, 0);
+    assert_eq!(h.now, t0);
 }
 
 #[test]
@@ -409,11 +436,11 @@ fn terminated_and_undiscovered_pods_no_longer_keep_a_render_alive() {
     let ids = |h: &Harness| h.gate.renders().superseded().map(|e| e.render.id().to_owned()).collect::<Vec<_>>();
     assert_eq!(ids(&h), ["r-0", "r-1", "r-2", "r-3", "r-4"], "held renders outlive the limit");
     h.event(Event::PodTerminated { pod: "ns/a".into() });
-    assert_eq!(ids(&h), ["r-0", "r-2", "r-3", "r-4"]);
-    h.event(Event::PodsDiscovered { pods: vec!["ns/c".into(), "ns/x".into()] });
+    assert_eq!(ids(&h), ["r-0", "r-1", "r-2", "r-3", "r-4"], "four wait besides the one in flight: none dropped");
+    h.event(Event::PodsDiscovered { pods: ["ns/c", "ns/x"].into_iter().collect() });
     assert_eq!(h.gate.pods().len(), 1);
     h.event(render("plan-7", "r-7", "7"));
-    assert_eq!(ids(&h), ["r-0", "r-3", "r-4", "r-6"], "r-2 lost its pod and was the oldest unheld");
+    assert_eq!(ids(&h), ["r-0", "r-2", "r-3", "r-4", "r-6"], "r-1 lost its pod and was the oldest unheld");
     // Only a held straggler is judged: r-3 (ns/c), never r-4 or r-6.
     h.finish(pass());
     h.run_to_timer();

@@ -151,7 +151,7 @@ impl Grants {
 
 impl Grants {
     /// Adds read-only access to one more file.
-    pub fn with_file(mut self, path: &str) -> Grants {
+    pub fn with_file(mut self, path: &Path) -> Grants {
         self.rules.push((path.into(), FS_READ_FILE));
         self
     }

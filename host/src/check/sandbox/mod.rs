@@ -2,17 +2,20 @@
 //! parent, applied in the forked child with raw system calls only.
 //!
 //! Everything that allocates or reads files happens in the parent before
-//! `fork`: the Landlock ruleset fd, the seccomp program, the limits. The
-//! child then runs [`ChildSetup::run`], in this order: (process group, set
-//! by `Command::process_group(0)` before it) `fchdir` to the check
-//! directory's descriptor (the child needs no path string; with the sandbox
-//! off too), parent-death signal, rlimits, namespaces, capability drop,
-//! `no_new_privs`, Landlock, seccomp; then `execve` of haproxy with an empty
-//! environment. A failing step returns an error code that carries the layer
+//! `fork`: the Landlock ruleset fd, the seccomp program, the limits, the
+//! host view's paths. The child then runs [`ChildSetup::run`], in this
+//! order: (process group, set by `Command::process_group(0)` before it)
+//! `fchdir` to the check directory's descriptor (the child needs no path
+//! string; with the sandbox off too), parent-death signal, rlimits,
+//! namespaces, the host view (stand-in files mounted, the fixed host name:
+//! [`host_view`]), capability drop, `no_new_privs`, Landlock, seccomp; then
+//! `execve` of haproxy with an empty environment but for Lua's fixed module
+//! paths. A failing step returns an error code that carries the layer
 //! ([`spawn_failure`] reads it back), so the check says "sandbox setup
 //! failed in layer 'landlock': …" and counts as could-not-run.
 
 pub mod caps;
+pub mod host_view;
 pub mod ids;
 pub mod landlock;
 pub mod loader;
@@ -92,12 +95,21 @@ pub struct Sandbox {
     seccomp: Option<Arc<Vec<libc::sock_filter>>>,
     grants: landlock::Grants,
     grants_with_ca: landlock::Grants,
+    /// The stand-ins mounted over the host's own files, when checks get a
+    /// mount namespace to mount them in.
+    view: Option<Arc<host_view::HostView>>,
 }
 
 impl Sandbox {
     /// The sandbox for checks running `binary`, given this host's probe
-    /// (tests pass one with layers forced absent).
-    pub fn with_probe(opts: SandboxOptions, binary: &Path, probe: Probe) -> Sandbox {
+    /// (tests pass one with layers forced absent) and the stand-ins for the
+    /// host's own files.
+    pub fn with_probe(
+        opts: SandboxOptions,
+        binary: &Path,
+        probe: Probe,
+        view: Option<Arc<host_view::HostView>>,
+    ) -> Sandbox {
         let mut refusal = None;
         let mut seccomp = None;
         if opts.mode != Mode::Off {
@@ -114,7 +126,8 @@ impl Sandbox {
         }
         // Resolving the binary's libraries once: the CA variant only adds rules.
         let grants = landlock::Grants::for_binary(binary);
-        Sandbox { grants_with_ca: grants.clone().with_system_ca(), grants, opts, probe, refusal, seccomp }
+        let view = view.filter(|_| probe.unshare_flags() & libc::CLONE_NEWNS != 0);
+        Sandbox { grants_with_ca: grants.clone().with_system_ca(), grants, opts, probe, refusal, seccomp, view }
     }
 
     pub fn mode(&self) -> Mode {
@@ -162,7 +175,10 @@ impl Sandbox {
                 let grants = if host.system_ca { &self.grants_with_ca } else { &self.grants };
                 let with_resolv_conf;
                 let grants = if host.resolv_conf {
-                    with_resolv_conf = grants.clone().with_file(landlock::RESOLV_CONF);
+                    // the stand-in, mounted where the host's is; without a
+                    // mount namespace, the host's own
+                    let file = self.view.as_ref().map_or(Path::new(landlock::RESOLV_CONF), |v| v.resolv_conf());
+                    with_resolv_conf = grants.clone().with_file(file);
                     &with_resolv_conf
                 } else {
                     grants
@@ -181,6 +197,7 @@ impl Sandbox {
             unshare: self.probe.unshare_flags(),
             ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             seccomp: self.seccomp.clone(),
+            view: self.view.clone(),
         };
         Ok(Prepared { dir: check_dir, setup: Some(setup), _ruleset: ruleset })
     }
@@ -209,7 +226,7 @@ impl Prepared<'_> {
             }
             return;
         };
-        cmd.env_clear();
+        cmd.env_clear().env("LUA_PATH", host_view::LUA_PATH).env("LUA_CPATH", host_view::LUA_CPATH);
         // SAFETY: `ChildSetup::run` makes only async-signal-safe raw system
         // calls and touches only memory prepared before the fork.
         unsafe {
@@ -230,14 +247,17 @@ pub enum Layer {
     Seccomp = 7,
     /// The `fchdir` to the check directory (first, and also without a sandbox).
     CheckDirectory = 8,
+    /// Stand-in files and the fixed host name, in the new namespaces.
+    HostView = 9,
 }
 
 impl Layer {
-    const ALL: [Layer; 8] = [
+    const ALL: [Layer; 9] = [
         Layer::CheckDirectory,
         Layer::DeathSignal,
         Layer::Rlimits,
         Layer::Namespaces,
+        Layer::HostView,
         Layer::Capabilities,
         Layer::NoNewPrivs,
         Layer::Landlock,
@@ -254,6 +274,7 @@ impl Layer {
             Layer::Landlock => "landlock",
             Layer::Seccomp => "seccomp",
             Layer::CheckDirectory => "check-directory",
+            Layer::HostView => "host-view",
         }
     }
 }
@@ -299,6 +320,8 @@ struct ChildSetup {
     /// -1: no Landlock.
     ruleset: RawFd,
     seccomp: Option<Arc<Vec<libc::sock_filter>>>,
+    /// Mounted when `unshare` makes a mount namespace.
+    view: Option<Arc<host_view::HostView>>,
 }
 
 impl ChildSetup {
@@ -322,6 +345,14 @@ impl ChildSetup {
         }
         step(Layer::Rlimits, self.limits.apply())?;
         step(Layer::Namespaces, namespaces::unshare(self.unshare))?;
+        if let Some(view) = &self.view
+            && self.unshare & libc::CLONE_NEWNS != 0
+        {
+            step(Layer::HostView, view.mount())?;
+        }
+        if self.unshare & libc::CLONE_NEWUTS != 0 {
+            step(Layer::HostView, host_view::set_host_name())?;
+        }
         step(Layer::Capabilities, caps::drop_all())?;
         // SAFETY: integer arguments only.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {

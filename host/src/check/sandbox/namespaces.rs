@@ -1,5 +1,6 @@
 //! Namespaces: the check gets a network of its own (no interface but a
-//! down loopback), its own IPC and host name, inside a user namespace so
+//! down loopback), its own IPC, host name and mounts (where the host view's
+//! stand-ins are mounted: [`super::host_view`]), inside a user namespace so
 //! no privilege is needed and root in it is nobody outside.
 //!
 //! No uid map is written: `haproxy -c` needs no ids, and with none mapped
@@ -7,9 +8,28 @@
 //! Without user namespaces but as root, network/IPC/UTS are unshared
 //! alone (CAP_SYS_ADMIN allows it); capabilities are dropped right after.
 
-/// What the child unshares: user+net+ipc+uts, net+ipc+uts, or nothing.
+/// What the child unshares: user+net+ipc+uts, net+ipc+uts, or nothing;
+/// plus [`MOUNT`] where the host lets the check mount in it.
 pub const WITH_USER: libc::c_int = libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
 pub const WITHOUT_USER: libc::c_int = libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+/// A mount namespace, for the host view's stand-ins.
+pub const MOUNT: libc::c_int = libc::CLONE_NEWNS;
+
+/// In the child, in a new mount namespace: its mounts become private, so
+/// nothing mounted in it reaches the host. 0 or an errno. Raw system call.
+pub fn private_mounts() -> i32 {
+    // SAFETY: a constant C string; mount has no other memory effects.
+    let r = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 { super::landlock::errno() } else { 0 }
+}
 
 /// In the child: 0 or an errno. Raw system call only.
 pub fn unshare(flags: libc::c_int) -> i32 {
@@ -20,8 +40,9 @@ pub fn unshare(flags: libc::c_int) -> i32 {
     if unsafe { libc::unshare(flags) } != 0 { super::landlock::errno() } else { 0 }
 }
 
-/// Tries `unshare(flags)` in a throw-away child: the answer says whether
-/// checks can have these namespaces. Used once, by the probe.
+/// Tries `unshare(flags)` in a throw-away child (with [`MOUNT`], also making
+/// its mounts private: a host may allow the namespace but no mount in it):
+/// the answer says whether checks can have these namespaces. Used by the probe.
 pub fn try_in_child(flags: libc::c_int) -> Result<(), i32> {
     // SAFETY: the child calls only unshare and _exit (async-signal-safe),
     // so forking a multi-threaded process is fine.
@@ -30,7 +51,10 @@ pub fn try_in_child(flags: libc::c_int) -> Result<(), i32> {
         return Err(super::landlock::errno());
     }
     if pid == 0 {
-        let e = unshare(flags);
+        let mut e = unshare(flags);
+        if e == 0 && flags & MOUNT != 0 {
+            e = private_mounts();
+        }
         // SAFETY: leaves the child at once, running no destructor.
         unsafe { libc::_exit(e.min(255)) };
     }

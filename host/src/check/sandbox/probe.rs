@@ -1,7 +1,7 @@
 //! Which layers this host can give a check, found out once at start-up,
 //! and the one line that says so (`sandbox: landlock=enforced(abi=7) …`).
 //!
-//! `RENDERGATE_SANDBOX_DISABLE=landlock,seccomp,userns,netns` makes the
+//! `RENDERGATE_SANDBOX_DISABLE=landlock,seccomp,userns,netns,mountns` makes the
 //! probe treat those layers as missing. It is a test and debugging knob
 //! (to see strict mode refuse and best-effort mode degrade on a host that
 //! has everything), not a configuration.
@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 /// The variable read by [`Probe::current`].
 pub const DISABLE_VAR: &str = "RENDERGATE_SANDBOX_DISABLE";
 /// Names the knob accepts.
-pub const KNOWN: [&str; 4] = ["landlock", "seccomp", "userns", "netns"];
+pub const KNOWN: [&str; 5] = ["landlock", "seccomp", "userns", "netns", "mountns"];
 
 /// What this host supports. Each `Err` holds why not, for the report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +23,9 @@ pub struct Probe {
     pub userns: Result<(), String>,
     /// net + ipc + uts without a user namespace (needs root).
     pub netns: Result<(), String>,
+    /// A mount namespace with the other namespaces, where the check may
+    /// mount the host view's stand-ins.
+    pub mountns: Result<(), String>,
     pub root: bool,
 }
 
@@ -56,13 +59,27 @@ impl Probe {
             None if userns.is_ok() => Ok(()),
             None => namespaces::try_in_child(namespaces::WITHOUT_USER).map_err(errno_name),
         };
+        let mut probe = Probe { landlock, seccomp, userns, netns, mountns: Ok(()), root: false };
+        let base = probe.namespace_flags();
+        probe.mountns = match knob("mountns") {
+            Some(why) => Err(why),
+            None if base == 0 => Err("no namespaces".to_owned()),
+            None => namespaces::try_in_child(base | namespaces::MOUNT).map_err(errno_name),
+        };
         // SAFETY: geteuid cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
-        Probe { landlock, seccomp, userns, netns, root }
+        probe.root = unsafe { libc::geteuid() } == 0;
+        probe
     }
 
-    /// The namespaces a check gets: with a user namespace when possible.
+    /// The namespaces a check gets, with a mount namespace where it may mount.
     pub fn unshare_flags(&self) -> libc::c_int {
+        let base = self.namespace_flags();
+        if base != 0 && self.mountns.is_ok() { base | namespaces::MOUNT } else { base }
+    }
+
+    /// The namespaces a check gets but the mount namespace: with a user
+    /// namespace when possible.
+    fn namespace_flags(&self) -> libc::c_int {
         if self.userns.is_ok() && self.netns.is_ok() {
             namespaces::WITH_USER
         } else if self.netns.is_ok() {
@@ -104,10 +121,10 @@ impl Probe {
     }
 
     /// The start-up line, e.g. `sandbox: mode=strict landlock=enforced(abi=7)
-    /// seccomp=on userns=on netns=on caps=dropped rlimits=on env=cleared`.
+    /// seccomp=on userns=on netns=on mountns=on caps=dropped rlimits=on env=cleared`.
     pub fn report(&self, mode: Mode) -> String {
         if mode == Mode::Off {
-            return "sandbox: mode=off landlock=off seccomp=off netns=off caps=kept rlimits=off env=inherited (plain exec)"
+            return "sandbox: mode=off landlock=off seccomp=off netns=off mountns=off caps=kept rlimits=off env=inherited (plain exec)"
                 .into();
         }
         let state = |r: &Result<(), String>| match r {
@@ -121,8 +138,9 @@ impl Probe {
         let flags = self.unshare_flags();
         let userns = if flags & libc::CLONE_NEWUSER != 0 { "on".into() } else { state(&self.userns) };
         let netns = if flags & libc::CLONE_NEWNET != 0 { "on".into() } else { state(&self.netns) };
+        let mountns = if flags & libc::CLONE_NEWNS != 0 { "on".into() } else { state(&self.mountns) };
         let mut line = format!(
-            "sandbox: mode={} landlock={landlock} seccomp={} userns={userns} netns={netns} caps=dropped rlimits=on env=cleared",
+            "sandbox: mode={} landlock={landlock} seccomp={} userns={userns} netns={netns} mountns={mountns} caps=dropped rlimits=on env=cleared",
             mode.name(),
             state(&self.seccomp),
         );
@@ -172,8 +190,20 @@ mod tests {
     }
 
     #[test]
+    fn without_a_mount_namespace_the_other_namespaces_stay() {
+        let p = Probe::detect("");
+        assert_eq!(p.mountns, Ok(()), "this host lets checks mount in their namespace");
+        assert_ne!(p.unshare_flags() & libc::CLONE_NEWNS, 0);
+        let p = Probe::detect("mountns");
+        assert_eq!(p.unshare_flags() & libc::CLONE_NEWNS, 0);
+        assert_ne!(p.unshare_flags() & libc::CLONE_NEWNET, 0);
+        assert!(p.report(Mode::Strict).contains(" mountns=off(disabled by"), "{}", p.report(Mode::Strict));
+    }
+
+    #[test]
     fn the_knob_removes_layers_and_strict_mode_says_what_is_missing() {
         let p = Probe::detect("landlock, seccomp,netns,userns,unknown");
+        assert_eq!(p.mountns, Err("no namespaces".to_owned()));
         assert_eq!(p.landlock, Err(format!("disabled by {DISABLE_VAR}")));
         assert_eq!(p.seccomp, Err(format!("disabled by {DISABLE_VAR}")));
         assert_eq!(p.unshare_flags(), 0);
