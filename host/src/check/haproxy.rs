@@ -20,7 +20,7 @@ use super::base::BaseDir;
 use super::identity::{Binary, BinaryIdentity};
 use super::layout;
 use super::limits::RenderLimits;
-use super::prepare::{self, Job, Prepared};
+use super::prepare::{self, InFlight, Job, Prepared};
 use super::sandbox::{self, Sandbox, SandboxOptions};
 use super::verdict::{self, Exit, Transcript};
 use super::{CheckFuture, Checked, Checker};
@@ -87,6 +87,9 @@ pub struct HaproxyChecker {
     base: Result<Arc<BaseDir>, String>,
     /// Stand-ins for the host's own files, in the base's own subdirectory.
     view: Option<Arc<sandbox::host_view::HostView>>,
+    /// Threads preparing or removing a check directory: waited for when
+    /// the checker goes, so that its directories go with it.
+    in_flight: Arc<InFlight>,
 }
 
 /// What one check runs: the binary as hashed, and the sandbox made for it.
@@ -122,7 +125,8 @@ impl HaproxyChecker {
             tracing::error!("{problem}; every check will be could-not-run");
         }
         let binary = BinaryIdentity::new(&opts.binary);
-        let checker = HaproxyChecker { binary, opts, probe, sandbox: Mutex::new(None), base, view };
+        let in_flight = Arc::default();
+        let checker = HaproxyChecker { binary, opts, probe, sandbox: Mutex::new(None), base, view, in_flight };
         // The first check need not hash the binary nor read its loader.
         let _ = checker.judge();
         checker
@@ -204,6 +208,7 @@ impl HaproxyChecker {
             limits: self.opts.limits,
             sandboxed: judge.sandbox.mode() != sandbox::Mode::Off,
             binary: judge.binary.path.clone(),
+            in_flight: self.in_flight.clone(),
         };
         let ready = match prepare::prepare(job, deadline).await {
             Ok(ready) => ready,
@@ -212,7 +217,7 @@ impl HaproxyChecker {
         let outcome = self.run_in(judge, render, &ready, deadline, started).await;
         // After the process group is dead (run_in's guards); dropped
         // mid-check instead, the directory goes with the future.
-        prepare::remove(ready.dir).await;
+        prepare::remove(ready.dir, &self.in_flight).await;
         outcome
     }
 
@@ -345,6 +350,22 @@ impl HaproxyChecker {
                 }
             }
             other => other,
+        }
+    }
+}
+
+/// How long a dropped checker waits for a thread still writing or removing
+/// one of its check directories (it stops at its next file once its check is
+/// gone; removing what it wrote is what takes time).
+const IN_FLIGHT_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Drop for HaproxyChecker {
+    /// No check can be running (checks borrow the checker), but a thread
+    /// may still be removing what one wrote: the process may exit right
+    /// after (on a signal, without waiting for the runtime's threads).
+    fn drop(&mut self) {
+        if !self.in_flight.wait_idle(IN_FLIGHT_GRACE) {
+            tracing::warn!("a check directory was still being removed after {IN_FLIGHT_GRACE:?}; leaving it");
         }
     }
 }
@@ -810,6 +831,27 @@ frontend f
         // this test's runtime has one thread: it ticked while the files were written
         assert!(ticks.load(std::sync::atomic::Ordering::Relaxed) >= 100, "{ticks:?}");
         assert!(f.gone_soon().await, "{:?}", f.leftovers().len());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_checker_waits_until_the_directory_being_written_is_gone() {
+        // as `serve` and `check` end on a signal: the check dropped, then the
+        // checker, then the process exits without waiting for any thread
+        let f = roomy("haproxy");
+        let r = render(VALID, many_files(1_000_000));
+        let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(600));
+        let writing = async {
+            while f.leftovers().len() < 1000 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::select! {
+            out = fut => panic!("{out:?}"),
+            () = writing => {}
+        }
+        let Fixture { work, checker } = f;
+        drop(checker);
+        assert!(tree(work.path()).is_empty(), "{} left", tree(work.path()).len());
     }
 
     #[tokio::test]

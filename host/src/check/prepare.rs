@@ -9,6 +9,11 @@
 //! being dropped included, and the thread then stops at its next look and
 //! removes what it wrote itself. A directory that was ready when nobody
 //! wanted it any more is removed on a blocking thread too.
+//!
+//! Every such thread holds a token of its checker's [`InFlight`], which the
+//! checker waits on when it is dropped: no directory outlives its checker,
+//! not even when the process ends on a signal without waiting for the
+//! runtime's blocking threads.
 
 use super::base::{BaseDir, CheckDir};
 use super::checked_copy::{CheckedCopy, ResolveId, Rewrites, checked_copy};
@@ -18,8 +23,8 @@ use super::sandbox::{self, HostFiles};
 use super::verdict;
 use crate::render::Render;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -33,6 +38,42 @@ pub struct Job {
     pub sandboxed: bool,
     /// The binary's path, taken out of messages as the check directory is.
     pub binary: PathBuf,
+    /// The checker's blocking work still running.
+    pub in_flight: Arc<InFlight>,
+}
+
+/// How many of a checker's blocking threads (preparing or removing a check
+/// directory) are still running.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    running: Mutex<usize>,
+    idle: Condvar,
+}
+
+/// Held by one blocking thread while it runs.
+struct Token(Arc<InFlight>);
+
+impl InFlight {
+    fn enter(self: &Arc<Self>) -> Token {
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        Token(self.clone())
+    }
+
+    /// Waits until no thread runs (each stops at its next look once its
+    /// check is gone), for at most `bound`; whether they all ended.
+    pub fn wait_idle(&self, bound: Duration) -> bool {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let (running, _) =
+            self.idle.wait_timeout_while(running, bound, |n| *n > 0).unwrap_or_else(PoisonError::into_inner);
+        *running == 0
+    }
+}
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        *self.0.running.lock().unwrap_or_else(PoisonError::into_inner) -= 1;
+        self.0.idle.notify_all();
+    }
 }
 
 /// A check directory with the render in it, ready for `haproxy -c`.
@@ -50,14 +91,16 @@ pub async fn prepare(job: Job, deadline: Instant) -> Result<Prepared, String> {
     let progress = Arc::new(Progress { cancel: AtomicBool::new(false), written: AtomicUsize::new(0) });
     let (tx, rx) = oneshot::channel();
     // Raises the flag on every way out, and removes an unwanted directory.
-    let mut pending = Pending { progress: progress.clone(), answer: Some(rx) };
+    let mut pending = Pending { progress: progress.clone(), answer: Some(rx), in_flight: job.in_flight.clone() };
     let until = deadline.into_std();
+    let token = job.in_flight.enter();
     tokio::task::spawn_blocking(move || {
         let prepared = job.run(&progress, until, budget);
         if let Err(unwanted) = tx.send(prepared) {
             // nobody waits for it any more: removed here, off the loop
             drop(unwanted);
         }
+        drop(token);
     });
     let answer = pending.answer.as_mut().expect("taken only when dropped");
     tokio::select! {
@@ -67,10 +110,15 @@ pub async fn prepare(job: Job, deadline: Instant) -> Result<Prepared, String> {
 }
 
 /// Removes a check directory on a blocking thread, and waits for it.
-pub async fn remove(dir: CheckDir) {
+pub async fn remove(dir: CheckDir, in_flight: &Arc<InFlight>) {
+    let token = in_flight.enter();
     // Should the blocking pool refuse (the runtime is shutting down), the
     // closure is dropped, and the directory with it.
-    let _ = tokio::task::spawn_blocking(move || drop(dir)).await;
+    let _ = tokio::task::spawn_blocking(move || {
+        drop(dir);
+        drop(token);
+    })
+    .await;
 }
 
 fn timed_out(budget: Duration, written: usize, files: usize) -> String {
@@ -91,6 +139,7 @@ struct Progress {
 struct Pending {
     progress: Arc<Progress>,
     answer: Option<oneshot::Receiver<Result<Prepared, String>>>,
+    in_flight: Arc<InFlight>,
 }
 
 impl Drop for Pending {
@@ -100,9 +149,14 @@ impl Drop for Pending {
         answer.close();
         // Ready just as the check gave up on it: not removed on this thread.
         if let Ok(Ok(prepared)) = answer.try_recv() {
+            let token = self.in_flight.enter();
+            let removal = move || {
+                drop(prepared);
+                drop(token);
+            };
             match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => drop(runtime.spawn_blocking(move || drop(prepared))),
-                Err(_) => drop(prepared),
+                Ok(runtime) => drop(runtime.spawn_blocking(removal)),
+                Err(_) => removal(),
             }
         }
     }
