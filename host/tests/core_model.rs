@@ -156,11 +156,11 @@ struct Model {
 }
 
 impl Model {
-    fn new(s: &Scenario) -> Self {
+    fn new(interval: Duration, memory_capacity: usize, plan_history: usize) -> Self {
         Model {
-            interval: s.interval,
-            memory_capacity: s.memory,
-            plan_history: s.plan_history,
+            interval,
+            memory_capacity,
+            plan_history,
             judge: JUDGES[0],
             pessimistic: None,
             pinned: None,
@@ -212,36 +212,14 @@ impl Model {
         if self.pessimistic.is_some() {
             self.effects.push(Seen::Other(Effect::Latch(LatchState::Optimistic)));
         }
-        let (interval, memory_capacity, plan_history, judge, draining, last_start, effects) = (
-            self.interval,
-            self.memory_capacity,
-            self.plan_history,
-            self.judge,
-            self.draining,
-            self.last_start,
-            std::mem::take(&mut self.effects),
-        );
-        *self = Model {
-            interval,
-            memory_capacity,
-            plan_history,
-            judge,
-            pessimistic: None,
-            pinned: None,
-            newest: None,
-            superseded: vec![],
-            memory: vec![],
-            pods: BTreeMap::new(),
-            passed: vec![],
-            refused: vec![],
-            in_flight: None,
-            last_start, // checks stay spaced across terms
-            failures: 0,
-            retry_at: None,
-            draining,
-            timer: None,
-            effects,
-        };
+        // A new term starts from nothing; the tunables, the judge, draining
+        // and the spacing of checks (the last start) carry over.
+        let fresh = Model::new(self.interval, self.memory_capacity, self.plan_history);
+        let kept = std::mem::replace(self, fresh);
+        self.judge = kept.judge;
+        self.draining = kept.draining;
+        self.last_start = kept.last_start;
+        self.effects = kept.effects;
         self.step(now);
     }
 
@@ -488,7 +466,7 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
         plan_history: s.plan_history,
     };
     let mut gate = Gate::new(config, JUDGES[0]);
-    let mut model = Model::new(&s);
+    let mut model = Model::new(s.interval, s.memory, s.plan_history);
     let mut now = Instant::now();
     let mut seq = 0u64;
     let mut sent: Vec<(u8, u8, u8)> = vec![];

@@ -11,15 +11,6 @@ fn check(args: &[&str], dir: &Path) -> std::process::Output {
     run(&all, "", &[])
 }
 
-/// A copy of the sample render in a fresh directory, with `config` as its haproxy.cfg.
-fn render_dir(config: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("maps")).unwrap();
-    std::fs::copy(sample_dir().join("maps/hosts.map"), dir.path().join("maps/hosts.map")).unwrap();
-    std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
-    dir
-}
-
 #[test]
 fn a_valid_render_passes_with_exit_0() {
     let out = check(&["--json"], &sample_dir());

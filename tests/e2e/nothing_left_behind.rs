@@ -79,19 +79,6 @@ fn exits_quickly(gate: &mut Child) -> std::process::ExitStatus {
     }
 }
 
-/// Everything under `dir`.
-fn tree(dir: &Path) -> Vec<PathBuf> {
-    let mut all = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if std::fs::symlink_metadata(&path).unwrap().is_dir() {
-            all.extend(tree(&path));
-        }
-        all.push(path);
-    }
-    all
-}
-
 /// Signals the gate once its check runs, and asserts what must hold after.
 fn stopped_by(signal: i32, expected_status: i32, start: impl FnOnce(&Path, &Path) -> Child) {
     let hanging = Hanging::new();

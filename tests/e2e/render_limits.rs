@@ -52,28 +52,6 @@ fn measured(args: &[&str], tmpdir: &Path) -> Measured {
     }
 }
 
-/// Everything under `dir`.
-fn tree(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut all = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if std::fs::symlink_metadata(&path).unwrap().is_dir() {
-            all.extend(tree(&path));
-        }
-        all.push(path);
-    }
-    all
-}
-
-/// The sample render, with `config` as its haproxy.cfg, in a fresh directory.
-fn render_dir(config: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("maps")).unwrap();
-    std::fs::copy(sample_dir().join("maps/hosts.map"), dir.path().join("maps/hosts.map")).unwrap();
-    std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
-    dir
-}
-
 #[test]
 fn serve_answers_a_render_past_a_limit_with_could_not_run_naming_it() {
     let work = tempfile::tempdir().unwrap();

@@ -27,6 +27,28 @@ pub fn sample_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render")
 }
 
+/// A copy of the sample render in a fresh directory, with `config` as its haproxy.cfg.
+pub fn render_dir(config: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("maps")).unwrap();
+    std::fs::copy(sample_dir().join("maps/hosts.map"), dir.path().join("maps/hosts.map")).unwrap();
+    std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
+    dir
+}
+
+/// Everything under `dir`, depth first.
+pub fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+            all.extend(tree(&path));
+        }
+        all.push(path);
+    }
+    all
+}
+
 pub fn sample_config() -> String {
     std::fs::read_to_string(sample_dir().join("haproxy.cfg")).unwrap()
 }

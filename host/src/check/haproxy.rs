@@ -833,6 +833,19 @@ frontend f
         assert!(f.gone_soon().await, "{:?}", f.leftovers().len());
     }
 
+    /// Runs the check until its directory holds a thousand files, then drops it.
+    async fn until_a_thousand_files_are_written(f: &Fixture, check: CheckFuture<'_>) {
+        let writing = async {
+            while f.leftovers().len() < 1000 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::select! {
+            out = check => panic!("{out:?}"),
+            () = writing => {}
+        }
+    }
+
     #[tokio::test]
     async fn a_dropped_checker_waits_until_the_directory_being_written_is_gone() {
         // as `serve` and `check` end on a signal: the check dropped, then the
@@ -840,15 +853,7 @@ frontend f
         let f = roomy("haproxy");
         let r = render(VALID, many_files(1_000_000));
         let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(600));
-        let writing = async {
-            while f.leftovers().len() < 1000 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        };
-        tokio::select! {
-            out = fut => panic!("{out:?}"),
-            () = writing => {}
-        }
+        until_a_thousand_files_are_written(&f, fut).await;
         let Fixture { work, checker } = f;
         drop(checker);
         assert!(tree(work.path()).is_empty(), "{} left", tree(work.path()).len());
@@ -859,16 +864,7 @@ frontend f
         let f = roomy("haproxy");
         let r = render(VALID, many_files(1_000_000));
         let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(600));
-        // dropped once a thousand files are written
-        let writing = async {
-            while f.leftovers().len() < 1000 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        };
-        tokio::select! {
-            out = fut => panic!("{out:?}"),
-            () = writing => {}
-        }
+        until_a_thousand_files_are_written(&f, fut).await;
         // Writing all of it takes far longer than this: the thread stopped.
         assert!(f.gone_soon().await, "{:?}", f.leftovers().len());
     }
