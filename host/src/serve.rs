@@ -1,9 +1,11 @@
 //! `rendergate serve`: NDJSON events from a reader into the gate, NDJSON
 //! outputs from the gate to a writer. A bad line becomes an `error` output
-//! and never reaches the gate. Every output goes through one ordered path to
-//! the writer, a write at a time: a verdict's group of lines (the gate hands
-//! those over whole, [`Gate::start_grouped`]) is one write, so nothing comes
-//! between its lines. At end of input the gate drains, then this returns.
+//! and never reaches the gate. One writer task writes every output, a write
+//! at a time: a verdict's group of lines (the gate hands those over whole,
+//! [`Gate::start_grouped`]) is one write, so nothing comes between its lines.
+//! (The gate's groups reach the writer straight from the gate's channel: a
+//! task in between would cost a wake-up per group.) At end of input the gate
+//! drains, then this returns.
 //!
 //! Reading is bounded (docs/behaviour.md, "Bounded work"): a line longer than
 //! `max_line` is never held, only counted and skipped, and the line buffer
@@ -25,9 +27,9 @@ pub const DEFAULT_MAX_LINE_FLAG: &str = "64MiB";
 /// runs.
 const KEPT_CAPACITY: usize = 1024 * 1024;
 
-/// Writes waiting for the writer. Bounded: a flood of bad lines waits for
-/// the controller to read its errors instead of piling up in memory.
-const WRITES_QUEUED: usize = 256;
+/// Error lines waiting for the writer. Bounded: a flood of bad lines waits
+/// for the controller to read its errors instead of piling up in memory.
+const ERRORS_QUEUED: usize = 256;
 
 /// Runs the gate over `input` until end of input, writing to `output`.
 /// Lines longer than `max_line` bytes (newline excluded) get an `error`.
@@ -42,38 +44,43 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (writes, mut to_write) = mpsc::channel::<Vec<u8>>(WRITES_QUEUED);
+    let (errors, mut error_lines) = mpsc::channel::<LineError>(ERRORS_QUEUED);
+    // The one writer: the gate's groups and the reader's errors, each written
+    // whole with one write, in the order the writer takes them.
     let writer = tokio::spawn(async move {
         // Buffered: tokio's stdout does each write on a blocking thread.
         let mut output = tokio::io::BufWriter::new(output);
-        while let Some(bytes) = to_write.recv().await {
+        let mut bytes = Vec::new();
+        let (mut outputs_open, mut errors_open) = (true, true);
+        while outputs_open || errors_open {
+            bytes.clear();
+            tokio::select! {
+                group = outputs.recv(), if outputs_open => match group {
+                    Some(group) => {
+                        for output in &group {
+                            bytes.extend_from_slice(protocol::output_line(output).as_bytes());
+                            bytes.push(b'\n');
+                        }
+                    }
+                    None => outputs_open = false,
+                },
+                error = error_lines.recv(), if errors_open => match error {
+                    Some(error) => {
+                        bytes.extend_from_slice(protocol::error_line(&error).as_bytes());
+                        bytes.push(b'\n');
+                    }
+                    None => errors_open = false,
+                },
+            }
             output.write_all(&bytes).await?;
             // Flush when nothing else is ready: one write per burst, not per line.
-            if to_write.is_empty() {
+            if outputs.is_empty() && error_lines.is_empty() {
                 output.flush().await?;
             }
         }
         output.flush().await?;
         Ok::<_, std::io::Error>(())
     });
-    let gate_writes = writes.clone();
-    let forwarder = tokio::spawn(async move {
-        while let Some(group) = outputs.recv().await {
-            let mut bytes = Vec::new();
-            for output in &group {
-                bytes.extend_from_slice(protocol::output_line(output).as_bytes());
-                bytes.push(b'\n');
-            }
-            if gate_writes.send(bytes).await.is_err() {
-                return; // the writer failed; its error is reported below
-            }
-        }
-    });
-    let write_error = |e: &LineError| {
-        let mut bytes = protocol::error_line(e).into_bytes();
-        bytes.push(b'\n');
-        bytes
-    };
 
     let mut number = 0u64;
     let mut buf = Vec::new();
@@ -91,7 +98,7 @@ where
             let message = format!("longer than --max-line {}", crate::size::format(max_line));
             let e = LineError { line: number, message };
             tracing::warn!("{e}");
-            if writes.send(write_error(&e)).await.is_err() {
+            if errors.send(e).await.is_err() {
                 break;
             }
             continue;
@@ -109,15 +116,14 @@ where
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!("{e}");
-                if writes.send(write_error(&e)).await.is_err() {
+                if errors.send(e).await.is_err() {
                     break;
                 }
             }
         }
     }
-    drop(writes);
+    drop(errors);
     gate.finish().await;
-    forwarder.await.map_err(std::io::Error::other)?;
     writer.await.map_err(std::io::Error::other)?
 }
 
