@@ -6,7 +6,8 @@
 //!
 //! - [`protocol`]: the NDJSON lines of `rendergate serve`;
 //! - [`runtime`]: the tokio adapter ([`Gate`]): channels, the check worker;
-//! - [`core`]: the gate as a sans-IO state machine;
+//! - [`core`]: the gate as a sans-IO state machine (the `rendergate-core`
+//!   crate, which depends on no runtime, process or WebAssembly crate);
 //! - beside them, [`check`] (judging one render with haproxy) and
 //!   [`policy`] (promotions and reverts).
 //!
@@ -34,17 +35,18 @@
 //! `examples/embed.rs` is a complete controller loop.
 
 pub mod check;
-pub mod core;
+/// The gate as a sans-IO state machine: the `rendergate-core` crate.
+pub use rendergate_core as core;
 pub mod duration;
 pub mod health;
-pub(crate) mod hex;
+pub(crate) use rendergate_core::hex;
 pub mod http;
 pub mod log_lines;
 pub mod metrics;
 pub mod policy;
 pub mod protocol;
 pub mod record;
-pub mod render;
+pub use rendergate_core::render;
 pub mod runtime;
 pub mod serve;
 pub mod size;

@@ -1,6 +1,9 @@
-//! The gate as a sans-IO state machine: events and time go in, effects come
-//! out. No tokio, no processes, no clocks: the caller passes `now` with every
-//! input, runs the checks the gate asks for, and reports their outcomes.
+//! rendergate-core: the render gate as a sans-IO state machine. Events and
+//! time go in, effects come out. No tokio, no processes, no clocks, no
+//! WebAssembly: the caller passes `now` with every input, runs the checks the
+//! gate asks for, and reports their outcomes. Every rule of docs/behaviour.md
+//! about the latch, which renders are checked, verdict memory, the back-off,
+//! pods and leadership lives here and is a plain unit test.
 //!
 //! ```text
 //! set_judge                                           (who judges now)
@@ -8,6 +11,16 @@
 //! poll_effect  -> StartCheck | Verdict | Latch | Release | Decide
 //! poll_timeout -> when to call handle_timeout next
 //! ```
+//!
+//! It owns [`render`] identity too (a render and the checksum the gate
+//! computes over it), since verdicts are kept per content. It must never
+//! depend on tokio, wasmtime, cap-std, libc or any sandboxing crate: the
+//! `rendergate` crate drives it (its `runtime` module), and the checker and
+//! the policy host sit beside it there. Start reading at [`Gate`], then
+//! `renders.rs` (which render is checked next) and `latch.rs` (the table).
+
+pub mod hex;
+pub mod render;
 
 mod latch;
 mod memory;
@@ -141,7 +154,7 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// `judge`: the checker's identity ([`crate::Checker::identity`]).
+    /// `judge`: the checker's identity (the haproxy binary's path and hash).
     /// It can change while the gate runs: see [`Gate::set_judge`].
     pub fn new(config: CoreConfig, judge: impl Into<String>) -> Self {
         Gate {

@@ -1,4 +1,4 @@
-//! Property test of the sans-IO gate core, `rendergate::core::Gate`.
+//! Property test of the sans-IO gate core, `rendergate_core::Gate`.
 //!
 //! Random sequences of inputs — renders (plans, render ids and contents drawn
 //! from small pools, so re-sent ids, repeated contents and memory hits are
@@ -46,10 +46,8 @@
 
 use policy_core::Trigger;
 use proptest::prelude::*;
-use rendergate::core::{
-    CheckId, CheckOutcome, CoreConfig, Effect, Event, Gate, LatchState, PodReport, Reason, Verdict,
-};
-use rendergate::render::{Checksum, Render};
+use rendergate_core::render::{Checksum, Render};
+use rendergate_core::{CheckId, CheckOutcome, CoreConfig, Effect, Event, Gate, LatchState, PodReport, Reason, Verdict};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Model-based test of the sans-IO gate core: a small, deliberately plain
 //! model of docs/behaviour.md (the latch table, coalescing, stragglers,
 //! trimming, verdict memory, the one back-off, pods, leadership, draining)
-//! runs beside `rendergate::core::Gate`, and proptest streams drive both.
+//! runs beside `rendergate_core::Gate`, and proptest streams drive both.
 //! After every input the two must have produced the same effects — every
 //! field of every verdict, latch, release and decision request, and the same
 //! renders sent to the checker — and must want to be woken at the same time.
@@ -15,10 +15,8 @@
 
 use policy_core::{Fleet, Name, Outcome, PodState, Trigger};
 use proptest::prelude::*;
-use rendergate::core::{
-    CheckId, CheckOutcome, CoreConfig, Effect, Event, Gate, LatchState, PodReport, Reason, Verdict,
-};
-use rendergate::render::{Checksum, Render};
+use rendergate_core::render::{Checksum, Render};
+use rendergate_core::{CheckId, CheckOutcome, CoreConfig, Effect, Event, Gate, LatchState, PodReport, Reason, Verdict};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

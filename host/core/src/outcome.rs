@@ -1,6 +1,6 @@
 //! What one check of a render came to: HAProxy's judgement, or why there was none.
 
-/// The result of one `haproxy -c` (or any [`crate::Checker`]).
+/// The result of one `haproxy -c` (or of any checker the driver runs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CheckOutcome {
     /// HAProxy would load it. `message` carries advisory remarks, if any
