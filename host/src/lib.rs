@@ -50,7 +50,8 @@ pub use rendergate_core::render;
 pub mod runtime;
 pub mod serve;
 pub mod size;
-pub mod timeline;
+/// The picture of a replay: the `rendergate-timeline` crate.
+pub use rendergate_timeline as timeline;
 
 pub use check::{Checker, HaproxyChecker, HaproxyOptions};
 pub use core::{CheckOutcome, Event, LatchState, PodList, PodReport, Reason, Verdict};

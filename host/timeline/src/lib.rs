@@ -1,4 +1,4 @@
-//! The timeline of a replay: one picture an operator reads at a glance
+//! rendergate-timeline: the timeline of a replay, one picture an operator reads at a glance
 //! (`rendergate replay EVENTS --timeline FILE.svg|FILE.html`).
 //!
 //! Fed the input lines and the output lines of a run, each with the time it
