@@ -34,7 +34,8 @@
 //!
 //! `examples/embed.rs` is a complete controller loop.
 
-pub mod check;
+/// Judging one render with HAProxy: the `rendergate-check` crate.
+pub use rendergate_check as check;
 /// The gate as a sans-IO state machine: the `rendergate-core` crate.
 pub use rendergate_core as core;
 pub mod duration;
@@ -49,7 +50,7 @@ pub mod record;
 pub use rendergate_core::render;
 pub mod runtime;
 pub mod serve;
-pub mod size;
+pub use rendergate_check::size;
 /// The picture of a replay: the `rendergate-timeline` crate.
 pub use rendergate_timeline as timeline;
 

@@ -2,7 +2,7 @@
 //! haproxy` in `global` makes HAProxy call `getpwnam` while parsing, which
 //! reads `/etc/passwd`, a file the sandbox must hide (`acl -f /etc/passwd`
 //! would quote it). The checked copy of the config says `uid N` / `gid N`
-//! instead ([`crate::check::checked_copy`] finds the names the way HAProxy
+//! instead ([`crate::checked_copy`] finds the names the way HAProxy
 //! does), and this module says what N is: the same fixed id for every name.
 //!
 //! Why not the host's answer: the render runs on the fleet's hosts, not the
@@ -11,7 +11,7 @@
 //! accounts the gate's host has (docs/checking.md, "What HAProxy sees of
 //! the host").
 
-use crate::check::checked_copy::IdKind;
+use crate::checked_copy::IdKind;
 
 /// The id every user and group name stands for (`nobody`/`nogroup` by
 /// custom): `haproxy -c` only needs the name to resolve.

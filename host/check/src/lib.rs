@@ -1,5 +1,8 @@
-//! Judging one render with HAProxy: the [`Checker`] seat, and the real
-//! `haproxy -c` checker behind it.
+//! rendergate-check: judging one render with HAProxy. The [`Checker`] seat,
+//! and the real `haproxy -c` checker behind it. It depends on the core for
+//! what a render and an outcome are, and on nothing of the gate's runtime,
+//! its protocol or its policies; the `rendergate` crate drives it. Start
+//! reading at [`HaproxyChecker`], then `prepare.rs` and `verdict.rs`.
 //!
 //! The gate only knows the trait. The checker here finds the binary and
 //! names it ([`identity`]), lays the render out in a
@@ -19,11 +22,12 @@ pub mod layout;
 pub mod limits;
 pub mod prepare;
 pub mod sandbox;
+pub mod size;
 pub mod tokenize;
 pub mod verdict;
 
-use crate::core::CheckOutcome;
-use crate::render::Render;
+use rendergate_core::CheckOutcome;
+use rendergate_core::render::Render;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -165,7 +165,7 @@ fn hash_file(path: &Path) -> io::Result<(String, Stamp)> {
     if Stamp::of(&file.metadata()?) != before {
         return Err(io::Error::other("it changed while it was read"));
     }
-    Ok((crate::hex::hex(&hasher.finalize()), before))
+    Ok((rendergate_core::hex::hex(&hasher.finalize()), before))
 }
 
 #[cfg(test)]
@@ -184,7 +184,7 @@ mod tests {
     }
 
     fn sha(content: &str) -> String {
-        crate::hex::hex(&Sha256::digest(content.as_bytes()))
+        rendergate_core::hex::hex(&Sha256::digest(content.as_bytes()))
     }
 
     #[test]

@@ -366,7 +366,7 @@ fn random_hex() -> io::Result<String> {
     if n != bytes.len() as isize {
         return Err(io::Error::last_os_error());
     }
-    Ok(crate::hex::hex(&bytes))
+    Ok(rendergate_core::hex::hex(&bytes))
 }
 
 #[cfg(test)]

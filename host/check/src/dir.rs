@@ -13,8 +13,8 @@
 use super::at;
 use super::layout::CONFIG_NAME;
 use super::limits::{MAX_PATH_BYTES, MAX_PATH_DEPTH, RenderLimits};
-use crate::render::{FileKind, Render, RenderFile};
 use cap_std::fs::Dir;
+use rendergate_core::render::{FileKind, Render, RenderFile};
 use std::ffi::OsString;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -194,7 +194,7 @@ fn refusal(path: &Path, e: io::Error) -> DirError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::layout;
+    use crate::layout;
     use std::fs;
 
     fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {

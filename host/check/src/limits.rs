@@ -8,7 +8,7 @@
 //! the largest real renders. The path's length and depth are fixed: no real
 //! render comes near them, and they keep the work per path constant.
 
-use crate::render::Render;
+use rendergate_core::render::Render;
 
 /// Longest render path, in bytes as sent. Linux resolves at most 4096 bytes
 /// (`PATH_MAX`) for HAProxy, and the check directory's own path comes first;
@@ -73,7 +73,7 @@ impl RenderLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::{FileKind, RenderFile};
+    use rendergate_core::render::{FileKind, RenderFile};
 
     fn render(config: &str, files: usize, each: usize) -> Render {
         let files = (0..files)

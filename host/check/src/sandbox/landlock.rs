@@ -263,14 +263,14 @@ mod tests {
         let grants = Grants::for_binary(Path::new("/bin/sh"));
         let right = |p: &Path| grants.rules.iter().find(|(r, _)| r == p).map(|(_, a)| *a);
         assert_eq!(right(Path::new("/bin/sh")), Some(FS_EXECUTE | FS_READ_FILE));
-        let closure = crate::check::sandbox::loader::closure(Path::new("/bin/sh")).unwrap();
+        let closure = crate::sandbox::loader::closure(Path::new("/bin/sh")).unwrap();
         let interp = closure.interpreter.unwrap();
         assert_eq!(right(&interp), Some(FS_EXECUTE | FS_READ_FILE));
         assert!(!closure.libraries.is_empty());
         for lib in &closure.libraries {
             assert_eq!(right(lib), Some(FS_READ_FILE), "{}", lib.display());
         }
-        assert_eq!(right(Path::new(crate::check::sandbox::loader::LD_SO_CACHE)), Some(FS_READ_FILE));
+        assert_eq!(right(Path::new(crate::sandbox::loader::LD_SO_CACHE)), Some(FS_READ_FILE));
         // nothing else may be executed
         let executable: Vec<_> = grants.rules.iter().filter(|(_, a)| a & FS_EXECUTE != 0).collect();
         assert_eq!(executable.len(), 2, "{executable:?}");

@@ -21,7 +21,7 @@ use super::layout;
 use super::limits::RenderLimits;
 use super::sandbox::{self, HostFiles};
 use super::verdict;
-use crate::render::Render;
+use rendergate_core::render::Render;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};

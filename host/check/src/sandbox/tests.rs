@@ -2,9 +2,9 @@
 //! as without it, and what a config can reach is only the check directory.
 
 use super::*;
-use crate::check::{Checker, HaproxyChecker, HaproxyOptions};
-use crate::core::CheckOutcome;
-use crate::render::{FileKind, Render, RenderFile};
+use crate::{Checker, HaproxyChecker, HaproxyOptions};
+use rendergate_core::CheckOutcome;
+use rendergate_core::render::{FileKind, Render, RenderFile};
 use std::path::PathBuf;
 use tokio::time::Instant;
 

@@ -16,7 +16,7 @@
 //! "could not run" when its only complaint is running out of memory, when it
 //! printed nothing, or when its lines are not HAProxy's: never a pass.
 
-use crate::core::CheckOutcome;
+use rendergate_core::CheckOutcome;
 use std::collections::VecDeque;
 use std::path::Path;
 

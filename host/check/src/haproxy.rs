@@ -24,8 +24,8 @@ use super::prepare::{self, InFlight, Job, Prepared};
 use super::sandbox::{self, Sandbox, SandboxOptions};
 use super::verdict::{self, Exit, Transcript};
 use super::{CheckFuture, Checked, Checker};
-use crate::core::CheckOutcome;
-use crate::render::Render;
+use rendergate_core::CheckOutcome;
+use rendergate_core::render::Render;
 use sandbox::Probe;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -441,7 +441,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::{FileKind, RenderFile};
+    use rendergate_core::render::{FileKind, RenderFile};
     use std::time::Duration;
 
     const VALID: &str = "\
@@ -565,7 +565,7 @@ frontend f
 
     fn sha256(path: &Path) -> String {
         use sha2::Digest;
-        crate::hex::hex(&sha2::Sha256::digest(std::fs::read(path).unwrap()))
+        rendergate_core::hex::hex(&sha2::Sha256::digest(std::fs::read(path).unwrap()))
     }
 
     #[tokio::test]

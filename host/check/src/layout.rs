@@ -10,8 +10,8 @@
 
 use super::at;
 use super::limits::{MAX_PATH_BYTES, MAX_PATH_DEPTH};
-use crate::render::{FileKind, Render};
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
+use rendergate_core::render::{FileKind, Render};
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -308,7 +308,7 @@ fn create_file(dir: &Dir, name: &str, content: &[u8], go_on: &mut dyn FnMut() ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::RenderFile;
+    use rendergate_core::render::RenderFile;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn handle(dir: &Path) -> Dir {

@@ -380,13 +380,13 @@ fn enter(dir: RawFd) -> io::Result<()> {
 
 /// A check killed by SIGXFSZ wrote a file past [`rlimits::FILE_SIZE`]:
 /// said in those words (it stays could-not-run).
-pub fn explain_file_size(outcome: crate::core::CheckOutcome) -> crate::core::CheckOutcome {
+pub fn explain_file_size(outcome: rendergate_core::CheckOutcome) -> rendergate_core::CheckOutcome {
     const KILLED: &str = "haproxy was killed by signal 25";
     const NAMED: &str = " (SIGXFSZ: the check's file size limit)";
     match outcome {
-        crate::core::CheckOutcome::Unavailable { reason } if reason.starts_with(KILLED) => {
+        rendergate_core::CheckOutcome::Unavailable { reason } if reason.starts_with(KILLED) => {
             let rest = &reason[KILLED.len()..];
-            crate::core::CheckOutcome::Unavailable {
+            rendergate_core::CheckOutcome::Unavailable {
                 reason: format!(
                     "haproxy -c wrote a file past the check's limit of {} MiB (SIGXFSZ){}",
                     rlimits::FILE_SIZE >> 20,
@@ -400,7 +400,7 @@ pub fn explain_file_size(outcome: crate::core::CheckOutcome) -> crate::core::Che
 
 /// Whether a render asks for the system CA store (`ca-file @system-ca`),
 /// in its config or any file (a crt-list can name it too).
-pub fn wants_system_ca(render: &crate::render::Render) -> bool {
+pub fn wants_system_ca(render: &rendergate_core::render::Render) -> bool {
     const MARK: &str = "@system-ca";
     render.config().contains(MARK) || render.files().iter().any(|f| f.content.contains(MARK))
 }
@@ -415,7 +415,7 @@ pub struct HostFiles {
 }
 
 impl HostFiles {
-    pub fn of(render: &crate::render::Render) -> Self {
+    pub fn of(render: &rendergate_core::render::Render) -> Self {
         HostFiles { system_ca: wants_system_ca(render), resolv_conf: render.config().contains("parse-resolv-conf") }
     }
 }
