@@ -90,3 +90,18 @@ fn bad_flags_get_one_line_naming_the_flag_and_exit_2() {
         assert!(err.contains(flag), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn an_unknown_layer_in_the_sandbox_disable_knob_is_an_error_not_ignored() {
+    for command in [&["check", "--haproxy", &haproxy(), sample_dir().to_str().unwrap()][..], &["serve"][..]] {
+        let out = std::process::Command::new(BIN)
+            .args(command)
+            .env("RENDERGATE_SANDBOX_DISABLE", "landlock,seccom")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("RENDERGATE_SANDBOX_DISABLE: unknown layer \"seccom\""), "{stderr}");
+    }
+}

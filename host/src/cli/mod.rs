@@ -17,7 +17,7 @@ mod signals;
 
 use clap::{Parser, Subcommand};
 use rendergate::check::RenderLimits;
-use rendergate::check::sandbox::{Mode, SandboxOptions};
+use rendergate::check::sandbox::{self, Mode, SandboxOptions};
 use rendergate::log_lines::OneLine;
 use rendergate::{HaproxyChecker, HaproxyOptions};
 use std::path::PathBuf;
@@ -134,6 +134,12 @@ pub fn main() -> ExitCode {
     }
     if let Command::Policy(command) = cli.command {
         return policy::run(command);
+    }
+    // Every other command runs haproxy: a misspelt layer must not pass unseen.
+    let disable = std::env::var(sandbox::probe::DISABLE_VAR).unwrap_or_default();
+    if let Err(e) = sandbox::probe::check_disable(&disable) {
+        print_error!("{e}");
+        return ExitCode::from(2);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,

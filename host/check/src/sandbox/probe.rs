@@ -4,7 +4,9 @@
 //! `RENDERGATE_SANDBOX_DISABLE=landlock,seccomp,userns,netns,mountns` makes the
 //! probe treat those layers as missing. It is a test and debugging knob
 //! (to see strict mode refuse and best-effort mode degrade on a host that
-//! has everything), not a configuration.
+//! has everything), not a configuration. A name that is not a layer is an
+//! error at start-up ([`check_disable`]): a typo never leaves a layer on
+//! unseen.
 
 use super::{Mode, landlock, namespaces, seccomp};
 use std::sync::OnceLock;
@@ -13,6 +15,21 @@ use std::sync::OnceLock;
 pub const DISABLE_VAR: &str = "RENDERGATE_SANDBOX_DISABLE";
 /// Names the knob accepts.
 pub const KNOWN: [&str; 5] = ["landlock", "seccomp", "userns", "netns", "mountns"];
+
+/// Why a value of [`DISABLE_VAR`] cannot be taken: a name that is not a
+/// layer. A typo must not leave a layer on while the operator believes it off.
+pub fn check_disable(value: &str) -> Result<(), String> {
+    let unknown: Vec<&str> = value.split(',').map(str::trim).filter(|s| !s.is_empty() && !KNOWN.contains(s)).collect();
+    match unknown.as_slice() {
+        [] => Ok(()),
+        names => Err(format!(
+            "{DISABLE_VAR}: unknown layer{} {} (known: {})",
+            if names.len() == 1 { "" } else { "s" },
+            names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", "),
+            KNOWN.join(", ")
+        )),
+    }
+}
 
 /// What this host supports. Each `Err` holds why not, for the report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,6 +192,15 @@ pub fn errno_name(e: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_layer_name_is_an_error_naming_it() {
+        assert_eq!(check_disable(""), Ok(()));
+        assert_eq!(check_disable("landlock, seccomp,mountns"), Ok(()));
+        let e = check_disable("landlock,landlok,netns,uts").unwrap_err();
+        assert!(e.contains("unknown layers \"landlok\", \"uts\""), "{e}");
+        assert!(e.contains("known: landlock, seccomp, userns, netns, mountns"), "{e}");
+    }
 
     #[test]
     fn this_host_has_every_layer_and_the_line_says_so() {
