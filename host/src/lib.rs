@@ -44,7 +44,9 @@ pub(crate) use rendergate_core::hex;
 pub mod http;
 pub mod log_lines;
 pub mod metrics;
-pub mod policy;
+/// Promotions and reverts, and the WebAssembly components that decide them:
+/// the `rendergate-policy` crate.
+pub use rendergate_policy as policy;
 pub mod protocol;
 pub mod record;
 pub use rendergate_core::render;

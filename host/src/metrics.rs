@@ -10,7 +10,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::sync::OnceLock;
+use rendergate_policy::PolicyMetrics;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// The `Content-Type` of [`Metrics::render`]'s text.
@@ -18,8 +19,6 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 
 /// Upper bounds of the check-duration histogram, in seconds.
 const BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
-/// Upper bounds of the policy-decision histogram, in seconds.
-const DECISION_BUCKETS: [f64; 8] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.005, 0.025, 0.1];
 const OUTCOMES: [&str; 3] = ["pass", "refused", "unavailable"];
 /// `rendergate_latch_state{reason}`: "none" is optimistic.
 const LATCH_REASONS: [&str; 3] = ["none", "refused", "unavailable"];
@@ -32,29 +31,6 @@ struct ReasonLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PolicyReason {
-    policy: String,
-    reason: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PolicyRule {
-    policy: String,
-    rule: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PolicyFallback {
-    policy: String,
-    fallback: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReloadResult {
-    result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -74,12 +50,7 @@ pub struct Metrics {
     check_duration: Histogram,
     remembered: Counter,
     renders_retained: Gauge,
-    policy_failures: Family<PolicyReason, Counter>,
-    policy_dropped: Family<PolicyRule, Counter>,
-    policy_fallbacks: Family<PolicyFallback, Counter>,
-    policy_sample_failures: Family<PolicyReason, Counter>,
-    policy_reloads: Family<ReloadResult, Counter>,
-    decision_duration: Histogram,
+    policy: Arc<PolicyMetrics>,
     sandbox_layers: Family<LayerLabel, Gauge>,
     /// The sandbox probe runs once: the first [`Metrics::set_sandbox_layers`] wins.
     sandbox_set: OnceLock<()>,
@@ -129,43 +100,8 @@ impl Metrics {
             "Renders the gate holds: the newest and the superseded ones still kept",
             renders_retained.clone(),
         );
-        let policy_failures = Family::<PolicyReason, Counter>::default();
-        registry.register(
-            "rendergate_policy_failures",
-            "Triggers a policy failed, by reason (the fallback decided them)",
-            policy_failures.clone(),
-        );
-        let policy_dropped = Family::<PolicyRule, Counter>::default();
-        registry.register(
-            "rendergate_policy_items_dropped",
-            "Decision items the host's rules dropped, by rule",
-            policy_dropped.clone(),
-        );
-        let policy_fallbacks = Family::<PolicyFallback, Counter>::default();
-        registry.register(
-            "rendergate_policy_fallbacks",
-            "Triggers a failing policy left to the fallback, by fallback (default: the built-in decision; none: no decision)",
-            policy_fallbacks.clone(),
-        );
-        let policy_sample_failures = Family::<PolicyReason, Counter>::default();
-        registry.register(
-            "rendergate_policy_sample_failures",
-            "Sample triggers a policy failed when it was loaded (at start or reload); it was put in force anyway",
-            policy_sample_failures.clone(),
-        );
-        let policy_reloads = Family::<ReloadResult, Counter>::default();
-        registry.register("rendergate_policy_reloads", "Hot reloads of the policy, by result", policy_reloads.clone());
-        let decision_duration = Histogram::new(DECISION_BUCKETS);
-        registry.register(
-            "rendergate_policy_decision_seconds",
-            "Time one decision of a loaded policy component took (the built-in default is not timed)",
-            decision_duration.clone(),
-        );
-        registry.register(
-            "rendergate_policy_output_dropped_bytes",
-            "Bytes policy components wrote to stdout/stderr past the 64 KiB kept per decision (process-wide)",
-            crate::policy::stdio::dropped_bytes_counter(),
-        );
+        let policy = Arc::new(PolicyMetrics::default());
+        policy.register(&mut registry);
         let sandbox_layers = Family::<LayerLabel, Gauge>::default();
         registry.register(
             "rendergate_sandbox_layer",
@@ -186,12 +122,7 @@ impl Metrics {
             check_duration,
             remembered,
             renders_retained,
-            policy_failures,
-            policy_dropped,
-            policy_fallbacks,
-            policy_sample_failures,
-            policy_reloads,
-            decision_duration,
+            policy,
             sandbox_layers,
             sandbox_set: OnceLock::new(),
         };
@@ -239,43 +170,9 @@ impl Metrics {
         self.renders_retained.set(i64::try_from(renders).unwrap_or(i64::MAX));
     }
 
-    /// A policy failed (`reason`: deadline, fuel, memory, trap, too-large,
-    /// bad-component) and the fallback decided instead.
-    pub fn policy_failed(&self, policy: &str, reason: &str) {
-        self.policy_failures
-            .get_or_create(&PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() })
-            .inc();
-    }
-
-    /// A failing policy's trigger got the fallback (`default` or `none`).
-    pub fn policy_fell_back(&self, policy: &str, fallback: &'static str) {
-        self.policy_fallbacks.get_or_create(&PolicyFallback { policy: policy.to_owned(), fallback }).inc();
-    }
-
-    /// A policy being loaded failed a sample trigger (`reason` as for
-    /// [`Metrics::policy_failed`]); it is put in force anyway.
-    pub fn policy_sample_failed(&self, policy: &str, reason: &str) {
-        self.policy_sample_failures
-            .get_or_create(&PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() })
-            .inc();
-    }
-
-    pub fn policy_fallbacks(&self, policy: &str, fallback: &'static str) -> u64 {
-        self.policy_fallbacks.get(&PolicyFallback { policy: policy.to_owned(), fallback }).map_or(0, |c| c.get())
-    }
-
-    pub fn policy_sample_failures(&self, policy: &str) -> u64 {
-        let mut total = 0;
-        for reason in ["deadline", "fuel", "memory", "trap", "too-large", "bad-component", "unrunnable"] {
-            let key = PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() };
-            total += self.policy_sample_failures.get(&key).map_or(0, |c| c.get());
-        }
-        total
-    }
-
-    /// The host's rules dropped an item of a policy's decision.
-    pub fn policy_dropped(&self, policy: &str, rule: &str) {
-        self.policy_dropped.get_or_create(&PolicyRule { policy: policy.to_owned(), rule: rule.to_owned() }).inc();
+    /// The policy host's metrics, registered in this registry.
+    pub fn policy(&self) -> &Arc<PolicyMetrics> {
+        &self.policy
     }
 
     /// Which sandbox layers checks get (`rendergate_sandbox_layer{layer}`);
@@ -286,29 +183,6 @@ impl Metrics {
                 self.sandbox_layers.get_or_create(&LayerLabel { layer }).set(i64::from(on));
             }
         }
-    }
-
-    /// A hot reload was accepted or refused.
-    pub fn policy_reload(&self, accepted: bool) {
-        self.policy_reloads.get_or_create(&reload_result(accepted)).inc();
-    }
-
-    pub fn policy_decided(&self, took: Duration) {
-        self.decision_duration.observe(took.as_secs_f64());
-    }
-
-    pub fn policy_failures(&self, policy: &str, reason: &str) -> u64 {
-        let key = PolicyReason { policy: policy.to_owned(), reason: reason.to_owned() };
-        self.policy_failures.get(&key).map_or(0, |c| c.get())
-    }
-
-    pub fn policy_items_dropped(&self, policy: &str, rule: &str) -> u64 {
-        let key = PolicyRule { policy: policy.to_owned(), rule: rule.to_owned() };
-        self.policy_dropped.get(&key).map_or(0, |c| c.get())
-    }
-
-    pub fn policy_reloads(&self, accepted: bool) -> u64 {
-        self.policy_reloads.get(&reload_result(accepted)).map_or(0, |c| c.get())
     }
 
     /// HAProxy refusals counted so far.
@@ -337,13 +211,10 @@ impl Metrics {
     }
 }
 
-fn reload_result(accepted: bool) -> ReloadResult {
-    ReloadResult { result: if accepted { "accepted" } else { "refused" } }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rendergate_policy::PolicyFailure;
 
     #[test]
     fn refusals_count_as_rejections_and_durations_fill_buckets() {
@@ -407,15 +278,16 @@ mod tests {
     #[test]
     fn policy_metrics_carry_their_labels_escaped() {
         let m = Metrics::default();
-        m.policy_failed("odd \"name\"", "trap");
-        m.policy_dropped("p", "unknown-pod");
-        m.policy_dropped("p", "unknown-pod");
-        m.policy_reload(false);
-        m.policy_decided(Duration::from_micros(70));
-        assert_eq!(m.policy_failures("odd \"name\"", "trap"), 1);
-        assert_eq!(m.policy_failures("other", "trap"), 0);
-        assert_eq!(m.policy_items_dropped("p", "unknown-pod"), 2);
-        assert_eq!((m.policy_reloads(false), m.policy_reloads(true)), (1, 0));
+        let p = m.policy();
+        p.failed("odd \"name\"", &PolicyFailure::Trap("x".into()));
+        p.dropped("p", "unknown-pod");
+        p.dropped("p", "unknown-pod");
+        p.reloaded(false);
+        p.decided(Duration::from_micros(70));
+        assert_eq!(p.failures("odd \"name\"", "trap"), 1);
+        assert_eq!(p.failures("other", "trap"), 0);
+        assert_eq!(p.items_dropped("p", "unknown-pod"), 2);
+        assert_eq!((p.reloads(false), p.reloads(true)), (1, 0));
         let text = m.render();
         assert!(
             text.contains("rendergate_policy_failures_total{policy=\"odd \\\"name\\\"\",reason=\"trap\"} 1\n"),

@@ -138,7 +138,7 @@ impl Gate {
         let driver = Driver {
             core: core::Gate::new(core_config, &*checker.identity()),
             checker,
-            policy: PolicyWorker::start(policy.clone(), metrics.clone()),
+            policy: PolicyWorker::start(policy.clone(), metrics.policy().clone()),
             seat: policy,
             deciding: 0,
             metrics: metrics.clone(),
@@ -399,7 +399,7 @@ impl Driver {
             return;
         };
         slot.awaiting = None;
-        slot.outputs.extend(decided.outputs());
+        slot.outputs.extend(decision_outputs(decided));
     }
 
     /// The slot a decision's outputs go to: the open verdict group, closed
@@ -439,8 +439,8 @@ impl Driver {
                 }
                 Effect::Release { plan, render } => self.emit(Output::Release { plan, render }),
                 Effect::Decide { trigger, fleet } if self.seat.inline() => {
-                    let decided = worker::settle(&mut self.seat, 0, &trigger, &fleet, &self.metrics);
-                    self.decision_slot(None).outputs.extend(decided.outputs());
+                    let decided = worker::settle(&mut self.seat, 0, &trigger, &fleet, self.metrics.policy());
+                    self.decision_slot(None).outputs.extend(decision_outputs(decided));
                 }
                 Effect::Decide { trigger, fleet } => {
                     let seq = self.policy.ask(trigger, fleet);
@@ -545,4 +545,10 @@ async fn sleep_until(at: Option<std::time::Instant>) {
         Some(at) => tokio::time::sleep_until(Instant::from_std(at)).await,
         None => std::future::pending().await,
     }
+}
+
+/// A decision's outputs, in protocol order: promotions, then reverts.
+fn decision_outputs(decided: Decided) -> impl Iterator<Item = Output> {
+    let promote = decided.promote.into_iter().map(Output::Promote);
+    promote.chain(decided.revert.into_iter().map(Output::Revert))
 }

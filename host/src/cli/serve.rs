@@ -4,7 +4,7 @@
 use super::HaproxyArgs;
 use rendergate::policy::cache::ComponentCache;
 use rendergate::policy::reload::Reloader;
-use rendergate::policy::{Fallback, PolicyLimits, PolicySeat};
+use rendergate::policy::{Fallback, PolicyLimits, PolicyMetrics, PolicySeat};
 use rendergate::record::{CountedOutput, Existing, RecordedInput, Recorder};
 use rendergate::{Gate, GateConfig, HaproxyChecker, HaproxyOptions, Metrics};
 use std::path::{Path, PathBuf};
@@ -110,7 +110,7 @@ where
     let metrics = Arc::new(Metrics::default());
     let (seat, reloader) = match &args.policy {
         None => (PolicySeat::default(), None),
-        Some(path) => match load_policy(path.clone(), &args.policy_limits, metrics.clone()) {
+        Some(path) => match load_policy(path.clone(), &args.policy_limits, metrics.policy().clone()) {
             Ok((seat, reloader)) => (seat, Some(reloader)),
             Err(e) => {
                 // One line, whatever the compiler's message looks like.
@@ -205,7 +205,11 @@ impl Args {
 /// Loads `--policy` and its reloader. Only a component that does not
 /// compile or does not implement the world stops start-up; one that fails
 /// sample triggers is taken with a warning (docs/policies.md).
-fn load_policy(path: PathBuf, args: &PolicyArgs, metrics: Arc<Metrics>) -> Result<(PolicySeat, Reloader), String> {
+fn load_policy(
+    path: PathBuf,
+    args: &PolicyArgs,
+    metrics: Arc<PolicyMetrics>,
+) -> Result<(PolicySeat, Reloader), String> {
     if args.policy_memory > rendergate::policy::component::MAX_POLICY_MEMORY {
         return Err(format!(
             "--policy-memory {}: at most {} bytes",

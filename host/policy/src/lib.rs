@@ -1,4 +1,6 @@
-//! The seat that decides promotions and reverts.
+//! rendergate-policy: the seat that decides promotions and reverts, and the
+//! host that runs policies as WebAssembly components (the `rendergate:policy`
+//! world, wit/policy.wit; docs/policies.md).
 //!
 //! A [`Policy`] proposes a decision for each trigger; the [`PolicySeat`]
 //! gives the trigger its [`Fallback`] when a policy fails (the built-in
@@ -6,11 +8,21 @@
 //! decision to the host's rules ([`rules`]) so no policy can widen exposure.
 //! The native default ([`native`]) and WebAssembly components
 //! ([`component`]) implement the same trait, so swapping one for the other
-//! changes nothing in the gate; [`reload`] swaps them while it runs.
+//! changes nothing in the gate; [`reload`] swaps them while it runs,
+//! [`cache`] keeps compiled components, [`fixture`] runs a policy against
+//! recorded cases, and [`worker`] decides off the gate's task.
+//!
+//! The decision types are policy-core's, shared with every guest; this crate
+//! converts them to and from the WIT bindings in one place
+//! (`component.rs`). It depends on the core for nothing but hashing, and on
+//! nothing of the gate's runtime, protocol or checker: the `rendergate` crate
+//! drives it and registers its [`PolicyMetrics`]. Start reading at
+//! [`PolicySeat::decide`], then `component.rs`.
 
 pub mod cache;
 pub mod component;
 pub mod fixture;
+pub mod metrics;
 pub mod native;
 pub mod reload;
 pub mod rules;
@@ -18,10 +30,10 @@ pub mod stdio;
 pub mod worker;
 
 pub use component::{ComponentPolicy, PolicyLimits};
+pub use metrics::PolicyMetrics;
 pub use native::NativeDefault;
 pub use policy_core::{Decision, Fleet, Name, PodState, Promote, Revert, RevertTarget, Trigger};
 
-use crate::metrics::Metrics;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -47,6 +59,9 @@ pub enum PolicyFailure {
 }
 
 impl PolicyFailure {
+    /// Every [`PolicyFailure::reason`].
+    pub const REASONS: [&str; 7] = ["deadline", "fuel", "memory", "trap", "too-large", "bad-component", "unrunnable"];
+
     /// The metric label.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -221,7 +236,7 @@ impl PolicySeat {
     }
 
     /// Decides one trigger; records failures, drops and timing in `metrics`.
-    pub fn decide(&mut self, trigger: &Trigger, fleet: &Fleet, metrics: &Metrics) -> Settled {
+    pub fn decide(&mut self, trigger: &Trigger, fleet: &Fleet, metrics: &PolicyMetrics) -> Settled {
         self.follow();
         let policy = &self.policy;
         let started = policy.timed().then(Instant::now);
@@ -230,12 +245,12 @@ impl PolicySeat {
             Err(e) => (self.fallback.decide(trigger, fleet), Some(e)),
         };
         if let Some(started) = started {
-            metrics.policy_decided(started.elapsed());
+            metrics.decided(started.elapsed());
         }
         if let Some(e) = &failure {
             let fallback = self.fallback.as_str();
-            metrics.policy_failed(&e.policy, e.failure.reason());
-            metrics.policy_fell_back(&e.policy, fallback);
+            metrics.failed(&e.policy, &e.failure);
+            metrics.fell_back(&e.policy, fallback);
             match self.fallback {
                 Fallback::Default => tracing::warn!(
                     policy = e.policy,
@@ -254,7 +269,7 @@ impl PolicySeat {
         let notes = std::mem::take(&mut decision.notes);
         let checked = rules::enforce(decision, fleet);
         for dropped in &checked.dropped {
-            metrics.policy_dropped(policy.name(), dropped.rule);
+            metrics.dropped(policy.name(), dropped.rule);
             tracing::warn!(policy = policy.name(), rule = dropped.rule, "dropped {}", dropped.item);
         }
         let (promote, revert, dropped) = (checked.promote.len(), checked.revert.len(), checked.dropped.len());
@@ -299,12 +314,12 @@ mod tests {
             passed_plans: vec!["p1".into()].into(),
             refused_plans: Arc::from([]),
         };
-        let metrics = Metrics::default();
+        let metrics = PolicyMetrics::default();
         let settled = PolicySeat::new(Arc::new(Broken)).decide(&Trigger::Applied(pod), &fleet, &metrics);
         assert_eq!(settled.promote, vec![Promote { pod: "ns/a".into(), plan: "p1".into() }]);
         assert_eq!(settled.failure.unwrap().failure.reason(), "trap");
-        assert_eq!(metrics.policy_failures("broken", "trap"), 1);
-        assert_eq!(metrics.policy_fallbacks("broken", "default"), 1);
+        assert_eq!(metrics.failures("broken", "trap"), 1);
+        assert_eq!(metrics.fallbacks("broken", "default"), 1);
     }
 
     #[test]
@@ -316,14 +331,14 @@ mod tests {
             passed_plans: vec!["p1".into()].into(),
             refused_plans: Arc::from([]),
         };
-        let metrics = Metrics::default();
+        let metrics = PolicyMetrics::default();
         let mut seat = PolicySeat::new(Arc::new(Broken)).with_fallback(Fallback::None);
         let settled = seat.decide(&Trigger::Applied(pod), &fleet, &metrics);
         assert!(settled.promote.is_empty() && settled.revert.is_empty(), "{settled:?}");
         assert_eq!(settled.failure.unwrap().failure.reason(), "trap");
-        assert_eq!(metrics.policy_failures("broken", "trap"), 1);
-        assert_eq!(metrics.policy_fallbacks("broken", "none"), 1);
-        assert_eq!(metrics.policy_fallbacks("broken", "default"), 0);
+        assert_eq!(metrics.failures("broken", "trap"), 1);
+        assert_eq!(metrics.fallbacks("broken", "none"), 1);
+        assert_eq!(metrics.fallbacks("broken", "default"), 0);
         assert_eq!("none".parse(), Ok(Fallback::None));
         assert!("nothing".parse::<Fallback>().is_err());
     }
@@ -337,7 +352,7 @@ mod tests {
             passed_plans: vec!["p1".into()].into(),
             refused_plans: Arc::from([]),
         };
-        let metrics = Metrics::default();
+        let metrics = PolicyMetrics::default();
         let live = LivePolicy::new(Arc::new(NativeDefault));
         let mut seat = PolicySeat::live(live.clone());
         assert!(seat.decide(&Trigger::Applied(pod.clone()), &fleet, &metrics).failure.is_none());

@@ -8,7 +8,7 @@
 
 use super::cache::ComponentCache;
 use super::{ComponentPolicy, Fleet, LivePolicy, PodState, Policy, PolicyError, PolicyLimits, Trigger};
-use crate::metrics::Metrics;
+use crate::metrics::PolicyMetrics;
 use policy_core::{Outcome, Verdict};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ pub struct Reloader {
     limits: PolicyLimits,
     cache: Option<ComponentCache>,
     live: LivePolicy,
-    metrics: Arc<Metrics>,
+    metrics: Arc<PolicyMetrics>,
     /// Digest of the content last tried (accepted or refused).
     seen: [u8; 32],
 }
@@ -34,7 +34,7 @@ impl Reloader {
         path: PathBuf,
         limits: PolicyLimits,
         cache: Option<ComponentCache>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<PolicyMetrics>,
     ) -> Result<(Reloader, LivePolicy), String> {
         let bytes = std::fs::read(&path).map_err(|e| format!("--policy {}: {e}", path.display()))?;
         let vetted =
@@ -62,12 +62,12 @@ impl Reloader {
                 let name = policy.name().to_owned();
                 self.live.replace(Arc::new(policy));
                 tracing::info!(policy = name, path = %self.path.display(), "policy reloaded");
-                self.metrics.policy_reload(true);
+                self.metrics.reloaded(true);
                 Ok(true)
             }
             Err(e) => {
                 tracing::error!(path = %self.path.display(), "policy reload refused, the live policy stays: {e}");
-                self.metrics.policy_reload(false);
+                self.metrics.reloaded(false);
                 Err(e)
             }
         }
@@ -112,9 +112,9 @@ pub struct Vetted {
 
 impl Vetted {
     /// The policy, once its sample failures are logged and counted.
-    fn take(self, path: &Path, metrics: &Metrics) -> ComponentPolicy {
+    fn take(self, path: &Path, metrics: &PolicyMetrics) -> ComponentPolicy {
         for (what, e) in &self.sample_failures {
-            metrics.policy_sample_failed(&e.policy, e.failure.reason());
+            metrics.sample_failed(&e.policy, &e.failure);
             tracing::warn!(
                 policy = e.policy,
                 path = %path.display(),

@@ -201,7 +201,7 @@ impl TargetJson {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::NativeDefault;
+    use crate::NativeDefault;
 
     /// docs/protocol.md §4's example, verbatim.
     const EXAMPLE: &str = r#"[{"name":"refusal reverts only the pod that did not load the plan",

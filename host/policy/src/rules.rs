@@ -97,7 +97,7 @@ fn keep<T: Eq + Hash + Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::PodState;
+    use crate::PodState;
 
     fn fleet() -> Fleet {
         Fleet {

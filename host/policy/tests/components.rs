@@ -1,24 +1,31 @@
 //! Policy components, for real: the guests of guest-policy/ built for
 //! wasm32-wasip2 (by the `policy-artifacts` crate), loaded by the wasmtime
 //! host, run against their fixtures, against hostile guests, hot reloaded,
-//! cached, and driven end to end through `rendergate serve --policy`.
+//! and cached (the binary's policy commands: host/tests/policy_cli.rs).
 
 use policy_artifacts as built;
-use rendergate::Metrics;
-use rendergate::policy::cache::{CacheUse, ComponentCache};
-use rendergate::policy::fixture::{self, CaseResult};
-use rendergate::policy::reload::Reloader;
-use rendergate::policy::{
+use rendergate_policy::PolicyMetrics;
+use rendergate_policy::cache::{CacheUse, ComponentCache};
+use rendergate_policy::fixture::{self, CaseResult};
+use rendergate_policy::reload::Reloader;
+use rendergate_policy::{
     ComponentPolicy, Fleet, NativeDefault, PodState, Policy, PolicyFailure, PolicyLimits, PolicySeat, Trigger,
 };
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_rendergate");
-
 fn fixtures(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/fixtures/policies/{name}.json"))
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/policies/{name}.json"))
+}
+
+/// The metrics in Prometheus' text format, as `/metrics` shows them.
+fn text(metrics: &PolicyMetrics) -> String {
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+    out
 }
 
 fn load(path: &str) -> ComponentPolicy {
@@ -60,32 +67,6 @@ fn refusal() -> Trigger {
 }
 
 #[test]
-fn every_shipped_guest_passes_its_fixtures_through_policy_test() {
-    for (name, path) in built::SHIPPED {
-        let out = std::process::Command::new(BIN).args(["policy", "test", path]).arg(fixtures(name)).output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{name}:\n{text}{}", String::from_utf8_lossy(&out.stderr));
-        let last = text.lines().last().unwrap();
-        let passed: usize = last.split(' ').next().unwrap().parse().unwrap();
-        assert!(passed >= 8, "{name}: {last}");
-        assert!(last.ends_with(" passed, 0 failed"), "{name}: {last}");
-    }
-}
-
-#[test]
-fn policy_test_reports_a_failing_case_with_a_diff_and_exit_1() {
-    let out = std::process::Command::new(BIN)
-        .args(["policy", "test", built::FLEET_REVERT])
-        .arg(fixtures("scoped-revert"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("failed: a refusal reverts only the pods") && text.contains("to plan plan-1"), "{text}");
-    assert!(text.lines().last().unwrap().ends_with("failed") && !text.ends_with(" 0 failed\n"), "{text}");
-}
-
-#[test]
 fn the_native_default_and_the_scoped_revert_guest_pass_the_same_fixtures() {
     let text = std::fs::read_to_string(fixtures("scoped-revert")).unwrap();
     let cases = fixture::parse(&text).unwrap();
@@ -95,59 +76,6 @@ fn the_native_default_and_the_scoped_revert_guest_pass_the_same_fixtures() {
         assert_eq!(fixture::run(&NativeDefault, case), CaseResult::Passed, "native: {}", case.name);
         assert_eq!(fixture::run(&guest, case), CaseResult::Passed, "wasm: {}", case.name);
     }
-}
-
-#[test]
-fn policy_check_names_a_good_component_and_refuses_another_world() {
-    let out = std::process::Command::new(BIN).args(["policy", "check", built::QUORUM_PROMOTE]).output().unwrap();
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"quorum-promote\""));
-    let out = std::process::Command::new(BIN).args(["policy", "check", built::HOSTILE_OTHER_WORLD]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("does not implement rendergate:policy/policy@0.1.0") || text.contains("bad component"),
-        "{text}"
-    );
-    let junk = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(junk.path(), b"not wasm").unwrap();
-    let out = std::process::Command::new(BIN).args(["policy", "check"]).arg(junk.path()).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-}
-
-#[test]
-fn policy_check_and_test_compile_through_the_cache() {
-    let home = tempfile::tempdir().unwrap();
-    let cache = home.path().join("rendergate/policies");
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(BIN)
-            .args(["--log-level", "debug", "policy"])
-            .args(args)
-            .env("XDG_CACHE_HOME", home.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
-    let compiled = |log: &str, how: &str| log.contains(&format!("policy compiled: {how}"));
-    let first = run(&["check", built::OBSERVE_ONLY]);
-    assert!(compiled(&first, "Compiled"), "{first}");
-    let entries = || -> Vec<_> {
-        std::fs::read_dir(&cache)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
-            .map(|p| (p.clone(), std::fs::metadata(&p).unwrap().modified().unwrap()))
-            .collect()
-    };
-    let stored = entries();
-    assert_eq!(stored.len(), 1, "one compiled entry in {}", cache.display());
-    let second = run(&["check", built::OBSERVE_ONLY]);
-    assert!(compiled(&second, "Hit"), "the second check takes it from the cache: {second}");
-    let fixture = fixtures("observe-only");
-    let third = run(&["test", built::OBSERVE_ONLY, fixture.to_str().unwrap()]);
-    assert!(compiled(&third, "Hit"), "policy test too: {third}");
-    assert_eq!(entries(), stored, "the entry was read, not rewritten");
 }
 
 #[test]
@@ -179,21 +107,21 @@ fn hostile_guests_fail_with_the_right_typed_error() {
 
 #[test]
 fn a_failing_policy_gets_the_default_decision_and_is_counted() {
-    let metrics = Metrics::default();
+    let metrics = PolicyMetrics::default();
     let mut seat = PolicySeat::new(Arc::new(load(built::HOSTILE_PANIC)));
     let settled = seat.decide(&refusal(), &fleet(4), &metrics);
     let expected = policy_core::decide(&refusal(), &fleet(4));
     assert_eq!(settled.revert, expected.revert);
     assert_eq!(settled.revert.len(), 2, "pods 0 and 2 took plan-2 without loading it");
-    assert_eq!(metrics.policy_failures("hostile-panic", "trap"), 1);
-    assert!(metrics.render().contains("rendergate_policy_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 1"));
+    assert_eq!(metrics.failures("hostile-panic", "trap"), 1);
+    assert!(text(&metrics).contains("rendergate_policy_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 1"));
     let fell_back = "rendergate_policy_fallbacks_total{policy=\"hostile-panic\",fallback=\"default\"} 1";
-    assert!(metrics.render().contains(fell_back), "{}", metrics.render());
+    assert!(text(&metrics).contains(fell_back), "{}", text(&metrics));
 }
 
 #[test]
 fn a_rule_breaking_decision_loses_every_item_and_each_rule_is_counted() {
-    let metrics = Metrics::default();
+    let metrics = PolicyMetrics::default();
     let mut seat = PolicySeat::new(Arc::new(load(built::HOSTILE_RULE_BREAKER)));
     let mut f = fleet(2);
     f.passed_plans = ["plan-1".into(), "plan-3".into()].into();
@@ -202,7 +130,7 @@ fn a_rule_breaking_decision_loses_every_item_and_each_rule_is_counted() {
     assert!(settled.failure.is_none());
     assert_eq!(settled.dropped.len(), 6);
     for (rule, n) in [("unknown-pod", 2), ("plan-not-passed", 2), ("target-not-passed", 2)] {
-        assert_eq!(metrics.policy_items_dropped("hostile-rule-breaker", rule), n, "{rule}");
+        assert_eq!(metrics.items_dropped("hostile-rule-breaker", rule), n, "{rule}");
     }
 }
 
@@ -233,7 +161,7 @@ fn the_fleet_revert_guest_keeps_its_notes() {
     assert_eq!(d.revert, policy_core::decide(&refusal(), &unknown).revert);
     assert_eq!(d.notes, ["no passed plan known: reverting to baselines"], "{d:?}");
     // Through the seat, the notes reach what the gate logs.
-    let settled = PolicySeat::new(Arc::new(policy)).decide(&refusal(), &unknown, &Metrics::default());
+    let settled = PolicySeat::new(Arc::new(policy)).decide(&refusal(), &unknown, &PolicyMetrics::default());
     assert_eq!(settled.notes, ["no passed plan known: reverting to baselines"]);
 }
 
@@ -250,15 +178,12 @@ fn every_decision_gets_a_fresh_store() {
 fn the_host_survives_hostile_guests_in_a_running_gate() {
     // The gate keeps deciding with the default while the guest fails.
     let mut seat = PolicySeat::new(Arc::new(load(built::HOSTILE_SPIN)));
-    let metrics = Metrics::default();
+    let metrics = PolicyMetrics::default();
     for _ in 0..3 {
         let settled = seat.decide(&refusal(), &fleet(2), &metrics);
         assert_eq!(settled.revert.len(), 1);
     }
-    assert_eq!(
-        metrics.policy_failures("hostile-spin", "deadline") + metrics.policy_failures("hostile-spin", "fuel"),
-        3
-    );
+    assert_eq!(metrics.failures("hostile-spin", "deadline") + metrics.failures("hostile-spin", "fuel"), 3);
 }
 
 #[test]
@@ -266,7 +191,7 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     let dir = tempfile::tempdir().unwrap();
     let live_path = dir.path().join("policy.wasm");
     std::fs::copy(built::SCOPED_REVERT, &live_path).unwrap();
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(PolicyMetrics::default());
     let (mut reloader, live) =
         Reloader::start(live_path.clone(), PolicyLimits::default(), None, metrics.clone()).unwrap();
     assert_eq!(live.current().name(), "scoped-revert");
@@ -278,20 +203,20 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     std::fs::write(&live_path, b"\0asm garbage").unwrap();
     assert!(reloader.poll().is_err());
     assert_eq!(live.current().name(), "scoped-revert");
-    assert_eq!(metrics.policy_reloads(false), 2);
+    assert_eq!(metrics.reloads(false), 2);
 
     // One that implements the world but fails the samples is taken, with a
     // warning and a metric, as at start: the seat's fallback covers it.
     std::fs::copy(built::HOSTILE_PANIC, &live_path).unwrap();
     assert_eq!(reloader.poll(), Ok(true));
     assert_eq!(live.current().name(), "hostile-panic");
-    assert_eq!(metrics.policy_sample_failures("hostile-panic"), 5, "every sample fails");
-    let text = metrics.render();
+    assert_eq!(metrics.sample_failures("hostile-panic"), 5, "every sample fails");
+    let text = text(&metrics);
     assert!(
         text.contains("rendergate_policy_sample_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 5"),
         "{text}"
     );
-    assert_eq!(metrics.policy_reloads(true), 1);
+    assert_eq!(metrics.reloads(true), 1);
 
     std::fs::copy(built::FLEET_REVERT, &live_path).unwrap();
     assert_eq!(reloader.poll(), Ok(true));
@@ -299,7 +224,7 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     assert_eq!(policy.name(), "fleet-revert");
     let d = policy.decide(&refusal(), &fleet(2)).unwrap();
     assert!(d.revert.iter().all(|r| r.target == policy_core::RevertTarget::Plan("plan-1".into())), "{d:?}");
-    assert_eq!(metrics.policy_reloads(true), 2);
+    assert_eq!(metrics.reloads(true), 2);
 }
 
 #[test]
@@ -320,7 +245,7 @@ fn the_pool_holds_sixteen_live_components_shaped_like_python_ones() {
         instances.instantiate(1, std::iter::empty::<(&str, ModuleArg)>());
     }
     component.section(&instances);
-    let engine = rendergate::policy::component::engine(PolicyLimits::default().memory).unwrap();
+    let engine = rendergate_policy::component::engine(PolicyLimits::default().memory).unwrap();
     let component = wasmtime::component::Component::from_binary(&engine, &component.finish()).unwrap();
     let linker = wasmtime::component::Linker::<()>::new(&engine);
     let mut live = Vec::new();
@@ -335,7 +260,7 @@ fn the_pool_holds_sixteen_live_components_shaped_like_python_ones() {
 fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ComponentCache::open(&dir.path().join("cache")).unwrap();
-    let engine = &rendergate::policy::component::engine(PolicyLimits::default().memory).unwrap();
+    let engine = &rendergate_policy::component::engine(PolicyLimits::default().memory).unwrap();
     let bytes = std::fs::read(built::OBSERVE_ONLY).unwrap();
     let (_, first) = cache.load_or_compile_traced(engine, &bytes).unwrap();
     assert_eq!(first, CacheUse::Compiled);
@@ -357,155 +282,6 @@ fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
     assert_eq!(cache.load_or_compile_traced(engine, &bytes).unwrap().1, CacheUse::Hit, "the rebuilt entry is good");
 }
 
-/// Runs `rendergate serve` with `args` over a fleet where plan-1 passes,
-/// two pods take plan-2, and plan-2 is refused; returns the output lines
-/// and the log.
-fn serve_a_refusal(args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, String) {
-    serve_a_refusal_under(None, args, cache)
-}
-
-/// [`serve_a_refusal`], under an address-space limit (`ulimit -v`, KiB) if given.
-fn serve_a_refusal_under(ulimit_kib: Option<u64>, args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, String) {
-    let config =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/haproxy.cfg")).unwrap();
-    let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/maps/hosts.map"))
-        .unwrap();
-    let broken = config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
-    let files = serde_json::json!([{"kind": "map", "path": "maps/hosts.map", "content": map}]);
-    let haproxy = std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into());
-    let input = [
-        serde_json::json!({"type":"rendered","plan":"plan-1","render":"r-1","config":config,"files":files}),
-        serde_json::json!({"type":"applied","pod":"ns/haproxy-0","render":"r-2","plan":"plan-2","running_plan":"plan-1","baseline_plan":"plan-0"}),
-        serde_json::json!({"type":"applied","pod":"ns/haproxy-1","render":"r-2","plan":"plan-2","running_plan":"plan-0","baseline_plan":"plan-0"}),
-        serde_json::json!({"type":"rendered","plan":"plan-2","render":"r-2","config":broken,"files":files}),
-    ]
-    .map(|l| format!("{l}\n"))
-    .concat();
-    let mut command = match ulimit_kib {
-        None => std::process::Command::new(BIN),
-        Some(kib) => {
-            let mut sh = std::process::Command::new("sh");
-            sh.args(["-c", &format!("ulimit -v {kib} && exec \"$0\" \"$@\""), BIN]);
-            sh
-        }
-    };
-    let mut child = command
-        .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy])
-        .args(args)
-        .arg("--policy-cache")
-        .arg(cache)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{args:?}: {:?}\n{log}", out.status);
-    let lines = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    (lines, log)
-}
-
-fn of_type<'a>(lines: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
-    lines.iter().filter(|l| l["type"] == kind).collect()
-}
-
-#[test]
-fn serve_with_the_fleet_revert_guest_changes_the_revert_outputs() {
-    let cache = tempfile::tempdir().unwrap();
-    let (default, _) = serve_a_refusal(&[], cache.path());
-    let (fleet, _) = serve_a_refusal(&["--policy", built::FLEET_REVERT], cache.path());
-    let (default, fleet) = (of_type(&default, "revert"), of_type(&fleet, "revert"));
-    assert_eq!(default.len(), 2, "{default:?}");
-    assert!(default.iter().all(|r| r["to"] == "baseline"), "{default:?}");
-    assert_eq!(fleet.len(), 2, "{fleet:?}");
-    assert!(fleet.iter().all(|r| r["to"] == "plan-1"), "fleet-revert reverts to the newest passed plan: {fleet:?}");
-}
-
-#[test]
-fn serve_starts_with_a_policy_that_fails_the_samples_and_its_fallback_decides() {
-    // hostile-recurse compiles and implements the world, and traps on every
-    // decision: serve starts with a warning, and each trigger gets the fallback.
-    let cache = tempfile::tempdir().unwrap();
-    let trapping = ["--policy", built::HOSTILE_RECURSE];
-    let (lines, log) = serve_a_refusal(&trapping, cache.path());
-    assert!(log.contains("fails the sample trigger"), "a warning at start: {log}");
-    assert_eq!(of_type(&lines, "verdict").len(), 2, "every render gets its verdict: {lines:?}");
-    let reverts = of_type(&lines, "revert");
-    assert_eq!(reverts.len(), 2, "the default's reverts: {lines:?}");
-    assert!(reverts.iter().all(|r| r["to"] == "baseline"), "{reverts:?}");
-    assert!(log.contains("fallback=\"default\"") || log.contains("fallback=default"), "{log}");
-
-    let (lines, log) = serve_a_refusal(&[&trapping[..], &["--policy-fallback", "none"]].concat(), cache.path());
-    assert_eq!(of_type(&lines, "verdict").len(), 2, "every render gets its verdict: {lines:?}");
-    assert!(of_type(&lines, "revert").is_empty() && of_type(&lines, "promote").is_empty(), "no decision: {lines:?}");
-    assert!(log.contains("no decision for this trigger"), "{log}");
-}
-
-#[test]
-fn serve_with_a_policy_runs_under_an_address_space_limit_of_4_gib() {
-    // Containers often cap the address space; wasmtime's default reservations
-    // (4 GiB per memory, and a pool of them) do not fit. The default limits
-    // fit the pool; 1 GiB memories do not, and fall back to on-demand.
-    const FOUR_GIB_IN_KIB: u64 = 4 << 20;
-    let cache = tempfile::tempdir().unwrap();
-    for extra in [&[][..], &["--policy-memory", "1GiB"][..]] {
-        let args = [&["--policy", built::FLEET_REVERT][..], extra].concat();
-        let (lines, log) = serve_a_refusal_under(Some(FOUR_GIB_IN_KIB), &args, cache.path());
-        assert_eq!(of_type(&lines, "verdict").len(), 2, "{extra:?}: every render gets its verdict: {lines:?}\n{log}");
-        let reverts = of_type(&lines, "revert");
-        assert_eq!(reverts.len(), 2, "{extra:?}: the policy's reverts: {lines:?}\n{log}");
-        assert!(
-            reverts.iter().all(|r| r["to"] == "plan-1"),
-            "{extra:?}: fleet-revert decided, not a fallback: {reverts:?}"
-        );
-        assert!(!log.contains("decided instead") && !log.contains("panicked"), "{extra:?}: {log}");
-        assert_eq!(log.contains("allocating each policy instance on demand"), !extra.is_empty(), "{extra:?}: {log}");
-    }
-}
-
-#[test]
-fn serve_names_the_address_space_limit_when_no_policy_instance_fits() {
-    let out = std::process::Command::new("sh")
-        .args(["-c", "ulimit -v 1048576 && exec \"$0\" \"$@\"", BIN, "serve", "--policy", built::SCOPED_REVERT])
-        .args(["--policy-memory", "1GiB"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    let last = err.trim().lines().last().unwrap();
-    assert!(last.starts_with("error: --policy") && last.contains("address-space limit of 1024 MiB"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
-}
-
-#[test]
-fn serve_refuses_a_bad_policy_fallback_in_one_line() {
-    let out = std::process::Command::new(BIN)
-        .args(["serve", "--policy-fallback", "nothing"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("--policy-fallback"), "{err}");
-}
-
-#[test]
-fn serve_refuses_to_start_with_a_bad_policy() {
-    let out = std::process::Command::new(BIN)
-        .args(["serve", "--policy", built::HOSTILE_OTHER_WORLD])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--policy") && err.contains("rendergate:policy"), "{err}");
-}
-
 #[test]
 fn a_guest_that_sleeps_is_cut_at_its_deadline_not_after_its_sleep() {
     // hostile-sleep sleeps 200 ms in a WASI poll, where no epoch is checked.
@@ -520,8 +296,8 @@ fn a_guest_that_sleeps_is_cut_at_its_deadline_not_after_its_sleep() {
 
 #[test]
 fn the_policy_worker_decides_in_order_and_a_sleeping_guest_costs_one_deadline_each() {
-    use rendergate::policy::worker::PolicyWorker;
-    let metrics = Arc::new(Metrics::default());
+    use rendergate_policy::worker::PolicyWorker;
+    let metrics = Arc::new(PolicyMetrics::default());
     let mut worker = PolicyWorker::start(PolicySeat::new(Arc::new(load(built::HOSTILE_SLEEP))), metrics.clone());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     let started = Instant::now();
@@ -532,15 +308,15 @@ fn the_policy_worker_decides_in_order_and_a_sleeping_guest_costs_one_deadline_ea
     for (n, d) in (1..=20).zip(&decided) {
         assert_eq!(d.revert.len(), (0..n).filter(|i| i % 2 == 0).count(), "the default's decision for {n} pods");
     }
-    assert_eq!(metrics.policy_failures("hostile-sleep", "deadline"), 20);
+    assert_eq!(metrics.failures("hostile-sleep", "deadline"), 20);
     // 20 deadlines of 50 ms, not 20 sleeps of 200 ms.
     assert!(took < Duration::from_millis(2500), "took {took:?}");
 }
 
 async fn futures_collect(
-    worker: &mut rendergate::policy::worker::PolicyWorker,
+    worker: &mut rendergate_policy::worker::PolicyWorker,
     n: usize,
-) -> Vec<rendergate::policy::worker::Decided> {
+) -> Vec<rendergate_policy::worker::Decided> {
     let mut decided = Vec::new();
     while decided.len() < n {
         decided.push(worker.next().await.expect("the worker answers"));
@@ -560,10 +336,10 @@ fn a_printing_guest_decides_on_any_thread_even_inside_a_tokio_runtime() {
     assert_eq!(decided.unwrap().unwrap(), NativeDefault.decide(&refusal(), &fleet(2)).unwrap());
     let flood = load(built::HOSTILE_FLOOD);
     let default = NativeDefault.decide(&refusal(), &fleet(2)).unwrap();
-    let dropped = rendergate::policy::stdio::dropped_bytes_counter();
+    let dropped = rendergate_policy::stdio::dropped_bytes_counter();
     let before = dropped.get();
     assert_eq!(flood.decide(&refusal(), &fleet(2)).unwrap(), default, "a mebibyte of stderr is dropped, not a trap");
     // what was dropped is counted for /metrics (rendergate_policy_output_dropped_bytes_total)
     let counted = dropped.get() - before;
-    assert!(counted >= (1 << 20) - rendergate::policy::stdio::GUEST_OUTPUT_CAP as u64, "{counted}");
+    assert!(counted >= (1 << 20) - rendergate_policy::stdio::GUEST_OUTPUT_CAP as u64, "{counted}");
 }

@@ -8,10 +8,10 @@
 //! `cargo bench -p rendergate --bench policy` (add `-- --quick` for fewer rounds).
 
 use policy_core::{Fleet, Outcome, PodState, Trigger, Verdict};
-use rendergate::Metrics;
-use rendergate::policy::cache::ComponentCache;
-use rendergate::policy::worker::PolicyWorker;
-use rendergate::policy::{ComponentPolicy, NativeDefault, Policy, PolicyLimits, PolicySeat};
+use rendergate_policy::PolicyMetrics;
+use rendergate_policy::cache::ComponentCache;
+use rendergate_policy::worker::PolicyWorker;
+use rendergate_policy::{ComponentPolicy, NativeDefault, Policy, PolicyLimits, PolicySeat};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,7 +70,7 @@ fn main() {
     let wasm =
         ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits.clone(), None).unwrap();
     let seated = ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits, None).unwrap();
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(PolicyMetrics::default());
     let mut seat = PolicySeat::new(Arc::new(seated));
     let mut worker = PolicyWorker::start(seat.clone(), metrics.clone());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -122,7 +122,7 @@ fn main() {
     println!("\n## Loading scoped-revert (ms)\n");
     let bytes = std::fs::read(policy_artifacts::SCOPED_REVERT).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let engine = &rendergate::policy::component::engine(PolicyLimits::default().memory).unwrap();
+    let engine = &rendergate_policy::component::engine(PolicyLimits::default().memory).unwrap();
     let cold = Instant::now();
     let cache = ComponentCache::open(dir.path()).unwrap();
     cache.load_or_compile(engine, &bytes).unwrap();

@@ -3,7 +3,7 @@
 //! engine's compatibility hash, and carry the hash of the compiled bytes;
 //! an entry that does not verify is ignored and rebuilt, never trusted.
 
-use crate::hex::hex;
+use rendergate_core::hex::hex;
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};

@@ -31,7 +31,7 @@ mod bindings {
     // Borrowed parameter types: the fleet is lowered straight from the
     // host's own strings, with no copy per pod and string.
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "policy",
         ownership: Borrowing { duplicate_if_necessary: true },
         exports: { default: async },

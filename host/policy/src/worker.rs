@@ -10,7 +10,7 @@
 //! [`settle`]: it takes well under a microsecond, less than the trip here.
 
 use super::{Fleet, PolicySeat, Promote, Revert, Trigger};
-use crate::metrics::Metrics;
+use crate::metrics::PolicyMetrics;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -29,14 +29,6 @@ pub struct Decided {
     pub revert: Vec<Revert>,
 }
 
-impl Decided {
-    /// The outputs, in protocol order: promotions, then reverts.
-    pub fn outputs(self) -> impl Iterator<Item = crate::runtime::Output> {
-        let promote = self.promote.into_iter().map(crate::runtime::Output::Promote);
-        promote.chain(self.revert.into_iter().map(crate::runtime::Output::Revert))
-    }
-}
-
 /// The handle the driver holds. Dropping it ends the thread once the
 /// decisions already asked are done.
 pub struct PolicyWorker {
@@ -46,7 +38,7 @@ pub struct PolicyWorker {
 }
 
 impl PolicyWorker {
-    pub fn start(mut seat: PolicySeat, metrics: Arc<Metrics>) -> PolicyWorker {
+    pub fn start(mut seat: PolicySeat, metrics: Arc<PolicyMetrics>) -> PolicyWorker {
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         let (done, results) = mpsc::unbounded_channel();
         std::thread::Builder::new()
@@ -83,7 +75,7 @@ impl PolicyWorker {
 /// Decides one trigger with `seat`. A panic here is a host bug, not the
 /// guest's (a guest's trap is an error value): the default decides instead,
 /// so the trigger still gets its decision.
-pub fn settle(seat: &mut PolicySeat, seq: u64, trigger: &Trigger, fleet: &Fleet, metrics: &Metrics) -> Decided {
+pub fn settle(seat: &mut PolicySeat, seq: u64, trigger: &Trigger, fleet: &Fleet, metrics: &PolicyMetrics) -> Decided {
     let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| seat.decide(trigger, fleet, metrics)));
     let settled = decided.unwrap_or_else(|_| {
         tracing::error!(policy = seat.name(), "the policy seat panicked; the default policy decided instead");
