@@ -253,7 +253,7 @@ fn a_guest_that_prints_on_every_call_decides_and_its_lines_go_to_the_log() {
         for stream in ["stdout", "stderr"] {
             let said = format!("hostile-print: {stream}: deciding for {pods} pods");
             let lines: Vec<&str> = guest_lines(log, &said).collect();
-            assert!(lines.len() >= pods + 1, "{stream}: {} lines for {pods} pods:\n{log}", lines.len());
+            assert!(lines.len() > pods, "{stream}: {} lines for {pods} pods:\n{log}", lines.len());
             assert!(lines.iter().all(|l| l.contains(&format!("stream=\"{stream}\""))), "{lines:?}");
             assert!(lines.iter().any(|l| l.contains("trigger=\"verdict\"")), "{lines:?}");
         }
@@ -265,7 +265,7 @@ fn a_guest_that_writes_a_mebibyte_to_stderr_per_call_is_cut_to_the_budget() {
     every_run(built::HOSTILE_FLOOD, "hostile-flood", |log, pods| {
         assert!(guest_lines(log, &format!("hostile-flood: {pods} pods")).count() > 0, "{pods} pods");
         let dropped = log.lines().filter(|l| l.contains("dropped_bytes=")).count();
-        assert!(dropped >= 2 * pods + 1, "every decision's excess counted: {dropped} for {pods} pods");
+        assert!(dropped > 2 * pods, "every decision's excess counted: {dropped} for {pods} pods");
         // 64 KiB of 1 KiB lines per decision, not a mebibyte.
         let kept = guest_lines(log, "hostile-flood").count();
         assert!(kept <= 70 * (2 * pods + 1 + 10), "{kept} lines kept for {pods} pods");
@@ -279,7 +279,7 @@ fn a_guest_that_prints_only_at_four_pods_or_more_keeps_the_gate_running() {
         if pods < 4 {
             assert_eq!(printed, 0, "{log}");
         } else {
-            assert!(guest_lines(log, &format!("hostile-print-late: {pods} pods now")).count() >= pods + 1, "{log}");
+            assert!(guest_lines(log, &format!("hostile-print-late: {pods} pods now")).count() > pods, "{log}");
         }
     });
 }
@@ -288,7 +288,7 @@ fn a_guest_that_prints_only_at_four_pods_or_more_keeps_the_gate_running() {
 fn a_guest_that_reads_stdin_reads_nothing_and_never_the_gates_input() {
     every_run(built::HOSTILE_STDIN, "hostile-stdin", |log, pods| {
         let reads: Vec<&str> = guest_lines(log, "hostile-stdin: read").collect();
-        assert!(reads.len() >= 2 * pods + 1, "{log}");
+        assert!(reads.len() > 2 * pods, "{log}");
         assert!(reads.iter().all(|l| l.contains("read 0 bytes (Ok(0))")), "{reads:?}");
     });
 }
@@ -337,8 +337,8 @@ fn a_guest_that_sleeps_costs_one_deadline_per_decision_through_serve() {
                 "{arrival:?} {pods}"
             );
             let fallbacks = log.lines().filter(|l| l.contains("the default policy decided instead")).count();
-            assert!(fallbacks >= 2 * pods + 1, "every trigger the fallback: {fallbacks}");
-            assert!(guest_lines(&log, "hostile-sleep: sleeping").count() >= 2 * pods + 1);
+            assert!(fallbacks > 2 * pods, "every trigger the fallback: {fallbacks}");
+            assert!(guest_lines(&log, "hostile-sleep: sleeping").count() > 2 * pods);
             assert_eq!(guest_lines(&log, "hostile-sleep: woke up").count(), 0, "{log}");
         }
     }

@@ -18,7 +18,8 @@ impl Guest for ObserveOnly {
 
 fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
     let would = policy_core::decide(trigger, fleet);
-    let mut notes: Vec<String> = would.promote.iter().map(|p| format!("would promote {} to {}", p.pod, p.plan)).collect();
+    let mut notes: Vec<String> =
+        would.promote.iter().map(|p| format!("would promote {} to {}", p.pod, p.plan)).collect();
     notes.extend(would.revert.iter().map(|r| format!("would revert {} from {}", r.pod, r.plan)));
     Decision { notes, ..Decision::default() }
 }

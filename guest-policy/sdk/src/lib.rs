@@ -34,23 +34,29 @@ pub mod bindings {
     });
 }
 
-/// The world's types, under short names.
-pub use bindings::{Guest, export_policy};
 pub use bindings::rendergate::policy::types::{
     Decision, Fleet, Outcome, PodState, Promote, Revert, RevertTarget, Trigger, Verdict,
 };
+/// The world's types, under short names.
+pub use bindings::{Guest, export_policy};
 pub use policy_core;
 
 use policy_core as plain;
 
 /// Runs a plain-Rust policy over the world's types.
-pub fn plain(trigger: Trigger, fleet: Fleet, decide: impl FnOnce(&plain::Trigger, &plain::Fleet) -> plain::Decision) -> Decision {
+pub fn plain(
+    trigger: Trigger,
+    fleet: Fleet,
+    decide: impl FnOnce(&plain::Trigger, &plain::Fleet) -> plain::Decision,
+) -> Decision {
     let decision = decide(&trigger_in(trigger), &fleet_in(fleet));
     decision_out(decision)
 }
 
+// `Name` is `String` inside a guest, where these conversions are moves, and
+// `Arc<str>` in a native build of this crate: `.into()` serves both.
+#[allow(clippy::useless_conversion)]
 fn pod_in(p: PodState) -> plain::PodState {
-    // `Name` is `String` inside a guest: these conversions are moves there.
     plain::PodState {
         pod: p.pod.into(),
         applied_plan: p.applied_plan.map(Into::into),
@@ -78,6 +84,7 @@ fn trigger_in(t: Trigger) -> plain::Trigger {
     }
 }
 
+#[allow(clippy::useless_conversion)] // as in `pod_in`
 fn fleet_in(f: Fleet) -> plain::Fleet {
     plain::Fleet {
         pods: std::sync::Arc::new(f.pods.into_iter().map(pod_in).collect()),

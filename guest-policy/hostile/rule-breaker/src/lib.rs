@@ -15,14 +15,29 @@ impl Guest for Hostile {
         let refused = fleet.refused_plans.first().cloned().unwrap_or_else(|| "refused".into());
         Decision {
             promote: vec![
-                policy_guest::Promote { pod: "ns/ghost".into(), plan: fleet.passed_plans.first().cloned().unwrap_or_default() },
+                policy_guest::Promote {
+                    pod: "ns/ghost".into(),
+                    plan: fleet.passed_plans.first().cloned().unwrap_or_default(),
+                },
                 policy_guest::Promote { pod: known.clone(), plan: "never-passed".into() },
                 policy_guest::Promote { pod: known.clone(), plan: refused.clone() },
             ],
             revert: vec![
-                policy_guest::Revert { pod: "ns/ghost".into(), plan: "p".into(), target: policy_guest::RevertTarget::Baseline },
-                policy_guest::Revert { pod: known.clone(), plan: "p".into(), target: policy_guest::RevertTarget::Plan(refused) },
-                policy_guest::Revert { pod: known, plan: "p".into(), target: policy_guest::RevertTarget::Plan("never-judged".into()) },
+                policy_guest::Revert {
+                    pod: "ns/ghost".into(),
+                    plan: "p".into(),
+                    target: policy_guest::RevertTarget::Baseline,
+                },
+                policy_guest::Revert {
+                    pod: known.clone(),
+                    plan: "p".into(),
+                    target: policy_guest::RevertTarget::Plan(refused),
+                },
+                policy_guest::Revert {
+                    pod: known,
+                    plan: "p".into(),
+                    target: policy_guest::RevertTarget::Plan("never-judged".into()),
+                },
             ],
             notes: vec!["breaking every rule".into()],
         }
