@@ -17,10 +17,11 @@
 //! docs/policies.md, "Limits".
 
 use super::cache::ComponentCache;
+use super::epoch::{EPOCH_TICK, EpochTicker};
 use super::stdio::GuestOutput;
 use super::{Decision, Fleet, Policy, PolicyError, PolicyFailure, Trigger};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store};
@@ -39,8 +40,6 @@ mod bindings {
 }
 use bindings::rendergate::policy::types as wit;
 
-/// How often the engine's epoch advances: the deadline's resolution.
-const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// The most linear memory any policy may be given (`--policy-memory` above it is refused).
 pub const MAX_POLICY_MEMORY: usize = 1 << 30;
 /// The interface name a policy must export, for messages.
@@ -111,9 +110,10 @@ const MAX_TABLES_PER_COMPONENT: u32 = 8;
 /// Elements a table may have: the same bound `MemoryLimit` puts on growth.
 const TABLE_ELEMENTS: usize = 100_000;
 
-/// The engine for policies whose memory limit is `memory` bytes, with a
-/// thread that advances its epoch: one per limit in the process (`serve`
-/// has one limit), since reservations are sized from it.
+/// The engine for policies whose memory limit is `memory` bytes: one per
+/// limit in the process (`serve` has one limit), since reservations are
+/// sized from it. Its epoch advances while a component of it is loaded
+/// ([`EpochTicker`]).
 ///
 /// Sizing (docs/operations.md, "Address space"): each linear memory reserves
 /// its limit, rounded up to whole pages, plus guards. The pooling allocator
@@ -181,17 +181,6 @@ fn new_engine(reservation: usize) -> Result<Engine, String> {
                 .map_err(|e| format!("cannot start the policy engine{}: {e:#}", limit_note(reservation)))?
         }
     };
-    let ticker = engine.weak();
-    std::thread::Builder::new()
-        .name("rendergate-policy-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = ticker.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })
-        .map_err(|e| format!("cannot start the policy epoch thread{}: {e}", limit_note(reservation)))?;
     Ok(engine)
 }
 
@@ -266,6 +255,8 @@ pub struct ComponentPolicy {
     name: String,
     pre: bindings::PolicyPre<GuestState>,
     limits: PolicyLimits,
+    /// Keeps the engine's epoch advancing while this component is loaded.
+    _ticker: Arc<EpochTicker>,
 }
 
 impl ComponentPolicy {
@@ -300,7 +291,13 @@ impl ComponentPolicy {
             .map_err(|e| PolicyFailure::BadComponent(format!("imports what the host does not provide: {e:#}")))?;
         let pre = bindings::PolicyPre::new(instance_pre)
             .map_err(|e| PolicyFailure::BadComponent(format!("does not implement {WORLD}: {e:#}")))?;
-        let mut policy = ComponentPolicy { name: String::from("(loading)"), pre, limits };
+        let ticker = EpochTicker::hold(engine).map_err(|e| {
+            PolicyFailure::Unrunnable(format!(
+                "cannot start the policy epoch thread{}: {e}",
+                limit_note(limits.memory.next_multiple_of(WASM_PAGE))
+            ))
+        })?;
+        let mut policy = ComponentPolicy { name: String::from("(loading)"), pre, limits, _ticker: ticker };
         // The first instance: where an address-space limit shows, if the
         // engine had to allocate on demand and even that does not fit.
         let instantiable = on_guest_thread(|| {

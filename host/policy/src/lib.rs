@@ -21,6 +21,7 @@
 
 pub mod cache;
 pub mod component;
+pub mod epoch;
 pub mod fixture;
 pub mod metrics;
 pub mod native;
