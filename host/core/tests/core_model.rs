@@ -13,6 +13,9 @@
 //! in flight, "could not run" streaks between verdicts, leadership lost
 //! mid-check, contents and render ids repeated, a new judge mid-run.
 
+mod common;
+
+use common::{Mix, Op, Pools, config_text, id_name, plan_name, pod_name};
 use policy_core::{Fleet, Name, Outcome, PodState, Trigger};
 use proptest::prelude::*;
 use rendergate_core::render::{Checksum, Render};
@@ -28,63 +31,10 @@ const PODS: u8 = 4;
 const SUPERSEDED_LIMIT: usize = 4;
 const JUDGES: [&str; 2] = ["haproxy sha256:one", "haproxy sha256:two"];
 const CHECK_TOOK: Duration = Duration::from_millis(80);
-
-#[derive(Clone, Debug)]
-enum Op {
-    Rendered {
-        plan: u8,
-        id: u8,
-        content: u8,
-    },
-    /// `pick` chooses among every render sent so far (any term).
-    Applied {
-        pod: u8,
-        pick: usize,
-        with_id: bool,
-        running: Option<u8>,
-        baseline: Option<u8>,
-    },
-    PodTerminated {
-        pod: u8,
-    },
-    /// Bit `i` set: pod `i` is alive.
-    PodsDiscovered {
-        alive: u8,
-    },
-    LostLeadership,
-    /// Finishes the check in flight: HAProxy's fixed answer, or could not run.
-    Finish {
-        unavailable: bool,
-    },
-    /// A result for a check of an earlier term.
-    StaleResult {
-        pick: usize,
-    },
-    /// The other haproxy binary judges from now on.
-    SwitchJudge,
-    Advance {
-        ms: u64,
-    },
-    /// Moves the clock to the gate's timer.
-    ToTimer,
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        8 => (0..PLANS, 0..IDS, 0..CONTENTS).prop_map(|(plan, id, content)| Op::Rendered { plan, id, content }),
-        7 => (0..PODS, any::<usize>(), prop::bool::weighted(0.8), prop::option::of(0..PLANS), prop::option::of(0..PLANS))
-            .prop_map(|(pod, pick, with_id, running, baseline)| Op::Applied { pod, pick, with_id, running, baseline }),
-        1 => (0..PODS).prop_map(|pod| Op::PodTerminated { pod }),
-        1 => (0..(1u8 << PODS)).prop_map(|alive| Op::PodsDiscovered { alive }),
-        1 => Just(Op::LostLeadership),
-        6 => prop::bool::weighted(0.35).prop_map(|unavailable| Op::Finish { unavailable }),
-        1 => any::<usize>().prop_map(|pick| Op::StaleResult { pick }),
-        1 => Just(Op::SwitchJudge),
-        2 => prop_oneof![Just(1u64), Just(999), Just(1000), Just(2000), Just(16_000), 0..40_000u64]
-            .prop_map(|ms| Op::Advance { ms }),
-        3 => Just(Op::ToTimer),
-    ]
-}
+const POOLS: Pools = Pools { plans: PLANS, ids: IDS, contents: CONTENTS, pods: PODS };
+/// Many pod reports and "could not run" streaks; clock moves at the back-off's edges.
+const MIX: Mix =
+    Mix { applied: 7, finish: 6, unavailable: 0.35, switch_judge: 1, advance_ms: [1, 999, 1000, 2000, 16_000, 30_000] };
 
 #[derive(Clone, Debug)]
 struct Scenario {
@@ -104,7 +54,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop_oneof![Just(16usize), Just(2)],
         prop_oneof![Just(32usize), Just(2)],
         prop::collection::vec(prop::bool::weighted(0.4), (PLANS * CONTENTS) as usize),
-        prop::collection::vec(op(), 1..160),
+        prop::collection::vec(common::op(POOLS, MIX), 1..160),
         prop::option::of(prop::collection::vec(prop::bool::weighted(0.3), 12)),
     )
         .prop_map(|(interval, memory, plan_history, refuse, ops, drain)| Scenario {
@@ -453,7 +403,7 @@ fn seen(effect: Effect) -> Seen {
 }
 
 fn render_of(plan: u8, id: u8, content: u8) -> Render {
-    Render::new(format!("plan-{plan}"), format!("r-{id}"), format!("global\n# content {content}\n"), vec![])
+    Render::new(plan_name(plan), id_name(id), config_text(content), vec![])
 }
 
 fn run(s: Scenario) -> Result<(), TestCaseError> {
@@ -507,23 +457,22 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
                 }
                 let (plan, id, _) = sent[pick % sent.len()];
                 let report = PodReport {
-                    pod: format!("ns/p{pod}").into(),
-                    render: with_id.then(|| format!("r-{id}").into()),
-                    plan: format!("plan-{plan}").into(),
-                    running_plan: running.map(|p| format!("plan-{p}").into()),
-                    baseline_plan: baseline.map(|p| format!("plan-{p}").into()),
+                    pod: pod_name(*pod).into(),
+                    render: with_id.then(|| id_name(id).into()),
+                    plan: plan_name(plan).into(),
+                    running_plan: running.map(|p| plan_name(p).into()),
+                    baseline_plan: baseline.map(|p| plan_name(p).into()),
                 };
                 model.applied(report.clone(), *now);
                 gate.handle_event(*now, Event::Applied(report));
             }
             Op::PodTerminated { pod } => {
-                let name = format!("ns/p{pod}");
+                let name = pod_name(*pod);
                 model.forget_pods(|p| p == name, *now);
                 gate.handle_event(*now, Event::PodTerminated { pod: name });
             }
             Op::PodsDiscovered { alive } => {
-                let pods: Vec<String> =
-                    (0..PODS).filter(|p| alive & (1 << p) != 0).map(|p| format!("ns/p{p}")).collect();
+                let pods: Vec<String> = (0..PODS).filter(|p| alive & (1 << p) != 0).map(|p| pod_name(p)).collect();
                 model.forget_pods(|p| !pods.iter().any(|a| a == p), *now);
                 gate.handle_event(*now, Event::PodsDiscovered { pods: pods.iter().collect() });
             }

@@ -44,6 +44,9 @@
 //! `poll_timeout()` is always in the future; the gate never stalls (no check in
 //! flight and no timer means the newest render has been judged).
 
+mod common;
+
+use common::{Mix, Op, Pools, config_text, id_name, plan_name, pod_name};
 use policy_core::Trigger;
 use proptest::prelude::*;
 use rendergate_core::render::{Checksum, Render};
@@ -58,80 +61,16 @@ const PODS: u8 = 4;
 const CHECK_TOOK: Duration = Duration::from_millis(80);
 /// The one judge of these runs: every answer is stored and looked up under it.
 const JUDGE: &str = "haproxy sha256:props";
-
-fn plan_name(p: u8) -> String {
-    format!("plan-{p}")
-}
-fn id_name(i: u8) -> String {
-    format!("r-{i}")
-}
-fn pod_name(p: u8) -> String {
-    format!("ns/p{p}")
-}
-fn config_text(c: u8) -> String {
-    format!("global\n# content {c}\n")
-}
+const POOLS: Pools = Pools { plans: PLANS, ids: IDS, contents: CONTENTS, pods: PODS };
+/// One judge; clock moves at the check interval's edges and past the back-off's cap.
+const MIX: Mix =
+    Mix { applied: 4, finish: 5, unavailable: 0.25, switch_judge: 0, advance_ms: [1, 499, 500, 1000, 2000, 30_000] };
 
 /// Content as HAProxy sees it: the plan and the config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Content {
     plan: u8,
     content: u8,
-}
-
-#[derive(Clone, Debug)]
-enum Op {
-    Rendered {
-        plan: u8,
-        id: u8,
-        content: u8,
-    },
-    /// `pick` chooses among the renders sent so far (any term).
-    Applied {
-        pod: u8,
-        pick: usize,
-        with_id: bool,
-        running: Option<u8>,
-        baseline: Option<u8>,
-    },
-    PodTerminated {
-        pod: u8,
-    },
-    /// Bit `i` set: pod `i` is alive.
-    PodsDiscovered {
-        alive: u8,
-    },
-    LostLeadership,
-    /// Finishes the check in flight (if any): HAProxy's fixed answer, or
-    /// "could not run".
-    Finish {
-        unavailable: bool,
-    },
-    /// A late result for a check started in an earlier term.
-    StaleResult {
-        pick: usize,
-    },
-    Advance {
-        ms: u64,
-    },
-    /// Moves the clock to exactly `poll_timeout()`.
-    ToTimer,
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        8 => (0..PLANS, 0..IDS, 0..CONTENTS).prop_map(|(plan, id, content)| Op::Rendered { plan, id, content }),
-        4 => (0..PODS, any::<usize>(), prop::bool::weighted(0.8), prop::option::of(0..PLANS), prop::option::of(0..PLANS))
-            .prop_map(|(pod, pick, with_id, running, baseline)| Op::Applied { pod, pick, with_id, running, baseline }),
-        1 => (0..PODS).prop_map(|pod| Op::PodTerminated { pod }),
-        1 => (0..(1u8 << PODS)).prop_map(|alive| Op::PodsDiscovered { alive }),
-        1 => Just(Op::LostLeadership),
-        5 => prop::bool::weighted(0.25).prop_map(|unavailable| Op::Finish { unavailable }),
-        1 => any::<usize>().prop_map(|pick| Op::StaleResult { pick }),
-        2 => prop_oneof![Just(1u64), Just(499), Just(500), Just(1000), Just(2000), Just(30_000), 0..40_000u64]
-            .prop_map(|ms| Op::Advance { ms }),
-        3 => Just(Op::ToTimer),
-    ]
 }
 
 /// The whole scenario: the gate's tunables, HAProxy's answers, the inputs.
@@ -149,7 +88,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop_oneof![Just(0u64), Just(1000)],
         prop_oneof![Just(16usize), Just(3)],
         prop::collection::vec(prop::bool::weighted(0.4), (PLANS * CONTENTS) as usize),
-        prop::collection::vec(op(), 1..200),
+        prop::collection::vec(common::op(POOLS, MIX), 1..200),
     )
         .prop_map(|(interval_ms, memory, refuse, ops)| Scenario { interval_ms, memory, refuse, ops })
 }
@@ -434,6 +373,8 @@ impl Run {
                     self.absorb(Expect::default());
                 }
             }
+            // One judge throughout: `MIX` never draws a switch (core_model.rs covers them).
+            Op::SwitchJudge => unreachable!("not drawn here"),
         }
         self.check_state();
     }
