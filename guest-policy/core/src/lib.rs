@@ -3,7 +3,9 @@
 //! The types mirror the `rendergate:policy` WIT world (`wit/policy.wit`) one
 //! to one, so the host's native default and every WebAssembly guest share the
 //! same decision code: a guest converts its generated bindings into these
-//! types, calls [`decide`], and converts back.
+//! types, calls [`decide`], and converts back. With the `serde` feature
+//! (the host's), they are also the JSON of policy fixtures
+//! (docs/protocol.md §4): one definition, no mirror.
 
 use std::sync::Arc;
 
@@ -20,19 +22,25 @@ pub type Name = Arc<str>;
 pub type Name = String;
 
 /// One HAProxy pod as the gate knows it.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PodState {
     /// "namespace/name".
     pub pod: Name,
     /// The plan the pod was last given.
+    #[cfg_attr(feature = "serde", serde(default))]
     pub applied_plan: Option<Name>,
     /// The plan the pod's own HAProxy last loaded.
+    #[cfg_attr(feature = "serde", serde(default))]
     pub running_plan: Option<Name>,
     /// The plan the pod falls back to on a revert.
+    #[cfg_attr(feature = "serde", serde(default))]
     pub baseline_plan: Option<Name>,
 }
 
 /// What HAProxy said about a render.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
     Passed,
@@ -42,18 +50,25 @@ pub enum Outcome {
 }
 
 /// A published verdict, as the policy sees it.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     pub plan: String,
     pub render: String,
     pub outcome: Outcome,
+    #[cfg_attr(feature = "serde", serde(default))]
     pub newest: bool,
+    #[cfg_attr(feature = "serde", serde(default))]
     pub pinned: bool,
+    #[cfg_attr(feature = "serde", serde(default))]
     pub remembered: bool,
+    #[cfg_attr(feature = "serde", serde(default))]
     pub message: String,
 }
 
 /// What the policy is asked about.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case", deny_unknown_fields))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Trigger {
     Verdict(Verdict),
@@ -62,6 +77,8 @@ pub enum Trigger {
 }
 
 /// The fleet at the moment of the trigger.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Fleet {
     /// Shared, not copied: the gate hands the same pod list to every
@@ -75,18 +92,22 @@ pub struct Fleet {
     pub refused_plans: Arc<[Name]>,
 }
 
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RevertTarget {
     Baseline,
     Plan(Name),
 }
 
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Promote {
     pub pod: Name,
     pub plan: Name,
 }
 
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Revert {
     pub pod: Name,
@@ -96,11 +117,14 @@ pub struct Revert {
 }
 
 /// What a policy decided for one trigger.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Decision {
     pub promote: Vec<Promote>,
     pub revert: Vec<Revert>,
     /// Free-form remarks for the logs; never compared by fixtures.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
     pub notes: Vec<String>,
 }
 

@@ -4,98 +4,22 @@
 //! are not compared.
 
 use super::{Policy, PolicyError};
-use policy_core as plain;
+use crate::{Decision, Fleet, RevertTarget, Trigger};
 use serde::Deserialize;
 use std::collections::BTreeSet;
 
+/// One fixture case: a trigger, the fleet it sees, and the decision
+/// expected (its `notes` are never compared). The types are policy-core's,
+/// read as JSON through its `serde` feature.
 #[derive(Debug, Deserialize)]
 pub struct Case {
     pub name: String,
-    pub trigger: TriggerJson,
-    pub fleet: FleetJson,
-    pub expect: ExpectJson,
+    pub trigger: Trigger,
+    pub fleet: Fleet,
+    #[serde(default)]
+    pub expect: Decision,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum TriggerJson {
-    Verdict(VerdictJson),
-    Applied(PodJson),
-}
-
-#[derive(Debug, Deserialize)]
-pub struct VerdictJson {
-    pub plan: String,
-    pub render: String,
-    pub outcome: OutcomeJson,
-    #[serde(default)]
-    pub newest: bool,
-    #[serde(default)]
-    pub pinned: bool,
-    #[serde(default)]
-    pub remembered: bool,
-    #[serde(default)]
-    pub message: String,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutcomeJson {
-    Passed,
-    Refused,
-    Unavailable,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct PodJson {
-    pub pod: String,
-    #[serde(default)]
-    pub applied_plan: Option<String>,
-    #[serde(default)]
-    pub running_plan: Option<String>,
-    #[serde(default)]
-    pub baseline_plan: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct FleetJson {
-    #[serde(default)]
-    pub pods: Vec<PodJson>,
-    #[serde(default)]
-    pub passed_plans: Vec<String>,
-    #[serde(default)]
-    pub refused_plans: Vec<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct ExpectJson {
-    #[serde(default)]
-    pub promote: Vec<PromoteJson>,
-    #[serde(default)]
-    pub revert: Vec<RevertJson>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct PromoteJson {
-    pub pod: String,
-    pub plan: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct RevertJson {
-    pub pod: String,
-    pub plan: String,
-    pub target: TargetJson,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TargetJson {
-    Baseline,
-    Plan(String),
-}
-
-/// Reads a fixture file.
 pub fn parse(text: &str) -> Result<Vec<Case>, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
@@ -112,9 +36,7 @@ pub enum CaseResult {
 
 /// Runs `policy` over one case.
 pub fn run(policy: &dyn Policy, case: &Case) -> CaseResult {
-    let trigger = case.trigger.to_plain();
-    let fleet = case.fleet.to_plain();
-    let decision = match policy.decide(&trigger, &fleet) {
+    let decision = match policy.decide(&case.trigger, &case.fleet) {
         Ok(d) => d,
         Err(e) => return CaseResult::Error(e),
     };
@@ -129,7 +51,7 @@ pub fn run(policy: &dyn Policy, case: &Case) -> CaseResult {
         .promote
         .iter()
         .map(|p| promote_line(&p.pod, &p.plan))
-        .chain(case.expect.revert.iter().map(|r| revert_line(&r.pod, &r.plan, &r.target.to_plain())))
+        .chain(case.expect.revert.iter().map(|r| revert_line(&r.pod, &r.plan, &r.target)))
         .collect();
     let mut diff: Vec<String> = expected.difference(&decided).map(|l| format!("- {l}")).collect();
     diff.extend(decided.difference(&expected).map(|l| format!("+ {l}")));
@@ -140,61 +62,10 @@ fn promote_line(pod: &str, plan: &str) -> String {
     format!("promote {pod} to {plan}")
 }
 
-fn revert_line(pod: &str, plan: &str, target: &plain::RevertTarget) -> String {
+fn revert_line(pod: &str, plan: &str, target: &RevertTarget) -> String {
     match target {
-        plain::RevertTarget::Baseline => format!("revert {pod} from {plan} to baseline"),
-        plain::RevertTarget::Plan(to) => format!("revert {pod} from {plan} to plan {to}"),
-    }
-}
-
-impl TriggerJson {
-    pub fn to_plain(&self) -> plain::Trigger {
-        match self {
-            TriggerJson::Verdict(v) => plain::Trigger::Verdict(plain::Verdict {
-                plan: v.plan.clone(),
-                render: v.render.clone(),
-                outcome: match v.outcome {
-                    OutcomeJson::Passed => plain::Outcome::Passed,
-                    OutcomeJson::Refused => plain::Outcome::Refused,
-                    OutcomeJson::Unavailable => plain::Outcome::Unavailable,
-                },
-                newest: v.newest,
-                pinned: v.pinned,
-                remembered: v.remembered,
-                message: v.message.clone(),
-            }),
-            TriggerJson::Applied(p) => plain::Trigger::Applied(p.to_plain()),
-        }
-    }
-}
-
-impl PodJson {
-    fn to_plain(&self) -> plain::PodState {
-        plain::PodState {
-            pod: self.pod.as_str().into(),
-            applied_plan: self.applied_plan.as_deref().map(Into::into),
-            running_plan: self.running_plan.as_deref().map(Into::into),
-            baseline_plan: self.baseline_plan.as_deref().map(Into::into),
-        }
-    }
-}
-
-impl FleetJson {
-    pub fn to_plain(&self) -> plain::Fleet {
-        plain::Fleet {
-            pods: std::sync::Arc::new(self.pods.iter().map(PodJson::to_plain).collect()),
-            passed_plans: self.passed_plans.iter().map(|p| p.as_str().into()).collect(),
-            refused_plans: self.refused_plans.iter().map(|p| p.as_str().into()).collect(),
-        }
-    }
-}
-
-impl TargetJson {
-    fn to_plain(&self) -> plain::RevertTarget {
-        match self {
-            TargetJson::Baseline => plain::RevertTarget::Baseline,
-            TargetJson::Plan(p) => plain::RevertTarget::Plan(p.as_str().into()),
-        }
+        RevertTarget::Baseline => format!("revert {pod} from {plan} to baseline"),
+        RevertTarget::Plan(to) => format!("revert {pod} from {plan} to plan {to}"),
     }
 }
 
