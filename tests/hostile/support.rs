@@ -699,7 +699,7 @@ fn tree(dir: &Path) -> Vec<PathBuf> {
 // The checks of every case
 
 /// Every check that holds for a sandboxed run, as a list of failures.
-pub fn judge(scene: &Scene, spec: &Spec, outcome: &Outcome) -> Vec<String> {
+pub fn unmet_checks(scene: &Scene, spec: &Spec, outcome: &Outcome) -> Vec<String> {
     let mut fails = outcome.observed.clone();
     if outcome.all().contains("<the gate's output never ended") {
         fails.push("the gate's stdout or stderr stayed open after it exited".into());
@@ -796,7 +796,7 @@ pub fn attempt(name: &str, build: Build, run: Run, adjust: impl FnOnce(&mut Spec
             clip(&outcome.message, 1500)
         );
     }
-    let mut fails = judge(&scene, &spec, &outcome);
+    let mut fails = unmet_checks(&scene, &spec, &outcome);
     if let Some(extra) = spec.extra.take() {
         fails.extend(extra(&outcome));
     }
