@@ -20,6 +20,8 @@ mod case;
 mod floods;
 mod forgeries;
 mod generated;
+#[path = "../needs.rs"]
+mod needs;
 mod report;
 mod rng;
 mod sides;
@@ -47,20 +49,14 @@ fn env_number(name: &str) -> Option<u64> {
     Some(parsed.unwrap_or_else(|e| panic!("{name}={text}: {e}")))
 }
 
-fn has_lua() -> bool {
-    let out = std::process::Command::new(sides::haproxy()).arg("-vv").output().expect("run haproxy -vv");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.contains("+LUA") || text.contains("Built with Lua")
-}
-
 /// The whole corpus for the haproxy under test (floods are sized on it).
 fn corpus(seed: u64) -> Vec<Case> {
     let generated = env_number("RENDERGATE_DIFF_CASES").map_or(DEFAULT_GENERATED, |n| n as usize);
     let mut cases: Vec<Case> = (0..generated).map(|i| generated::case(seed, i)).collect();
     cases.extend(floods::cases());
-    let lua = has_lua();
+    let lua = needs::lua(sides::haproxy());
     if !lua {
-        eprintln!("note: {} has no Lua; the lua-* cases are left out", sides::haproxy().display());
+        needs::missing(&format!("{} has no Lua", sides::haproxy().display()), "the lua-* cases");
     }
     cases.extend(forgeries::cases(lua));
     cases
