@@ -16,9 +16,9 @@
 //! directory ([`base`]) off the runtime, after the render's [`limits`], and
 //! writes the render's files where [`layout`] arranges them, the config as
 //! its checked copy ([`checked_copy`], which reads lines as HAProxy does:
-//! [`tokenize`]); [`haproxy`] then runs `haproxy -c` there under the
-//! [`sandbox`] (Landlock, seccomp, namespaces, limits) and [`verdict`]
-//! reads what it said. [`at`] opens a directory's entries without
+//! [`tokenize`]); [`haproxy`] then runs `haproxy -c` there as one process
+//! group ([`process`]) under the [`sandbox`] (Landlock, seccomp,
+//! namespaces, limits), and [`verdict`] reads what it said. [`at`] opens a directory's entries without
 //! following symlinks.
 
 pub mod at;
@@ -30,6 +30,7 @@ pub mod identity;
 pub mod layout;
 pub mod limits;
 pub mod prepare;
+pub mod process;
 pub mod sandbox;
 pub mod size;
 pub mod tokenize;
