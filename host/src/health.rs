@@ -1,5 +1,5 @@
 //! Liveness of a running gate, for `/healthz`: two timestamps the driver
-//! stamps and any reader judges. The driver is *stuck* when one turn of its
+//! stamps and any reader compares with the clock. The driver is *stuck* when one turn of its
 //! loop (feeding the core, publishing outputs) has lasted longer than the
 //! limit; the check worker is stuck when one check has been in flight longer
 //! than the limit. The limit is the check timeout plus a margin, so a check

@@ -475,11 +475,11 @@ impl Driver {
         );
         let task = tokio::spawn(async move {
             let started = Instant::now();
-            let judged = tokio::time::timeout_at(deadline, async {
+            let checking = tokio::time::timeout_at(deadline, async {
                 let _slot = slot.acquire_owned().await;
                 checker.check(&render, deadline).await
             });
-            let checked = judged.await.unwrap_or_else(|_| {
+            let checked = checking.await.unwrap_or_else(|_| {
                 let reason = format!("the check timed out after {}", crate::duration::format(timeout));
                 Checked { outcome: CheckOutcome::Unavailable { reason }, judge: asked_of }
             });

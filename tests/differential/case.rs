@@ -7,7 +7,7 @@
 //! stand-in for /etc/haproxy), while bare HAProxy's copy names its own
 //! directory instead, the place the render would be deployed to.
 
-use crate::judge::Kind;
+use crate::sides::Kind;
 use std::path::Path;
 
 pub struct Case {

@@ -10,7 +10,7 @@
 //! within a few bytes of the size, not to the byte.
 
 use crate::case::Case;
-use crate::judge;
+use crate::sides;
 
 pub const SIZES: [(&str, usize); 3] = [("4KiB", 4 << 10), ("64KiB", 64 << 10), ("1MiB", 1 << 20)];
 
@@ -64,9 +64,9 @@ fn output_size(backends: usize) -> usize {
     let dir = tempfile::tempdir().unwrap();
     let dir = std::fs::canonicalize(dir.path()).unwrap();
     Case::new("measure", config(backends, Error::None)).write_for_bare(&dir);
-    let (kind, run) = judge::bare(&dir);
+    let (kind, run) = sides::bare(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(kind, judge::Kind::Pass, "an error-free flood must pass: {}", run.stderr);
+    assert_eq!(kind, sides::Kind::Pass, "an error-free flood must pass: {}", run.stderr);
     run.stdout.len() + run.stderr.len()
 }
 

@@ -6,7 +6,7 @@
 //! endings, the "no listener" exit, and files found through `default-path`.
 
 use crate::case::{Case, ORIGIN};
-use crate::judge::Kind;
+use crate::sides::Kind;
 
 const DEFAULTS: &str =
     "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";

@@ -1,6 +1,6 @@
 //! The differential test: on every case of a corpus, the gate's verdict kind
 //! (`rendergate check --json`, the real binary) must equal bare
-//! `haproxy -dr -c`'s on the same files (judge.rs says how each is read).
+//! `haproxy -dr -c`'s on the same files (sides.rs says how each is read).
 //!
 //! The corpus: configs generated from a seed (generated.rs), warning floods
 //! sized around 4 KiB, 64 KiB and 1 MiB of output (floods.rs), and
@@ -20,12 +20,14 @@ mod case;
 mod floods;
 mod forgeries;
 mod generated;
-mod judge;
+#[path = "../needs.rs"]
+mod needs;
 mod report;
 mod rng;
+mod sides;
 
 use case::Case;
-use judge::Kind;
+use sides::Kind;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
@@ -47,35 +49,29 @@ fn env_number(name: &str) -> Option<u64> {
     Some(parsed.unwrap_or_else(|e| panic!("{name}={text}: {e}")))
 }
 
-fn has_lua() -> bool {
-    let out = std::process::Command::new(judge::haproxy()).arg("-vv").output().expect("run haproxy -vv");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.contains("+LUA") || text.contains("Built with Lua")
-}
-
 /// The whole corpus for the haproxy under test (floods are sized on it).
 fn corpus(seed: u64) -> Vec<Case> {
     let generated = env_number("RENDERGATE_DIFF_CASES").map_or(DEFAULT_GENERATED, |n| n as usize);
     let mut cases: Vec<Case> = (0..generated).map(|i| generated::case(seed, i)).collect();
     cases.extend(floods::cases());
-    let lua = has_lua();
+    let lua = needs::lua(sides::haproxy());
     if !lua {
-        eprintln!("note: {} has no Lua; the lua-* cases are left out", judge::haproxy().display());
+        needs::missing(&format!("{} has no Lua", sides::haproxy().display()), "the lua-* cases");
     }
     cases.extend(forgeries::cases(lua));
     cases
 }
 
-/// One case judged by both sides.
-pub struct Judged<'a> {
+/// One case, run by both sides.
+pub struct Compared<'a> {
     pub case: &'a Case,
     pub gate: Result<Kind, String>,
-    pub gate_run: judge::Run,
+    pub gate_run: sides::Run,
     pub bare: Kind,
-    pub bare_run: judge::Run,
+    pub bare_run: sides::Run,
 }
 
-impl Judged<'_> {
+impl Compared<'_> {
     fn agrees(&self) -> bool {
         let documented = self.case.deviation.is_some_and(|d| self.gate.as_ref() == Ok(&d.gate) && self.bare == d.bare);
         self.gate.as_ref() == Ok(&self.bare) || documented
@@ -83,19 +79,19 @@ impl Judged<'_> {
 }
 
 /// Writes `case` for each side in its own fresh directory and asks both.
-fn judge_case(case: &Case) -> Judged<'_> {
+fn run_case(case: &Case) -> Compared<'_> {
     let gate_dir = tempfile::tempdir().unwrap();
     let bare_dir = tempfile::tempdir().unwrap();
     let bare_path = std::fs::canonicalize(bare_dir.path()).unwrap();
     case.write_for_gate(gate_dir.path());
     case.write_for_bare(&bare_path);
-    let (gate, gate_run) = judge::gate(gate_dir.path());
-    let (bare, bare_run) = judge::bare(&bare_path);
-    Judged { case, gate, gate_run, bare, bare_run }
+    let (gate, gate_run) = sides::gate(gate_dir.path());
+    let (bare, bare_run) = sides::bare(&bare_path);
+    Compared { case, gate, gate_run, bare, bare_run }
 }
 
-/// Judges every case on a few threads, in corpus order.
-fn judge_all(cases: &[Case]) -> Vec<Judged<'_>> {
+/// Runs every case by both sides on a few threads, in corpus order.
+fn run_all(cases: &[Case]) -> Vec<Compared<'_>> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) + 1;
     let next = AtomicUsize::new(0);
     let done = Mutex::new(Vec::with_capacity(cases.len()));
@@ -105,15 +101,15 @@ fn judge_all(cases: &[Case]) -> Vec<Judged<'_>> {
                 loop {
                     let index = next.fetch_add(1, Ordering::Relaxed);
                     let Some(case) = cases.get(index) else { break };
-                    let judged = judge_case(case);
-                    done.lock().unwrap().push((index, judged));
+                    let compared = run_case(case);
+                    done.lock().unwrap().push((index, compared));
                 }
             });
         }
     });
     let mut done = done.into_inner().unwrap();
     done.sort_by_key(|(index, _)| *index);
-    done.into_iter().map(|(_, judged)| judged).collect()
+    done.into_iter().map(|(_, compared)| compared).collect()
 }
 
 #[test]
@@ -126,23 +122,23 @@ fn gate_and_bare_haproxy_agree_on_every_case() {
         cases.retain(|c| c.name.contains(only.as_str()));
         assert!(!cases.is_empty(), "RENDERGATE_DIFF_ONLY={only} matches no case");
     }
-    let judged = judge_all(&cases);
+    let compared = run_all(&cases);
     if std::env::var_os("RENDERGATE_DIFF_VERBOSE").is_some() {
-        for j in &judged {
+        for j in &compared {
             let gate = j.gate.as_ref().map_or_else(|e| format!("unreadable ({e})"), Kind::to_string);
             eprintln!("{:<60} gate {gate:<14} bare {} ({})", j.case.name, j.bare, j.bare_run.status);
         }
     }
 
     let mut by_bare: BTreeMap<Kind, usize> = BTreeMap::new();
-    for j in &judged {
+    for j in &compared {
         *by_bare.entry(j.bare).or_default() += 1;
     }
-    let disagreements: Vec<&Judged> = judged.iter().filter(|j| !j.agrees()).collect();
+    let disagreements: Vec<&Compared> = compared.iter().filter(|j| !j.agrees()).collect();
     let summary = format!(
         "{} with seed {seed:#018x}: {} cases ({} disagree); bare: {} pass, {} refused, {} could not run; {:.1} s",
-        judge::haproxy().display(),
-        judged.len(),
+        sides::haproxy().display(),
+        compared.len(),
         disagreements.len(),
         by_bare.get(&Kind::Pass).unwrap_or(&0),
         by_bare.get(&Kind::Refused).unwrap_or(&0),
@@ -157,7 +153,7 @@ fn gate_and_bare_haproxy_agree_on_every_case() {
             let n = by_bare.get(&kind).copied().unwrap_or(0);
             if n < MIN_EACH_KIND {
                 problems.push(format!(
-                    "the corpus is lopsided: bare HAProxy judged only {n} cases {kind} (want ≥ {MIN_EACH_KIND})"
+                    "the corpus is lopsided: bare HAProxy compared only {n} cases {kind} (want ≥ {MIN_EACH_KIND})"
                 ));
             }
         }
@@ -197,7 +193,7 @@ fn the_harness_tells_the_kinds_apart() {
         ),
     ];
     for (case, kind, exit) in &expected {
-        let j = judge_case(case);
+        let j = run_case(case);
         let detail = report::one(&j);
         assert_eq!(j.bare_run.status.code(), Some(*exit), "{}: bare's exit status\n{detail}", case.name);
         assert_eq!((&j.gate, j.bare), (&Ok(*kind), *kind), "{}\n{detail}", case.name);
@@ -206,15 +202,15 @@ fn the_harness_tells_the_kinds_apart() {
     // The gate could not run: no such binary.
     let dir = tempfile::tempdir().unwrap();
     Case::new("x", frontend("")).write_for_gate(dir.path());
-    let (gate, run) = judge::gate_with(Path::new("/nonexistent/haproxy"), dir.path());
+    let (gate, run) = sides::gate_with(Path::new("/nonexistent/haproxy"), dir.path());
     assert_eq!(gate, Ok(Kind::CouldNotRun), "{}", run.stdout);
     // Bare could not run: killed by a signal.
-    let killed = judge::run({
+    let killed = sides::run({
         let mut c = std::process::Command::new("/bin/sh");
         c.args(["-c", "kill -KILL $$"]);
         c
     });
-    assert_eq!(judge::bare_kind(killed.status), Kind::CouldNotRun);
+    assert_eq!(sides::bare_kind(killed.status), Kind::CouldNotRun);
 }
 
 /// A seed rebuilds the same case, and different seeds make different ones.

@@ -2,7 +2,7 @@
 //! reproduce and understand it, cut to a readable length (a flood's output
 //! is a megabyte; its head and tail say what matters).
 
-use crate::Judged;
+use crate::Compared;
 
 const CONFIG_LINES: usize = 30;
 const LINE_WIDTH: usize = 160;
@@ -11,7 +11,7 @@ const OUTPUT_HEAD_LINES: usize = 12;
 const OUTPUT_TAIL_LINES: usize = 8;
 
 /// Every disagreement, one block each, after a one-line index.
-pub fn disagreements(list: &[&Judged]) -> String {
+pub fn disagreements(list: &[&Compared]) -> String {
     let mut out = format!("{} disagreement(s):\n", list.len());
     for j in list {
         out.push_str(&format!("  {:<60} gate {:<14} bare {}\n", j.case.name, gate_kind(j), j.bare));
@@ -29,7 +29,7 @@ pub fn disagreements(list: &[&Judged]) -> String {
     out
 }
 
-fn gate_kind(j: &Judged) -> String {
+fn gate_kind(j: &Compared) -> String {
     match &j.gate {
         Ok(kind) => kind.to_string(),
         Err(_) => "unreadable".to_owned(),
@@ -37,7 +37,7 @@ fn gate_kind(j: &Judged) -> String {
 }
 
 /// One case in full: name and seed, config head, files, both sides.
-pub fn one(j: &Judged) -> String {
+pub fn one(j: &Compared) -> String {
     let case = j.case;
     let mut out = format!("=== {} ({}): gate {}, bare {}\n", case.name, case.origin(), gate_kind(j), j.bare);
     let lines: Vec<&str> = case.config.split('\n').collect();

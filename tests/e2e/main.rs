@@ -3,6 +3,8 @@
 //!
 //! `RENDERGATE_TEST_HAPROXY` names the haproxy to use (default: `haproxy`).
 
+#[path = "../needs.rs"]
+mod needs;
 mod support;
 
 mod binary_changes;

@@ -222,13 +222,6 @@ fn record_never_truncates_a_file_unless_told_to() {
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
 }
 
-/// Whether this haproxy runs Lua.
-fn has_lua() -> bool {
-    let out = Command::new(haproxy()).arg("-vv").output().expect("run haproxy -vv");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.contains("+LUA") || text.contains("Built with Lua")
-}
-
 /// The processes whose working directory is under `dir`.
 fn working_in(dir: &Path) -> Vec<i32> {
     std::fs::read_dir("/proc")
@@ -244,8 +237,8 @@ fn working_in(dir: &Path) -> Vec<i32> {
 /// ends it and removes its directory as with the stand-in above.
 #[test]
 fn sigterm_to_check_ends_a_sandboxed_haproxy() {
-    if !has_lua() {
-        eprintln!("note: {} has no Lua; this test needs a check that runs long", haproxy());
+    if !crate::needs::lua(Path::new(&haproxy())) {
+        crate::needs::missing(&format!("{} has no Lua (for a check that runs long)", haproxy()), "this test");
         return;
     }
     let render = tempfile::tempdir().unwrap();

@@ -29,7 +29,7 @@ pub fn valid_minimal(_: &mut Scene) -> Spec {
 }
 
 pub fn tls_in_directory(_: &mut Scene) -> Spec {
-    let Some((cert, key)) = self_signed() else { return Spec::skip(NO_OPENSSL) };
+    let Some((cert, key)) = self_signed() else { return Spec::missing(NO_OPENSSL) };
     let frontend = "  bind 127.0.0.1:18443 ssl crt ssl/site.pem ca-file ssl/ca.pem verify optional\n";
     Spec::check(config("", frontend, ""), PASS)
         .files(vec![file("ssl/site.pem", format!("{cert}{key}")), file("ssl/ca.pem", cert.clone())])
@@ -85,7 +85,7 @@ pub fn unix_bind_user_group(s: &mut Scene) -> Spec {
 /// Kubernetes-style service discovery: the resolvers take the host's name servers.
 pub fn parse_resolv_conf(_: &mut Scene) -> Spec {
     if !std::path::Path::new("/etc/resolv.conf").exists() {
-        return Spec::skip("no /etc/resolv.conf on this host");
+        return Spec::nothing_here("no /etc/resolv.conf on this host");
     }
     let tail =
         "resolvers dns\n  parse-resolv-conf\nbackend app\n  server s1 127.0.0.1:8080 resolvers dns init-addr none\n";
@@ -100,7 +100,7 @@ pub fn setenv_in_global(_: &mut Scene) -> Spec {
 
 /// A directory of certificates in the render (`crt DIR` lists it).
 pub fn tls_crt_directory(_: &mut Scene) -> Spec {
-    let Some((cert, key)) = self_signed() else { return Spec::skip(NO_OPENSSL) };
+    let Some((cert, key)) = self_signed() else { return Spec::missing(NO_OPENSSL) };
     let frontend = "  bind 127.0.0.1:18443 ssl crt ssl/certs/\n";
     Spec::check(config("", frontend, ""), PASS)
         .files(vec![file("ssl/certs/a.pem", format!("{cert}{key}")), file("ssl/certs/b.pem", format!("{cert}{key}"))])
@@ -129,14 +129,14 @@ pub fn errorfile_host_path(s: &mut Scene) -> Spec {
 }
 
 pub fn crt_host_path(s: &mut Scene) -> Spec {
-    let Some((cert, key)) = self_signed() else { return Spec::skip(NO_OPENSSL) };
+    let Some((cert, key)) = self_signed() else { return Spec::missing(NO_OPENSSL) };
     let path = s.plant("host-cert.pem", format!("{cert}{key}"));
     let frontend = format!("  bind 127.0.0.1:18443 ssl crt {}\n", path.display());
     Spec::check(config("", &frontend, ""), REFUSED).leaks(vec![Leak::Passes])
 }
 
 pub fn ca_file_host_path(s: &mut Scene) -> Spec {
-    let Some((cert, key)) = self_signed() else { return Spec::skip(NO_OPENSSL) };
+    let Some((cert, key)) = self_signed() else { return Spec::missing(NO_OPENSSL) };
     let ca = s.plant("host-ca.pem", cert.clone());
     let frontend = format!("  bind 127.0.0.1:18443 ssl crt site.pem ca-file {} verify required\n", ca.display());
     Spec::check(config("", &frontend, ""), REFUSED)
@@ -325,7 +325,7 @@ pub fn alert_flood(_: &mut Scene) -> Spec {
 /// file: its first line (`-----BEGIN … PRIVATE KEY-----`) must not show.
 pub fn system_ca_keeps_private_keys(_: &mut Scene) -> Spec {
     let Some(key) = readable_private_key() else {
-        return Spec::skip(NO_PRIVATE_KEY);
+        return Spec::nothing_here(NO_PRIVATE_KEY);
     };
     let frontend = format!("  acl bad src -f {}\n  http-request deny if bad\n  default_backend tls\n", key.display());
     let tail = "backend tls\n  server s1 127.0.0.1:8443 ssl verify required ca-file @system-ca sni str(hostile.test)\n";

@@ -46,7 +46,7 @@ pub fn host_name_as_local_peer(_: &mut Scene) -> Spec {
 pub fn resolv_conf_and_hosts_are_stand_ins(_: &mut Scene) -> Spec {
     let resolv = host_lines("/etc/resolv.conf");
     if resolv.is_empty() {
-        return Spec::skip("no /etc/resolv.conf with a line on this host: nothing to hide");
+        return Spec::nothing_here("no /etc/resolv.conf with a line on this host: nothing to hide");
     }
     let frontend = "  acl resolv src -f /etc/resolv.conf\n  acl hosts src -f /etc/hosts\n  \
                     http-request deny if resolv || hosts\n  default_backend app\n";
@@ -72,7 +72,7 @@ pub fn resolv_conf_and_hosts_are_stand_ins(_: &mut Scene) -> Spec {
 pub fn os_release_is_empty(_: &mut Scene) -> Spec {
     let release = host_lines("/etc/os-release");
     let Some(first) = release.first().cloned() else {
-        return Spec::skip("no /etc/os-release on this host: nothing to hide");
+        return Spec::nothing_here("no /etc/os-release on this host: nothing to hide");
     };
     let frontend = "  acl etc src -f /etc/os-release\n  acl lib src -f /usr/lib/os-release\n  \
                     http-request deny if etc || lib\n";

@@ -8,7 +8,7 @@ use crate::support::*;
 /// A render whose global section loads `hostile.lua` with `directive`.
 pub fn lua_render(directive: &str, script: String) -> Spec {
     if !has_lua() {
-        return Spec::skip("this haproxy has no Lua");
+        return no_lua();
     }
     Spec::check(config(&format!("  {directive} hostile.lua\n"), "", ""), REFUSED)
         .files(vec![file("hostile.lua", script)])
@@ -26,7 +26,7 @@ return \"read: \" .. got .. \" getenv: \" .. tostring(os.getenv(\"SECRET_TOKEN\"
 /// An ordinary script (actions, services, string work) loads and passes.
 pub fn lua_valid_script(_: &mut Scene) -> Spec {
     if !has_lua() {
-        return Spec::skip("this haproxy has no Lua");
+        return no_lua();
     }
     let script = "core.register_action(\"hello\", { \"http-req\" }, function(txn)\n\
   txn:set_var(\"txn.greeting\", string.format(\"hello %d\", 42))\n\
@@ -147,7 +147,7 @@ pub fn lua_require_outside(s: &mut Scene) -> Spec {
 /// passing, the limitation is gone and the README should change.
 pub fn lua_os_exit_forges_a_pass_known_limitation(_: &mut Scene) -> Spec {
     if !has_lua() {
-        return Spec::skip("this haproxy has no Lua");
+        return no_lua();
     }
     let frontend = "  http-request bogus-action\n";
     let config = crate::cases::config("  lua-load exit.lua\n", frontend, "");
@@ -228,7 +228,7 @@ pub fn check_directory_is_private(_: &mut Scene) -> Spec {
 /// read, never the key itself.
 pub fn lua_system_ca_mark_keeps_private_keys(_: &mut Scene) -> Spec {
     let Some(key) = readable_private_key() else {
-        return Spec::skip(NO_PRIVATE_KEY);
+        return Spec::nothing_here(NO_PRIVATE_KEY);
     };
     let script = format!(
         "-- trusts @system-ca\n\

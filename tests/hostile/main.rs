@@ -20,8 +20,10 @@
 //! - the wall time is under the deadline + 1 s.
 //!
 //! Cases needing Lua, `openssl` or `cc` are skipped with a note when the
-//! host lacks them. `RENDERGATE_HOSTILE_CANARY=1` also runs the canary
-//! (canary.rs): the leaking fixtures, unsandboxed, must still leak.
+//! host lacks them, and fail in CI (tests/needs.rs); cases aimed at a host
+//! file this host lacks are skipped everywhere. `RENDERGATE_HOSTILE_CANARY=1`
+//! also runs the canary (canary.rs): the leaking fixtures, unsandboxed, must
+//! still leak.
 
 mod canary;
 mod cases;
@@ -29,6 +31,8 @@ mod host;
 mod layers;
 mod lua;
 mod native;
+#[path = "../needs.rs"]
+mod needs;
 mod support;
 
 use support::Build;

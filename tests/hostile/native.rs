@@ -207,12 +207,12 @@ fn native_case(
     must_load: bool,
 ) -> Spec {
     if !has_lua() {
-        return Spec::skip("this haproxy has no Lua");
+        return no_lua();
     }
     let listeners = Listeners::new(&s.tag);
     let so = match build_module(s, &listeners) {
         Ok(so) => so,
-        Err(why) => return Spec::skip(why),
+        Err(why) => return Spec::missing(why),
     };
     crate::lua::lua_render("lua-load", load(&so))
         .forbid("EXEC-RAN-42")

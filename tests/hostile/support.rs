@@ -54,14 +54,15 @@ pub fn which(name: &str) -> Option<PathBuf> {
     })
 }
 
-/// Whether this haproxy runs Lua (`haproxy -vv` says `+LUA` / `USE_LUA=1`).
+/// Whether this haproxy runs Lua, asked once.
 pub fn has_lua() -> bool {
     static LUA: OnceLock<bool> = OnceLock::new();
-    *LUA.get_or_init(|| {
-        let out = Command::new(haproxy()).arg("-vv").output().expect("run haproxy -vv");
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.contains("+LUA") || text.contains("USE_LUA=1") || text.contains("Built with Lua")
-    })
+    *LUA.get_or_init(|| crate::needs::lua(haproxy()))
+}
+
+/// A case's skip for a haproxy without Lua.
+pub fn no_lua() -> Spec {
+    Spec::missing(format!("{} has no Lua", haproxy().display()))
 }
 
 /// A self-signed certificate and its key (PEM), made once with `openssl`, or
@@ -113,9 +114,13 @@ pub fn random_hex() -> String {
     format!("{:016x}", h.finish())
 }
 
-/// Says a case was skipped and why (shown with `--nocapture`, and in the log of a failing run).
-pub fn skip(case: &str, why: &str) {
-    eprintln!("note: hostile case {case} skipped: {why}");
+/// Says a case was skipped and why (shown with `--nocapture`, and in the
+/// log of a failing run); a missing need fails it in CI (tests/needs.rs).
+pub fn skip(case: &str, why: &Skip) {
+    match why {
+        Skip::NothingHere(why) => eprintln!("note: hostile case {case} skipped: {why}"),
+        Skip::Missing(what) => crate::needs::missing(what, &format!("hostile case {case}")),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -309,8 +314,8 @@ pub struct Spec {
     pub watch: Vec<PathBuf>,
     /// What happens without the sandbox; empty: not a leaking fixture.
     pub leaks: Vec<Leak>,
-    /// Why this case cannot run here (a tool is missing).
-    pub skip: Option<String>,
+    /// Why this case cannot run here.
+    pub skip: Option<Skip>,
     /// Case-specific checks, after the common ones; each string is a failure.
     pub extra: Option<Extra>,
     /// Watches while the gate runs (check DIR only).
@@ -374,9 +379,24 @@ impl Spec {
         self.observer = Some(Box::new(f));
         self
     }
-    pub fn skip(why: impl Into<String>) -> Spec {
-        Spec { skip: Some(why.into()), ..Spec::check(String::new(), &[]) }
+    /// The host has nothing for this case to reach: skipped, in CI too.
+    pub fn nothing_here(why: impl Into<String>) -> Spec {
+        Spec { skip: Some(Skip::NothingHere(why.into())), ..Spec::check(String::new(), &[]) }
     }
+    /// A tool or a HAProxy feature the case needs is missing.
+    pub fn missing(what: impl Into<String>) -> Spec {
+        Spec { skip: Some(Skip::Missing(what.into())), ..Spec::check(String::new(), &[]) }
+    }
+}
+
+/// Why a case cannot run here.
+pub enum Skip {
+    /// The host has nothing for the case to reach (the file it would hide, a
+    /// readable private key): the case proves nothing here, anywhere.
+    NothingHere(String),
+    /// A tool or a HAProxy feature the case needs: in CI its absence fails
+    /// the case (tests/needs.rs).
+    Missing(String),
 }
 
 pub const PASS: &[Kind] = &[Kind::Pass];
@@ -699,7 +719,7 @@ fn tree(dir: &Path) -> Vec<PathBuf> {
 // The checks of every case
 
 /// Every check that holds for a sandboxed run, as a list of failures.
-pub fn judge(scene: &Scene, spec: &Spec, outcome: &Outcome) -> Vec<String> {
+pub fn unmet_checks(scene: &Scene, spec: &Spec, outcome: &Outcome) -> Vec<String> {
     let mut fails = outcome.observed.clone();
     if outcome.all().contains("<the gate's output never ended") {
         fails.push("the gate's stdout or stderr stayed open after it exited".into());
@@ -796,7 +816,7 @@ pub fn attempt(name: &str, build: Build, run: Run, adjust: impl FnOnce(&mut Spec
             clip(&outcome.message, 1500)
         );
     }
-    let mut fails = judge(&scene, &spec, &outcome);
+    let mut fails = unmet_checks(&scene, &spec, &outcome);
     if let Some(extra) = spec.extra.take() {
         fails.extend(extra(&outcome));
     }

@@ -350,7 +350,7 @@ fn flock(fd: BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// The filesystem cannot `flock` (then liveness is judged by pid).
+/// The filesystem cannot `flock` (then liveness is told by pid).
 fn unsupported(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::EINVAL))
 }

@@ -239,8 +239,8 @@ mod tests {
     fn files_land_at_their_relative_path_in_the_check_directory() {
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("maps/a.map", "a"), ("x.lua", "x")]);
         let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
-        let layout = layout::plan(&render).unwrap();
-        let placed: Vec<&Path> = layout.files().iter().map(|f| f.relative.as_path()).collect();
+        let arrangement = layout::arrange(&render).unwrap();
+        let placed: Vec<&Path> = arrangement.files().iter().map(|f| f.relative.as_path()).collect();
         assert_eq!(placed, [Path::new("maps/a.map"), Path::new("x.lua")]);
     }
 
@@ -367,7 +367,7 @@ mod tests {
         let tmp = tree(&[("haproxy.cfg", "global\n"), (&format!("{deep}/f"), "x")]);
         let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
         assert_eq!(render.files()[0].path, format!("./{deep}/f"));
-        layout::plan(&render).unwrap();
+        layout::arrange(&render).unwrap();
         let tmp = tree(&[("haproxy.cfg", "global\n"), (&format!("{deep}/d/f"), "x")]);
         let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
         assert!(err.to_string().ends_with("deeper than the 32 components a render path may have"), "{err}");

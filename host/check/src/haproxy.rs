@@ -5,11 +5,11 @@
 //! cap-tempfile in this checker's subdirectory of the private base directory,
 //! see [`super::base`]; written through its handle, on a blocking thread and
 //! under the check's deadline, see [`super::prepare`]), runs
-//! `haproxy -dr -c -f haproxy.cfg` there (the child `fchdir`s to the
-//! directory's descriptor) with stdout and stderr on one pipe (so HAProxy's
-//! lines keep their order), and kills the whole process group when the check
-//! ends for any reason: exit, deadline, or the future being dropped. The
-//! directory is removed after the group is dead, on every way out.
+//! `haproxy -dr -c -f haproxy.cfg` there as a process group of its own, killed
+//! whole when the check ends for any reason: exit, deadline, or the future
+//! being dropped ([`super::process`]), and reads what it said into a verdict
+//! ([`super::verdict`]). The directory is removed after the group is dead, on
+//! every way out. [`HaproxyChecker`]'s `run` is these steps, in order.
 //!
 //! Which binary runs is settled per check ([`super::identity`]), and so is
 //! its sandbox: a binary replaced or installed while the gate runs is the one
@@ -17,22 +17,19 @@
 //! binary that gave it.
 
 use super::base::BaseDir;
+use super::checked_copy::CheckedCopy;
 use super::identity::{Binary, BinaryIdentity};
-use super::layout;
 use super::limits::RenderLimits;
 use super::prepare::{self, InFlight, Job, Prepared};
+use super::process::{self, Running};
 use super::sandbox::{self, Sandbox, SandboxOptions};
 use super::verdict::{self, Exit, Transcript};
 use super::{CheckFuture, Checked, Checker};
 use rendergate_core::CheckOutcome;
 use rendergate_core::render::Render;
 use sandbox::Probe;
-use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
-use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 /// How to run HAProxy.
@@ -92,8 +89,8 @@ pub struct HaproxyChecker {
     in_flight: Arc<InFlight>,
 }
 
-/// What one check runs: the binary as hashed, and the sandbox made for it.
-struct Judge {
+/// What one check runs with: the binary as hashed, and the sandbox made for it.
+struct Setup {
     binary: Arc<Binary>,
     sandbox: Arc<Sandbox>,
 }
@@ -128,12 +125,12 @@ impl HaproxyChecker {
         let in_flight = Arc::default();
         let checker = HaproxyChecker { binary, opts, probe, sandbox: Mutex::new(None), base, view, in_flight };
         // The first check need not hash the binary nor read its loader.
-        let _ = checker.judge();
+        let _ = checker.setup();
         checker
     }
 
     /// The binary found now and its sandbox, made anew when the binary changed.
-    fn judge(&self) -> Result<Judge, String> {
+    fn setup(&self) -> Result<Setup, String> {
         let binary = self.binary.current()?;
         let mut made = self.sandbox.lock().unwrap_or_else(PoisonError::into_inner);
         let sandbox = match made.as_ref().filter(|(identity, _)| *identity == binary.identity) {
@@ -145,7 +142,7 @@ impl HaproxyChecker {
                 sandbox
             }
         };
-        Ok(Judge { binary, sandbox })
+        Ok(Setup { binary, sandbox })
     }
 
     /// Where this checker's check directories are made
@@ -158,7 +155,7 @@ impl HaproxyChecker {
     /// The sandbox checks of the binary found now run in (`None` when there
     /// is no binary to run).
     pub fn sandbox(&self) -> Option<Arc<Sandbox>> {
-        self.judge().ok().map(|judge| judge.sandbox)
+        self.setup().ok().map(|setup| setup.sandbox)
     }
 
     /// The start-up line saying which sandbox layers checks get.
@@ -180,152 +177,96 @@ impl HaproxyChecker {
     /// identity. The binary is looked at again once the check is over: if
     /// its path no longer holds the file that was hashed, nobody knows which
     /// of the two answered, and the check runs again.
-    async fn judged(&self, render: &Render, deadline: Instant) -> Checked {
+    async fn checked(&self, render: &Render, deadline: Instant) -> Checked {
         for _ in 0..RUNS_PER_CHECK {
-            let judge = match self.judge() {
-                Ok(judge) => judge,
+            let setup = match self.setup() {
+                Ok(setup) => setup,
                 Err(problem) => return Checked { outcome: unavailable(problem), judge: self.binary.missing() },
             };
-            let outcome = self.run(&judge, render, deadline).await;
-            if judge.binary.unchanged() {
-                return Checked { outcome, judge: judge.binary.identity.clone() };
+            let outcome = self.run(&setup, render, deadline).await;
+            if setup.binary.unchanged() {
+                return Checked { outcome, judge: setup.binary.identity.clone() };
             }
-            tracing::info!(binary = %judge.binary.path.display(), "the haproxy binary changed during the check; checking again");
+            tracing::info!(binary = %setup.binary.path.display(), "the haproxy binary changed during the check; checking again");
         }
         let outcome = unavailable(format!("the haproxy binary kept changing during the check ({RUNS_PER_CHECK} runs)"));
         Checked { outcome, judge: self.binary.identity() }
     }
 
-    async fn run(&self, judge: &Judge, render: &Render, deadline: Instant) -> CheckOutcome {
+    /// One run of `haproxy -c` over `render`, step by step. Any step that
+    /// fails makes the check could-not-run, saying why.
+    async fn run(&self, setup: &Setup, render: &Render, deadline: Instant) -> CheckOutcome {
         let started = Instant::now();
-        let base = match &self.base {
-            Ok(base) => base.clone(),
-            Err(problem) => return unavailable(problem.clone()),
-        };
-        let job = Job {
-            render: render.clone(),
-            base,
-            limits: self.opts.limits,
-            sandboxed: judge.sandbox.mode() != sandbox::Mode::Off,
-            binary: judge.binary.path.clone(),
-            in_flight: self.in_flight.clone(),
-        };
-        let ready = match prepare::prepare(job, deadline).await {
+        let ready = match self.prepare_check_dir(setup, render, deadline).await {
             Ok(ready) => ready,
             Err(reason) => return unavailable(reason),
         };
-        let outcome = self.run_in(judge, render, &ready, deadline, started).await;
-        // After the process group is dead (run_in's guards); dropped
+        let outcome = match self.run_haproxy(setup, render, &ready, deadline, started).await {
+            Ok((transcript, exit)) => self.read_verdict(transcript, exit, &ready.copy),
+            Err(reason) => unavailable(reason),
+        };
+        // After the process group is dead (run_haproxy's guards); dropped
         // mid-check instead, the directory goes with the future.
         prepare::remove(ready.dir, &self.in_flight).await;
         outcome
     }
 
-    /// `haproxy -c` in the prepared check directory.
-    async fn run_in(
+    /// Lays the render out in a fresh check directory, off the runtime and
+    /// by the deadline ([`prepare`]).
+    async fn prepare_check_dir(&self, setup: &Setup, render: &Render, deadline: Instant) -> Result<Prepared, String> {
+        let base = self.base.clone()?;
+        let job = Job {
+            render: render.clone(),
+            base,
+            limits: self.opts.limits,
+            sandboxed: setup.sandbox.mode() != sandbox::Mode::Off,
+            binary: setup.binary.path.clone(),
+            in_flight: self.in_flight.clone(),
+        };
+        prepare::prepare(job, deadline).await
+    }
+
+    /// `haproxy -c` in the prepared check directory, from its start in the
+    /// sandbox to the end of its output, read as it arrives into a
+    /// [`Transcript`]. Its process group is dead when this returns, or when
+    /// the future is dropped.
+    async fn run_haproxy<'a>(
         &self,
-        judge: &Judge,
-        render: &Render,
-        ready: &Prepared,
+        setup: &'a Setup,
+        render: &'a Render,
+        ready: &'a Prepared,
         deadline: Instant,
         started: Instant,
-    ) -> CheckOutcome {
-        let binary = &judge.binary.path;
-        let dir = ready.dir.path();
-        let copy = &ready.copy;
-        let time_left = deadline.saturating_duration_since(Instant::now());
-        let prepared = match judge.sandbox.prepare(ready.dir.fd(), ready.host, time_left) {
-            Ok(prepared) => prepared,
-            Err(reason) => return unavailable(verdict::sanitise(&reason, dir, binary)),
-        };
-
-        let (reader, writer) = match pipe() {
-            Ok(ends) => ends,
-            Err(e) => return unavailable(format!("cannot create a pipe for haproxy's output: {e}")),
-        };
-        let spawned = {
-            let stderr = match writer.try_clone() {
-                Ok(fd) => fd,
-                Err(e) => return unavailable(format!("cannot create a pipe for haproxy's output: {e}")),
-            };
-            let mut cmd = tokio::process::Command::new(binary);
-            if self.opts.dns_skip {
-                cmd.arg("-dr");
-            }
-            // `-V` outranks `quiet` (and anything else that would make HAProxy
-            // keep its alerts to itself): nothing in a render silences them.
-            // `-L`: the local peer name is fixed, never the host's name.
-            // No current_dir: the child fchdirs to the directory's descriptor.
-            cmd.args(["-V", "-L", sandbox::host_view::HOST_NAME, "-c", "-f", layout::CONFIG_NAME])
-                .stdin(Stdio::null())
-                .stdout(Stdio::from(writer))
-                .stderr(Stdio::from(stderr))
-                .process_group(0)
-                .kill_on_drop(true);
-            prepared.apply(&mut cmd);
-            cmd.spawn()
-            // `cmd` drops here with our copies of the write end, so the reader
-            // sees end-of-file once HAProxy's group is gone.
-        };
-        let mut child = match spawned {
-            Ok(child) => child,
-            Err(e) => {
-                return unavailable(
-                    sandbox::spawn_failure(&e).unwrap_or_else(|| format!("cannot start {}: {e}", binary.display())),
-                );
-            }
-        };
-        let Some(pid) = child.id() else {
-            return unavailable("haproxy exited before it could be watched".into());
-        };
-        // Declared after `child`, so it drops first: the whole group is killed
-        // before anything else is cleaned up.
-        let mut group = GroupGuard { pgid: Some(pid as libc::pid_t) };
-        let mut output = match tokio::net::unix::pipe::Receiver::from_owned_fd(reader) {
-            Ok(output) => output,
-            Err(e) => return unavailable(format!("cannot read haproxy's output: {e}")),
-        };
+    ) -> Result<(Transcript<'a>, Exit), String> {
+        let running = self.spawn_in_sandbox(setup, ready, deadline)?;
         let ctx = verdict::Context {
             config: render.config(),
-            check_dir: dir,
-            haproxy_path: binary,
-            forgeable: copy.forgeable,
+            check_dir: ready.dir.path(),
+            haproxy_path: &setup.binary.path,
+            forgeable: ready.copy.forgeable,
         };
         // Every line is classified as it arrives; only the excerpt is kept.
         let mut transcript = Transcript::new(ctx);
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut status = None;
-        let mut ended = false;
-        while status.is_none() || !ended {
-            tokio::select! {
-                waited = child.wait(), if status.is_none() => match waited {
-                    Ok(exit) => {
-                        status = Some(exit);
-                        // Anything HAProxy left running in the background dies with the check.
-                        group.kill();
-                    }
-                    Err(e) => return unavailable(format!("waiting for haproxy failed: {e}")),
-                },
-                read = output.read(&mut buf), if !ended => match read {
-                    Ok(0) => ended = true,
-                    Ok(n) => transcript.feed(&buf[..n]),
-                    Err(e) => return unavailable(format!("reading haproxy's output failed: {e}")),
-                },
-                () = tokio::time::sleep_until(deadline) => {
-                    if status.is_some() {
-                        // a process outside the group still holds the pipe open
-                        return unavailable("haproxy exited but its output never ended".into());
-                    }
-                    group.kill();
-                    let _ = child.wait().await;
-                    return unavailable(format!(
-                        "haproxy -c timed out after {:.1?}",
-                        deadline.saturating_duration_since(started)
-                    ));
-                }
-            }
-        }
-        let exit = Exit::from(status.expect("the loop ends once haproxy has exited"));
+        let exit = process::collect_output(running, &mut transcript, deadline, started).await?;
+        Ok((transcript, exit))
+    }
+
+    /// Prepares the sandbox for this check directory, then starts `haproxy
+    /// -c` in it ([`process`]).
+    fn spawn_in_sandbox(&self, setup: &Setup, ready: &Prepared, deadline: Instant) -> Result<Running, String> {
+        let binary = &setup.binary.path;
+        let time_left = deadline.saturating_duration_since(Instant::now());
+        let sandboxed = setup
+            .sandbox
+            .prepare(ready.dir.fd(), ready.host, time_left)
+            .map_err(|reason| verdict::sanitise(&reason, ready.dir.path(), binary))?;
+        process::spawn(binary, self.opts.dns_skip, &sandboxed)
+    }
+
+    /// What HAProxy said, read into a verdict: the outcome its exit and its
+    /// lines make, the sandbox's limits named when they spoke, the checked
+    /// copy's note added, and the message held to the output cap.
+    fn read_verdict(&self, transcript: Transcript, exit: Exit, copy: &CheckedCopy) -> CheckOutcome {
         let outcome = self.explain_out_of_memory(transcript.finish(exit));
         let outcome = match copy.note() {
             Some(note) => outcome.map_message(|m| if m.is_empty() { note } else { format!("{m}\n{note}") }),
@@ -376,7 +317,7 @@ impl Checker for HaproxyChecker {
     }
 
     fn check<'a>(&'a self, render: &'a Render, deadline: Instant) -> CheckFuture<'a> {
-        Box::pin(self.judged(render, deadline))
+        Box::pin(self.checked(render, deadline))
     }
 }
 
@@ -399,43 +340,6 @@ fn cap_message(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
         text
     };
     outcome.map_message(cut)
-}
-
-/// Kills a process group when dropped, so a cancelled check leaves nothing running.
-struct GroupGuard {
-    pgid: Option<libc::pid_t>,
-}
-
-impl GroupGuard {
-    fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // ESRCH (the group is already gone) is the usual, fine answer.
-            // SAFETY: killpg has no memory effects; pgid is our child's own group.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-            }
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// One pipe, both ends close-on-exec (the child gets its copies through
-/// stdout/stderr only). `std::io::pipe` needs Rust 1.87; the workspace
-/// promises 1.85.
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
-    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    Ok((reader, writer))
 }
 
 #[cfg(test)]

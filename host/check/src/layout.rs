@@ -1,9 +1,9 @@
 //! Where a render's files land in a check directory, and the guarantee that
 //! they land nowhere else.
 //!
-//! [`plan`] resolves and validates every path of a render before a single
+//! [`arrange`] resolves and validates every path of a render before a single
 //! byte is written: a render with one bad path writes nothing at all.
-//! [`Layout::write`] then creates the files through the check directory's
+//! [`Arrangement::write`] then creates the files through the check directory's
 //! handle (a cap-std [`Dir`]: nothing can be reached outside it), each one
 //! new, regular and owner-only, never through a symlink. The config it
 //! writes is the checked copy ([`super::checked_copy`]).
@@ -23,7 +23,7 @@ pub const CONFIG_NAME: &str = "haproxy.cfg";
 /// as the controller sent it (Debug-quoted, so a NUL or newline stays
 /// visible), cut when it is too long to be shown whole.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LayoutError {
+pub enum RenderPathError {
     #[error("render file path {path:?} escapes the check directory")]
     Escapes { path: String },
     #[error("render file path {path:?} contains a NUL byte")]
@@ -50,10 +50,11 @@ pub struct PlacedFile<'a> {
     pub content: &'a str,
 }
 
-/// A render, validated and ready to be written into a check directory.
-/// Borrows the render: maps can be large and need not be copied.
+/// The file arrangement of one check directory: where each of a render's
+/// files lands, every path validated, ready to be written. Borrows the
+/// render: maps can be large and need not be copied.
 #[derive(Debug, Clone)]
-pub struct Layout<'a> {
+pub struct Arrangement<'a> {
     config: &'a str,
     files: Vec<PlacedFile<'a>>,
     /// The check directory as a tree; the root is node 0.
@@ -85,14 +86,14 @@ struct PathLimits {
 /// Resolves every file of `render` inside the check directory, refusing the
 /// whole render at the first path that is too long or too deep, or that
 /// could escape or collide.
-pub fn plan(render: &Render) -> Result<Layout<'_>, LayoutError> {
-    plan_within(render, PathLimits { bytes: MAX_PATH_BYTES, depth: MAX_PATH_DEPTH })
+pub fn arrange(render: &Render) -> Result<Arrangement<'_>, RenderPathError> {
+    arrange_within(render, PathLimits { bytes: MAX_PATH_BYTES, depth: MAX_PATH_DEPTH })
 }
 
-/// [`plan`] in time linear in the render's paths, whatever their limits:
+/// [`arrange`] in time linear in the render's paths, whatever their limits:
 /// each component is looked up once, under its parent, in a tree of the
 /// check directory (no path is compared with its prefixes).
-fn plan_within(render: &Render, limits: PathLimits) -> Result<Layout<'_>, LayoutError> {
+fn arrange_within(render: &Render, limits: PathLimits) -> Result<Arrangement<'_>, RenderPathError> {
     let sent = render.files();
     let mut files = Vec::with_capacity(sent.len());
     let mut nodes = vec![Node { name: "", file: None, by: 0, children: Vec::new() }];
@@ -102,7 +103,7 @@ fn plan_within(render: &Render, limits: PathLimits) -> Result<Layout<'_>, Layout
         let components = resolve(file.kind, &file.path, limits)?;
         if components.first() == Some(&CONFIG_NAME) {
             // `haproxy.cfg` itself, or anything that needs it to be a directory
-            return Err(LayoutError::Reserved { path: file.path.clone() });
+            return Err(RenderPathError::Reserved { path: file.path.clone() });
         }
         let (name, directories) = components.split_last().expect("resolve gives at least one component");
         let mut parent = 0;
@@ -110,7 +111,10 @@ fn plan_within(render: &Render, limits: PathLimits) -> Result<Layout<'_>, Layout
             parent = match index.get(&(parent, *directory)) {
                 Some(&node) => match nodes[node].file {
                     Some(other) => {
-                        return Err(LayoutError::Nested { path: sent[other].path.clone(), other: file.path.clone() });
+                        return Err(RenderPathError::Nested {
+                            path: sent[other].path.clone(),
+                            other: file.path.clone(),
+                        });
                     }
                     None => node,
                 },
@@ -119,14 +123,14 @@ fn plan_within(render: &Render, limits: PathLimits) -> Result<Layout<'_>, Layout
         }
         match index.get(&(parent, *name)).map(|&node| (nodes[node].file, nodes[node].by)) {
             Some((Some(other), _)) => {
-                return Err(LayoutError::Duplicate {
+                return Err(RenderPathError::Duplicate {
                     path: sent[other].path.clone(),
                     other: file.path.clone(),
                     resolved: components.join("/"),
                 });
             }
             Some((None, needing)) => {
-                return Err(LayoutError::Nested { path: file.path.clone(), other: sent[needing].path.clone() });
+                return Err(RenderPathError::Nested { path: file.path.clone(), other: sent[needing].path.clone() });
             }
             None => {
                 add(&mut nodes, &mut index, parent, Node::new(name, Some(at_file), at_file));
@@ -134,7 +138,7 @@ fn plan_within(render: &Render, limits: PathLimits) -> Result<Layout<'_>, Layout
         }
         files.push(PlacedFile { relative: components.iter().collect(), content: &file.content });
     }
-    Ok(Layout { config: render.config(), files, nodes })
+    Ok(Arrangement { config: render.config(), files, nodes })
 }
 
 impl<'a> Node<'a> {
@@ -158,27 +162,27 @@ fn add<'a>(
 
 /// The path's place in the check directory, as normal components
 /// (docs/behaviour.md, "Files of a render").
-fn resolve(kind: FileKind, path: &str, limits: PathLimits) -> Result<Vec<&str>, LayoutError> {
+fn resolve(kind: FileKind, path: &str, limits: PathLimits) -> Result<Vec<&str>, RenderPathError> {
     let err_path = || path.to_owned();
     // First, so that nothing else reads a path of any length.
     if path.len() > limits.bytes {
-        return Err(LayoutError::TooLong { path: shown(path), bytes: path.len(), limit: limits.bytes });
+        return Err(RenderPathError::TooLong { path: shown(path), bytes: path.len(), limit: limits.bytes });
     }
     if path.contains('\0') {
-        return Err(LayoutError::NulByte { path: err_path() });
+        return Err(RenderPathError::NulByte { path: err_path() });
     }
     if path.is_empty() {
-        return Err(LayoutError::Empty { path: err_path() });
+        return Err(RenderPathError::Empty { path: err_path() });
     }
     // `..` is refused everywhere, even where only the last component is used:
     // a path that tries to climb is a bug or an attack, never a file name.
     if path.split('/').any(|c| c == "..") {
-        return Err(LayoutError::Escapes { path: err_path() });
+        return Err(RenderPathError::Escapes { path: err_path() });
     }
     // A trailing `/` names a directory, not a file.
     let name = path.rsplit('/').next().unwrap_or_default();
     if name.is_empty() || name == "." {
-        return Err(LayoutError::Empty { path: err_path() });
+        return Err(RenderPathError::Empty { path: err_path() });
     }
     if path.starts_with('/') || !path.contains('/') {
         // absolute or bare: the kind's directory + the file name
@@ -187,7 +191,7 @@ fn resolve(kind: FileKind, path: &str, limits: PathLimits) -> Result<Vec<&str>, 
     // relative with a `/`: the path itself, without `.` or empty components
     let components: Vec<&str> = path.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
     if components.len() > limits.depth {
-        return Err(LayoutError::TooDeep { path: err_path(), depth: components.len(), limit: limits.depth });
+        return Err(RenderPathError::TooDeep { path: err_path(), depth: components.len(), limit: limits.depth });
     }
     Ok(components)
 }
@@ -205,7 +209,7 @@ fn shown(path: &str) -> String {
 /// one large file (or a slow disk) cannot hold a check past its deadline.
 const WRITE_CHUNK: usize = 1 << 20;
 
-impl<'a> Layout<'a> {
+impl<'a> Arrangement<'a> {
     /// The auxiliary files in render order.
     pub fn files(&self) -> &[PlacedFile<'a>] {
         &self.files
@@ -325,11 +329,11 @@ mod tests {
 
     fn placed(files: &[(FileKind, &str)]) -> Vec<String> {
         let r = render(files);
-        plan(&r).unwrap().files().iter().map(|f| f.relative.to_str().unwrap().to_owned()).collect()
+        arrange(&r).unwrap().files().iter().map(|f| f.relative.to_str().unwrap().to_owned()).collect()
     }
 
-    fn refused(files: &[(FileKind, &str)]) -> LayoutError {
-        plan(&render(files)).unwrap_err()
+    fn refused(files: &[(FileKind, &str)]) -> RenderPathError {
+        arrange(&render(files)).unwrap_err()
     }
 
     #[test]
@@ -370,7 +374,7 @@ mod tests {
     #[test]
     fn climbing_is_refused_in_every_form() {
         for path in ["../x", "../../x", "maps/../../x", "/etc/../x.map", "..", "a/..", "./.."] {
-            assert_eq!(refused(&[(FileKind::Map, path)]), LayoutError::Escapes { path: path.into() }, "{path}");
+            assert_eq!(refused(&[(FileKind::Map, path)]), RenderPathError::Escapes { path: path.into() }, "{path}");
         }
     }
 
@@ -386,17 +390,21 @@ mod tests {
 
     #[test]
     fn nul_bytes_and_empty_names_are_refused() {
-        assert!(matches!(refused(&[(FileKind::Map, "a\0.map")]), LayoutError::NulByte { .. }));
-        assert!(matches!(refused(&[(FileKind::Map, "/\0/../a")]), LayoutError::NulByte { .. }));
+        assert!(matches!(refused(&[(FileKind::Map, "a\0.map")]), RenderPathError::NulByte { .. }));
+        assert!(matches!(refused(&[(FileKind::Map, "/\0/../a")]), RenderPathError::NulByte { .. }));
         for path in ["", "/", ".", "./", "maps/", "/etc/haproxy/", "a/.", "/etc/."] {
-            assert_eq!(refused(&[(FileKind::Map, path)]), LayoutError::Empty { path: path.into() }, "{path:?}");
+            assert_eq!(refused(&[(FileKind::Map, path)]), RenderPathError::Empty { path: path.into() }, "{path:?}");
         }
     }
 
     #[test]
     fn the_config_name_is_reserved() {
         for path in ["./haproxy.cfg", "./haproxy.cfg/x", "haproxy.cfg/x", "././haproxy.cfg"] {
-            assert_eq!(refused(&[(FileKind::General, path)]), LayoutError::Reserved { path: path.into() }, "{path}");
+            assert_eq!(
+                refused(&[(FileKind::General, path)]),
+                RenderPathError::Reserved { path: path.into() },
+                "{path}"
+            );
         }
     }
 
@@ -405,12 +413,16 @@ mod tests {
         let err = refused(&[(FileKind::Map, "/a/x.map"), (FileKind::Map, "/b/x.map")]);
         assert_eq!(
             err,
-            LayoutError::Duplicate { path: "/a/x.map".into(), other: "/b/x.map".into(), resolved: "maps/x.map".into() }
+            RenderPathError::Duplicate {
+                path: "/a/x.map".into(),
+                other: "/b/x.map".into(),
+                resolved: "maps/x.map".into()
+            }
         );
         // different spellings of one place
         assert!(matches!(
             refused(&[(FileKind::Map, "x.map"), (FileKind::General, "./maps/x.map")]),
-            LayoutError::Duplicate { .. }
+            RenderPathError::Duplicate { .. }
         ));
         // same name, different kind directories: fine
         assert_eq!(
@@ -426,10 +438,10 @@ mod tests {
             [(FileKind::General, "a/b/c"), (FileKind::General, "a/b")],
             [(FileKind::General, "./maps"), (FileKind::Map, "x.map")],
         ] {
-            assert!(matches!(plan(&render(&files)).unwrap_err(), LayoutError::Nested { .. }), "{files:?}");
+            assert!(matches!(arrange(&render(&files)).unwrap_err(), RenderPathError::Nested { .. }), "{files:?}");
         }
         let err = refused(&[(FileKind::General, "a/b"), (FileKind::General, "a/b/c")]);
-        assert_eq!(err, LayoutError::Nested { path: "a/b".into(), other: "a/b/c".into() });
+        assert_eq!(err, RenderPathError::Nested { path: "a/b".into(), other: "a/b/c".into() });
         // siblings sharing a directory are fine
         assert_eq!(placed(&[(FileKind::General, "a/b"), (FileKind::General, "a/c")]), ["a/b", "a/c"]);
     }
@@ -440,7 +452,7 @@ mod tests {
         let err = refused(&[(FileKind::Map, long.as_str())]);
         assert_eq!(
             err,
-            LayoutError::TooLong { path: long[..64].to_owned(), bytes: MAX_PATH_BYTES + 5, limit: MAX_PATH_BYTES }
+            RenderPathError::TooLong { path: long[..64].to_owned(), bytes: MAX_PATH_BYTES + 5, limit: MAX_PATH_BYTES }
         );
         assert!(err.to_string().ends_with("is 1029 bytes long, more than the 1024 a render path may have"), "{err}");
         let deep = vec!["d"; MAX_PATH_DEPTH].join("/");
@@ -448,7 +460,7 @@ mod tests {
         let deeper = format!("{deep}/x");
         assert_eq!(
             refused(&[(FileKind::General, deeper.as_str())]),
-            LayoutError::TooDeep { path: deeper.clone(), depth: MAX_PATH_DEPTH + 1, limit: MAX_PATH_DEPTH }
+            RenderPathError::TooDeep { path: deeper.clone(), depth: MAX_PATH_DEPTH + 1, limit: MAX_PATH_DEPTH }
         );
         // `.` and empty components do not count; an absolute path lands two deep
         let dotted = format!("{}/x", vec!["."; 200].join("/"));
@@ -460,11 +472,11 @@ mod tests {
     }
 
     #[test]
-    fn planning_is_linear_in_the_paths_however_deep() {
+    fn arranging_is_linear_in_the_paths_however_deep() {
         // One path of 120,000 components, and 2,000 files under one long
         // directory: comparing every path with its prefixes took minutes.
-        // Without the path limits, planning must still take milliseconds
-        // (the bound is generous: a quadratic plan misses it by far).
+        // Without the path limits, arranging must still take milliseconds
+        // (the bound is generous: a quadratic arrangement misses it by far).
         let unlimited = PathLimits { bytes: usize::MAX, depth: usize::MAX };
         let deep = format!("{}/x", vec!["a"; 120_000].join("/"));
         let shared = vec!["s"; 100].join("/");
@@ -476,14 +488,14 @@ mod tests {
         }));
         let r = Render::new("p", "r", "global\n", files);
         let started = std::time::Instant::now();
-        let layout = plan_within(&r, unlimited).unwrap();
+        let arrangement = arrange_within(&r, unlimited).unwrap();
         assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
         // one node per distinct component: 120,000 + 1, 100, 2,000, and the root
-        assert_eq!(layout.nodes.len(), 120_001 + 100 + 2_000 + 1);
+        assert_eq!(arrangement.nodes.len(), 120_001 + 100 + 2_000 + 1);
         // and a clash deep down is still found
         let clash = RenderFile { kind: FileKind::General, path: format!("{shared}/f7/under"), content: String::new() };
         let r = Render::new("p", "r", "global\n", [r.files(), &[clash]].concat());
-        assert!(matches!(plan_within(&r, unlimited).unwrap_err(), LayoutError::Nested { .. }));
+        assert!(matches!(arrange_within(&r, unlimited).unwrap_err(), RenderPathError::Nested { .. }));
     }
 
     #[test]
@@ -492,9 +504,9 @@ mod tests {
         let files: Vec<(FileKind, String)> = (0..10).map(|n| (FileKind::General, format!("d{}/f{n}", n % 3))).collect();
         let files: Vec<(FileKind, &str)> = files.iter().map(|(k, p)| (*k, p.as_str())).collect();
         let r = render(&files);
-        let layout = plan(&r).unwrap();
+        let arrangement = arrange(&r).unwrap();
         let mut asked = Vec::new();
-        let err = layout
+        let err = arrangement
             .write(&handle(tmp.path()), "global\n", &mut |written| {
                 asked.push(written);
                 written < 4
@@ -509,7 +521,7 @@ mod tests {
         let r = Render::new("p", "r", "", big);
         let tmp = tempfile::tempdir().unwrap();
         let mut asked = 0;
-        let err = plan(&r)
+        let err = arrange(&r)
             .unwrap()
             .write(&handle(tmp.path()), "", &mut |_| {
                 asked += 1;
@@ -542,9 +554,9 @@ mod tests {
                 RenderFile { kind: FileKind::General, path: "deep/er/x.lua".into(), content: "-- lua".into() },
             ],
         );
-        let layout = plan(&r).unwrap();
-        assert_eq!(layout.config(), "global\n  default-path origin /etc/haproxy\n");
-        layout.write(&handle(&dir), "the checked copy\n", &mut |_| true).unwrap();
+        let arrangement = arrange(&r).unwrap();
+        assert_eq!(arrangement.config(), "global\n  default-path origin /etc/haproxy\n");
+        arrangement.write(&handle(&dir), "the checked copy\n", &mut |_| true).unwrap();
         let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
         assert_eq!(config, "the checked copy\n");
         assert_eq!(std::fs::read_to_string(dir.join("maps/a.map")).unwrap(), "k v\n");
@@ -572,14 +584,14 @@ mod tests {
             "global\n",
             vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "x".into() }],
         );
-        assert!(plan(&r).unwrap().write(&handle(&dir), "global\n", &mut |_| true).is_err());
+        assert!(arrange(&r).unwrap().write(&handle(&dir), "global\n", &mut |_| true).is_err());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 
         let dir2 = tmp.path().join("check2");
         std::fs::create_dir(&dir2).unwrap();
         std::fs::create_dir(dir2.join("maps")).unwrap();
         std::os::unix::fs::symlink(outside.join("victim"), dir2.join("maps/a.map")).unwrap();
-        let err = plan(&r).unwrap().write(&handle(&dir2), "global\n", &mut |_| true).unwrap_err();
+        let err = arrange(&r).unwrap().write(&handle(&dir2), "global\n", &mut |_| true).unwrap_err();
         assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
         assert!(!outside.join("victim").exists());
 
@@ -589,7 +601,7 @@ mod tests {
             std::fs::create_dir(&dir).unwrap();
             std::fs::create_dir(dir.join("real")).unwrap();
             std::os::unix::fs::symlink(target, dir.join("maps")).unwrap();
-            let err = plan(&r).unwrap().write(&handle(&dir), "global\n", &mut |_| true).unwrap_err();
+            let err = arrange(&r).unwrap().write(&handle(&dir), "global\n", &mut |_| true).unwrap_err();
             assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
             assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
             assert_eq!(std::fs::read_dir(dir.join("real")).unwrap().count(), 0);
@@ -601,7 +613,7 @@ mod tests {
         let fifo = std::ffi::CString::new(dir5.join("maps/a.map").to_str().unwrap()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let err = plan(&r).unwrap().write(&handle(&dir5), "global\n", &mut |_| true).unwrap_err();
+        let err = arrange(&r).unwrap().write(&handle(&dir5), "global\n", &mut |_| true).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
     }
 }

@@ -1,16 +1,25 @@
-//! rendergate-check: judging one render with HAProxy. The [`Checker`] seat,
-//! and the real `haproxy -c` checker behind it. It depends on the core for
-//! what a render and an outcome are, and on nothing of the gate's runtime,
-//! its protocol or its policies; the `rendergate` crate drives it. Start
-//! reading at [`HaproxyChecker`], then `prepare.rs` and `verdict.rs`.
+//! rendergate-check: judging one render with HAProxy. It owns the
+//! [`Checker`] seat and the real `haproxy -c` checker behind it: the check
+//! directory, the run of HAProxy in its sandbox, and the reading of its
+//! words into a verdict; also a render read from a directory ([`dir`], for
+//! `rendergate check DIR`) and the sizes its limits are written in
+//! ([`size`]).
 //!
-//! The gate only knows the trait. The checker here finds the binary and
-//! names it ([`identity`]), lays the render out in a
-//! fresh check directory ([`layout`]) under a private base directory
-//! ([`base`]), runs `haproxy -c` in it ([`haproxy`])
-//! and reads HAProxy's words into a verdict ([`verdict`]). A sandbox wraps a
-//! checker without the gate noticing: [`sandbox`] restricts what each
-//! `haproxy -c` may do (Landlock, seccomp, namespaces, limits).
+//! It depends on the core for what a render and an outcome are, and must
+//! never depend on the gate's runtime, its NDJSON protocol or its policies
+//! (nor on the `rendergate` crate, which drives it): the gate only knows the
+//! trait, and a sandbox wraps a checker without the gate noticing.
+//!
+//! Start reading at [`HaproxyChecker`]: its `run` is one check, step by
+//! step. The checker finds the binary and names it ([`identity`]);
+//! [`prepare`] makes a fresh check directory under a private base
+//! directory ([`base`]) off the runtime, after the render's [`limits`], and
+//! writes the render's files where [`layout`] arranges them, the config as
+//! its checked copy ([`checked_copy`], which reads lines as HAProxy does:
+//! [`tokenize`]); [`haproxy`] then runs `haproxy -c` there as one process
+//! group ([`process`]) under the [`sandbox`] (Landlock, seccomp,
+//! namespaces, limits), and [`verdict`] reads what it said. [`at`] opens a directory's entries without
+//! following symlinks.
 
 pub mod at;
 pub mod base;
@@ -21,6 +30,7 @@ pub mod identity;
 pub mod layout;
 pub mod limits;
 pub mod prepare;
+pub mod process;
 pub mod sandbox;
 pub mod size;
 pub mod tokenize;

@@ -169,9 +169,9 @@ impl Job {
         let files = self.render.files().len();
         let go_on = || !progress.cancel.load(Ordering::Relaxed) && std::time::Instant::now() < until;
         let stopped = || timed_out(budget, progress.written.load(Ordering::Relaxed), files);
-        // Every limit and every path is judged before the directory even exists.
+        // Every limit and every path is validated before the directory even exists.
         self.limits.admit(&self.render)?;
-        let layout = layout::plan(&self.render).map_err(|e| e.to_string())?;
+        let arrangement = layout::arrange(&self.render).map_err(|e| e.to_string())?;
         if !go_on() {
             return Err(stopped());
         }
@@ -191,12 +191,12 @@ impl Job {
             resolve_ids: self.sandboxed.then_some(&lookup as ResolveId),
             inherit_env: !self.sandboxed,
         };
-        let copy = checked_copy(layout.config(), &rewrites).map_err(sanitised)?;
+        let copy = checked_copy(arrangement.config(), &rewrites).map_err(sanitised)?;
         let mut go_on_writing = |written| {
             progress.written.store(written, Ordering::Relaxed);
             go_on()
         };
-        if let Err(e) = layout.write(dir.dir(), &copy.config, &mut go_on_writing) {
+        if let Err(e) = arrangement.write(dir.dir(), &copy.config, &mut go_on_writing) {
             return Err(if go_on() { sanitised(e) } else { stopped() });
         }
         Ok(Prepared { dir, copy, host: HostFiles::of(&self.render) })

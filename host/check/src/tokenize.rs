@@ -85,7 +85,7 @@ pub fn line(line: &[u8]) -> Line {
     line_in(line, &|_| Lookup::Unknown)
 }
 
-/// As [`line`], with `env` saying what each `"${NAME}"` holds.
+/// As [`line()`], with `env` saying what each `"${NAME}"` holds.
 pub fn line_in(line: &[u8], env: &dyn Fn(&[u8]) -> Lookup) -> Line {
     let mut at = 0;
     // cfgparse skips leading blanks, then a `[` starts a scope line.

@@ -1,5 +1,5 @@
 //! The latch: OPTIMISTIC or PESSIMISTIC, and the table of docs/behaviour.md that
-//! moves it. Only verdicts on the newest render reach [`Latch::judge`].
+//! moves it. Only verdicts on the newest render reach [`Latch::apply`].
 
 /// Why the latch is pessimistic (or pinned).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -31,7 +31,7 @@ pub enum LatchState {
 
 /// How a newest verdict came out, as far as the latch cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Judgement {
+pub enum NewestVerdict {
     Pass,
     Fail(Reason),
 }
@@ -43,7 +43,7 @@ pub struct Latch {
     pinned: Option<Reason>,
 }
 
-/// What [`Latch::judge`] did.
+/// What [`Latch::apply`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transition {
     /// `pinned` for the verdict that caused it.
@@ -71,12 +71,12 @@ impl Latch {
     }
 
     /// Applies one verdict on the newest render (docs/behaviour.md, "The latch").
-    pub fn judge(&mut self, judgement: Judgement) -> Transition {
+    pub fn apply(&mut self, verdict: NewestVerdict) -> Transition {
         let before = self.state;
-        let (state, pinned) = match (before, judgement) {
-            (_, Judgement::Pass) => (LatchState::Optimistic, None),
-            (LatchState::Optimistic, Judgement::Fail(reason)) => (LatchState::Pessimistic(reason), None),
-            (LatchState::Pessimistic(previous), Judgement::Fail(reason)) => {
+        let (state, pinned) = match (before, verdict) {
+            (_, NewestVerdict::Pass) => (LatchState::Optimistic, None),
+            (LatchState::Optimistic, NewestVerdict::Fail(reason)) => (LatchState::Pessimistic(reason), None),
+            (LatchState::Pessimistic(previous), NewestVerdict::Fail(reason)) => {
                 let both_refused = previous == Reason::Refused && reason == Reason::Refused;
                 let pinned = if both_refused { Reason::Refused } else { Reason::Unavailable };
                 (LatchState::Pessimistic(reason), Some(pinned))
@@ -87,7 +87,7 @@ impl Latch {
         Transition {
             pinned,
             changed: (state != before).then_some(state),
-            release: judgement == Judgement::Pass && before != LatchState::Optimistic,
+            release: verdict == NewestVerdict::Pass && before != LatchState::Optimistic,
         }
     }
 }
@@ -95,7 +95,7 @@ impl Latch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use Judgement::*;
+    use NewestVerdict::*;
     use Reason::*;
 
     /// docs/behaviour.md's table, row by row: (P before, verdict) → (P after, pinned).
@@ -112,9 +112,9 @@ mod tests {
         for (before, verdict, after, pinned) in rows {
             let mut latch = Latch::default();
             if before {
-                latch.judge(Fail(Refused));
+                latch.apply(Fail(Refused));
             }
-            let t = latch.judge(verdict);
+            let t = latch.apply(verdict);
             assert_eq!(latch.is_pessimistic(), after, "{before} {verdict:?}");
             assert_eq!(t.pinned.is_some(), pinned, "{before} {verdict:?}");
             assert_eq!(t.release, before && verdict == Pass, "{before} {verdict:?}");
@@ -124,20 +124,20 @@ mod tests {
     #[test]
     fn pinned_says_refused_only_for_two_refusals() {
         let mut latch = Latch::default();
-        latch.judge(Fail(Unavailable));
-        assert_eq!(latch.judge(Fail(Refused)).pinned, Some(Unavailable));
-        assert_eq!(latch.judge(Fail(Refused)).pinned, Some(Refused));
-        assert_eq!(latch.judge(Fail(Unavailable)).pinned, Some(Unavailable));
+        latch.apply(Fail(Unavailable));
+        assert_eq!(latch.apply(Fail(Refused)).pinned, Some(Unavailable));
+        assert_eq!(latch.apply(Fail(Refused)).pinned, Some(Refused));
+        assert_eq!(latch.apply(Fail(Unavailable)).pinned, Some(Unavailable));
         assert_eq!(latch.state(), LatchState::Pessimistic(Unavailable));
     }
 
     #[test]
     fn change_is_reported_for_state_and_reason_only() {
         let mut latch = Latch::default();
-        assert_eq!(latch.judge(Pass).changed, None);
-        assert_eq!(latch.judge(Fail(Refused)).changed, Some(LatchState::Pessimistic(Refused)));
-        assert_eq!(latch.judge(Fail(Refused)).changed, None);
-        assert_eq!(latch.judge(Fail(Unavailable)).changed, Some(LatchState::Pessimistic(Unavailable)));
-        assert_eq!(latch.judge(Pass).changed, Some(LatchState::Optimistic));
+        assert_eq!(latch.apply(Pass).changed, None);
+        assert_eq!(latch.apply(Fail(Refused)).changed, Some(LatchState::Pessimistic(Refused)));
+        assert_eq!(latch.apply(Fail(Refused)).changed, None);
+        assert_eq!(latch.apply(Fail(Unavailable)).changed, Some(LatchState::Pessimistic(Unavailable)));
+        assert_eq!(latch.apply(Pass).changed, Some(LatchState::Optimistic));
     }
 }

@@ -28,7 +28,7 @@ mod outcome;
 mod pods;
 mod renders;
 
-pub use latch::{Judgement, Latch, LatchState, Reason, Transition};
+pub use latch::{Latch, LatchState, NewestVerdict, Reason, Transition};
 pub use memory::{MemoryKey, VerdictMemory};
 pub use outcome::CheckOutcome;
 pub use pods::{PodList, PodReport, Pods};
@@ -93,7 +93,7 @@ pub struct CheckRequest {
     pub render: Arc<Render>,
 }
 
-/// One published judgement.
+/// One published verdict: HAProxy's judgement, or why there was none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     pub plan: String,
@@ -322,12 +322,12 @@ impl Gate {
         let kind = outcome.kind();
         let mut transition = None;
         let pinned = if newest {
-            let judgement = match kind {
-                Outcome::Passed => Judgement::Pass,
-                Outcome::Refused => Judgement::Fail(Reason::Refused),
-                Outcome::Unavailable => Judgement::Fail(Reason::Unavailable),
+            let newest_verdict = match kind {
+                Outcome::Passed => NewestVerdict::Pass,
+                Outcome::Refused => NewestVerdict::Fail(Reason::Refused),
+                Outcome::Unavailable => NewestVerdict::Fail(Reason::Unavailable),
             };
-            let t = self.latch.judge(judgement);
+            let t = self.latch.apply(newest_verdict);
             transition = Some(t);
             t.pinned
         } else {

@@ -329,8 +329,8 @@ impl Model {
         };
         let plan = h.render.plan().to_owned();
         match kind {
-            Outcome::Passed => judge_plan(&mut self.passed, &mut self.refused, &plan, self.plan_history),
-            Outcome::Refused => judge_plan(&mut self.refused, &mut self.passed, &plan, self.plan_history),
+            Outcome::Passed => record_plan(&mut self.passed, &mut self.refused, &plan, self.plan_history),
+            Outcome::Refused => record_plan(&mut self.refused, &mut self.passed, &plan, self.plan_history),
             Outcome::Unavailable => {}
         }
         let trigger = Trigger::Verdict(policy_core::Verdict {
@@ -370,7 +370,7 @@ impl Model {
 
 /// A plan's latest judgement is the one that counts: in `into` (once, at the
 /// end, at most `bound` kept), out of `from`.
-fn judge_plan(into: &mut Vec<String>, from: &mut Vec<String>, plan: &str, bound: usize) {
+fn record_plan(into: &mut Vec<String>, from: &mut Vec<String>, plan: &str, bound: usize) {
     from.retain(|p| p != plan);
     into.retain(|p| p != plan);
     into.push(plan.to_owned());

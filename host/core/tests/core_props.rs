@@ -172,7 +172,7 @@ impl Model {
 
     /// docs/behaviour.md's latch table, with the "pinned says why" fix. Returns
     /// (pinned on the verdict, the new state if it changed, release).
-    fn judge(&mut self, outcome: &CheckOutcome) -> (Option<Reason>, Option<LatchState>, bool) {
+    fn apply_to_latch(&mut self, outcome: &CheckOutcome) -> (Option<Reason>, Option<LatchState>, bool) {
         let before = self.latch;
         let fail = match outcome {
             CheckOutcome::Passed { .. } => None,
@@ -464,7 +464,7 @@ impl Run {
             if v.outcome.is_judgement() && newest.as_ref().is_some_and(|(id, _)| *id == v.render) {
                 self.model.newest_judged = true;
             }
-            self.model.judge(&v.outcome)
+            self.model.apply_to_latch(&v.outcome)
         } else {
             (self.model.pinned, None, false)
         };

@@ -296,8 +296,8 @@ impl Feeder {
                 return Ok(Err(Closed));
             }
             if let (Some(id), Some(before)) = (&rendered, before) {
-                let judged = progress.wait_for(|p| p.verdicts.get(id).copied().unwrap_or(0) > before);
-                if tokio::time::timeout(self.settle, judged).await.is_err() {
+                let verdict_seen = progress.wait_for(|p| p.verdicts.get(id).copied().unwrap_or(0) > before);
+                if tokio::time::timeout(self.settle, verdict_seen).await.is_err() {
                     tracing::warn!(
                         "replay: line {number}: no verdict on render {id} within {}s; going on",
                         self.settle.as_secs()

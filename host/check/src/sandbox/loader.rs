@@ -643,7 +643,7 @@ fn read_bounded(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
 /// The new-format part of glibc's `ld.so.cache` (`glibc-ld.so.cache1.1`,
 /// alone or after the old `ld.so-1.7.0` table): each name with its paths in
 /// cache order, and whether the entry is a hwcap variant. Entries for other
-/// architectures are left for [`Search::candidate`] to refuse, as the
+/// architectures are left for `Search::candidate` to refuse, as the
 /// loader's `open_verify` would.
 pub fn parse_cache(bytes: &[u8]) -> HashMap<String, Vec<(PathBuf, bool)>> {
     const OLD: &[u8] = b"ld.so-1.7.0";

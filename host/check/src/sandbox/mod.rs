@@ -3,7 +3,7 @@
 //!
 //! Everything that allocates or reads files happens in the parent before
 //! `fork`: the Landlock ruleset fd, the seccomp program, the limits, the
-//! host view's paths. The child then runs [`ChildSetup::run`], in this
+//! host view's paths. The child then runs `ChildSetup::run`, in this
 //! order: (process group, set by `Command::process_group(0)` before it)
 //! `fchdir` to the check directory's descriptor (the child needs no path
 //! string; with the sandbox off too), parent-death signal, rlimits,

@@ -8,6 +8,9 @@ use rendergate_core::render::{FileKind, Render, RenderFile};
 use std::path::PathBuf;
 use tokio::time::Instant;
 
+#[path = "../../../../tests/needs.rs"]
+mod needs;
+
 const VALID: &str = "\
 global
 defaults
@@ -275,8 +278,8 @@ async fn running_out_of_memory_could_not_run_rather_than_refused() {
 const BUILD_CACHE: &str = "/var/tmp/rendergate-haproxy";
 
 /// A HAProxy of `series` ("3.0", "3.2"): `RENDERGATE_TEST_HAPROXY` when it
-/// is one, else the newest in the build cache. Absent, a test in CI fails
-/// (it must run there); elsewhere it is skipped with a note.
+/// is one, else the newest in the build cache. Absent, the test is missing
+/// a need (`needs::missing`).
 fn haproxy_series(series: &str) -> Option<PathBuf> {
     let is_series = |p: &Path| {
         std::process::Command::new(p)
@@ -298,24 +301,23 @@ fn haproxy_series(series: &str) -> Option<PathBuf> {
         found.sort();
         found.pop()
     };
-    match from_env.or_else(cached) {
-        Some(p) => Some(p),
-        None if std::env::var_os("CI").is_some() => panic!(
-            "this test needs HAProxy {series}: set RENDERGATE_TEST_HAPROXY or run tests/build-haproxy.sh (into {BUILD_CACHE})"
-        ),
-        None => {
-            eprintln!("note: no HAProxy {series} (RENDERGATE_TEST_HAPROXY, {BUILD_CACHE}); test skipped");
-            None
-        }
+    let found = from_env.or_else(cached);
+    if found.is_none() {
+        needs::missing(
+            &format!(
+                "no HAProxy {series} (set RENDERGATE_TEST_HAPROXY, or run tests/build-haproxy.sh into {BUILD_CACHE})"
+            ),
+            "this test",
+        );
     }
+    found
 }
 
-/// A tool the test needs; in CI (where `.ci/run` installs it) its absence fails.
+/// A tool the test needs; absent, the test is missing a need (`needs::missing`).
 fn tool(name: &str) -> Option<PathBuf> {
     let found = ["/usr/bin", "/bin", "/usr/local/bin"].iter().map(|d| Path::new(d).join(name)).find(|p| p.is_file());
     if found.is_none() {
-        assert!(std::env::var_os("CI").is_none(), "{name} is missing (.ci/run installs it)");
-        eprintln!("note: no {name}; test skipped");
+        needs::missing(&format!("no {name}"), "this test");
     }
     found
 }
@@ -367,9 +369,8 @@ async fn best_effort_without_landlock_passes_on_3_0() {
 /// limit; past the limit it could not run (killed by SIGXFSZ), never refused.
 #[tokio::test]
 async fn files_written_in_the_check_directory_are_bounded() {
-    let vv = std::process::Command::new(haproxy()).arg("-vv").output().unwrap();
-    if !String::from_utf8_lossy(&vv.stdout).contains("+LUA") {
-        eprintln!("note: this haproxy has no Lua; test skipped");
+    if !needs::lua(&haproxy()) {
+        needs::missing(&format!("{} has no Lua", haproxy().display()), "this test");
         return;
     }
     let writes = |mib: u32| {

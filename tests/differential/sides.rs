@@ -1,4 +1,4 @@
-//! The two judges of a case and the kind each one gives.
+//! The two sides of a case (the gate and bare HAProxy) and the kind each one gives.
 //!
 //! The gate: the real binary, `rendergate check --json --haproxy H DIR`
 //! (exit 0 pass, 1 refused, 2 could not run; the JSON must say the same).
