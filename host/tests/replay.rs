@@ -162,7 +162,7 @@ fn a_timeline_of_hostile_names_and_messages_is_well_formed() {
     let dir = tempfile::tempdir().unwrap();
     let plan = "plan-</text><script>alert(1)</script>";
     let pod = "ns/<pod a=\"1\">&amp;\u{1b}[31m";
-    let hostile_config = sample_config().replace("    bind :8080\n", "    bind :8080\n    http-request <b>&\"x\"]]>\n");
+    let hostile_config = sample_config().replace("    bind :8080\n", "    bind :8080\n    <b>&\"x\"]]> now\n");
     let events: String = [
         json!({"type": "pods_discovered", "pods": [pod]}),
         applied(pod, "r-<1>", plan, plan, "plan-0"),
@@ -181,7 +181,10 @@ fn a_timeline_of_hostile_names_and_messages_is_well_formed() {
     let outputs = lines(&out);
     let verdict = outputs.iter().find(|l| l["type"] == "verdict").unwrap();
     assert_eq!(verdict["refused"], true, "{verdict}");
-    assert!(verdict["message"].as_str().unwrap().contains("but got '<b>&x]]>'"), "HAProxy quotes it: {verdict}");
+    assert!(
+        verdict["message"].as_str().unwrap().contains("unknown keyword '<b>&x]]>'"),
+        "HAProxy quotes it: {verdict}"
+    );
 
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("not XML: {e}"));
@@ -195,7 +198,7 @@ fn a_timeline_of_hostile_names_and_messages_is_well_formed() {
         .and_then(|title| title.text())
         .unwrap_or("");
     assert!(check.starts_with(&format!("check of render r-<1> ({plan})")), "{check}");
-    assert!(check.contains("but got '<b>&x]]>'"), "{check}");
+    assert!(check.contains("unknown keyword '<b>&x]]>'"), "{check}");
     let texts: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
     assert!(texts.contains(&"pod ns/<pod a=\"1\">&amp;\u{FFFD}[31m"), "{texts:?}");
     assert_marks(&doc, &outputs);
