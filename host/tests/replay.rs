@@ -155,6 +155,55 @@ fn the_timeline_has_one_bar_per_check_and_parses_as_svg_and_html() {
     assert_marks(&doc, &lines(&out));
 }
 
+/// Names and HAProxy's message carry markup and characters XML cannot hold:
+/// the picture stays well-formed and shows them as text.
+#[test]
+fn a_timeline_of_hostile_names_and_messages_is_well_formed() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = "plan-</text><script>alert(1)</script>";
+    let pod = "ns/<pod a=\"1\">&amp;\u{1b}[31m";
+    let hostile_config = sample_config().replace("    bind :8080\n", "    bind :8080\n    <b>&\"x\"]]> now\n");
+    let events: String = [
+        json!({"type": "pods_discovered", "pods": [pod]}),
+        applied(pod, "r-<1>", plan, plan, "plan-0"),
+        rendered(plan, "r-<1>", &hostile_config),
+    ]
+    .iter()
+    .map(|e| format!("{e}\n"))
+    .chain(["{\"not json <!-- \u{1} -->\n".to_owned()])
+    .collect();
+    let events_path = dir.path().join("hostile.ndjson");
+    std::fs::write(&events_path, events).unwrap();
+
+    let svg_path = dir.path().join("x.svg");
+    let out = replay(&events_path, &["--timeline", svg_path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let outputs = lines(&out);
+    let verdict = outputs.iter().find(|l| l["type"] == "verdict").unwrap();
+    assert_eq!(verdict["refused"], true, "{verdict}");
+    assert!(
+        verdict["message"].as_str().unwrap().contains("unknown keyword '<b>&x]]>'"),
+        "HAProxy quotes it: {verdict}"
+    );
+
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("not XML: {e}"));
+    let elements: Vec<&str> = doc.descendants().filter(|n| n.is_element()).map(|n| n.tag_name().name()).collect();
+    assert!(!elements.iter().any(|&e| e == "script" || e == "pod" || e == "b"), "{elements:?}");
+    assert!(!doc.descendants().any(|n| n.is_comment()));
+    let check = doc
+        .descendants()
+        .find(|n| n.attribute("class") == Some("check refused"))
+        .and_then(|g| g.first_element_child())
+        .and_then(|title| title.text())
+        .unwrap_or("");
+    assert!(check.starts_with(&format!("check of render r-<1> ({plan})")), "{check}");
+    assert!(check.contains("unknown keyword '<b>&x]]>'"), "{check}");
+    let texts: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
+    assert!(texts.contains(&"pod ns/<pod a=\"1\">&amp;\u{FFFD}[31m"), "{texts:?}");
+    assert_marks(&doc, &outputs);
+}
+
 /// One `g.check` per verdict from a check that ran, in its outcome's class;
 /// one mark per remembered verdict, release, promotion and revert; a legend.
 fn assert_marks(doc: &roxmltree::Document, outputs: &[Value]) {
