@@ -1,5 +1,8 @@
 //! The command line of docs/protocol.md §1: flags, logging, and dispatch to the
 //! subcommands. Bad flags and values get a one-line error and exit 2.
+//!
+//! Errors the commands only report are `anyhow` errors, each step adding
+//! what it was doing; [`fail`] prints one as one line, causes after colons.
 
 /// `eprintln!("error: …")` kept to one line: the text may quote input (a
 /// file name in a render directory, a path, a parse error quoting a line).
@@ -162,6 +165,13 @@ pub fn main() -> ExitCode {
         runtime.shutdown_background();
     }
     code
+}
+
+/// Prints `error` as one `error:` line, its causes after colons, and
+/// gives exit status `code`.
+fn fail(error: &anyhow::Error, code: u8) -> ExitCode {
+    print_error!("{error:#}");
+    ExitCode::from(code)
 }
 
 /// Logs go to stderr, as text or JSON lines; `--log-level`, else `RUST_LOG`, else info.
