@@ -66,7 +66,8 @@ impl LineReader {
         LineReader { limit, buf: Vec::new(), length: 0, overlong: false, started: false, ended: false, number: 0 }
     }
 
-    /// Sets the limit for the lines after the current one.
+    /// Sets the limit for the bytes taken from now on; a line that has
+    /// ended keeps what it held.
     pub fn set_limit(&mut self, limit: usize) {
         self.limit = limit;
     }
