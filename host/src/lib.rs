@@ -42,6 +42,7 @@ pub mod duration;
 pub mod health;
 pub(crate) use rendergate_core::hex;
 pub mod http;
+pub mod lines;
 pub mod log_lines;
 pub mod metrics;
 /// Promotions and reverts, and the WebAssembly components that decide them:

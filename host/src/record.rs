@@ -35,6 +35,7 @@
 //! complete up to the moment `serve` died. A recording that cannot be
 //! written any more is abandoned with one warning; the gate goes on.
 
+use crate::lines::{Line, LineReader};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -50,6 +51,34 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub const FORMAT: &str = "rendergate";
 /// The version of the format this build writes and reads.
 pub const VERSION: u32 = 1;
+
+/// What is wrong with a recording's header or record.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{0}")]
+    Json(serde_json::Error),
+    #[error("expected exactly one of `line`, `bytes`, `overlong`, `end: true`")]
+    NotOneItem,
+    #[error("`bytes`: not hex at {at}")]
+    NotHex { at: usize },
+    #[error("`bytes`: odd number of hex digits")]
+    OddHex,
+    #[error("bad recording header: {0}")]
+    Header(serde_json::Error),
+    #[error("a recording of format {format:?} version {version}; this build reads {FORMAT:?} version {VERSION}")]
+    Version { format: String, version: u32 },
+}
+
+/// The longest record of an input line within `max_line`: each byte is
+/// written as at most six (`\u001f`; hex takes two), plus the record's
+/// fields. A longer record holds a line longer than `max_line`.
+pub fn record_limit(max_line: usize) -> usize {
+    max_line.saturating_mul(6).saturating_add(RECORD_FIELDS)
+}
+
+/// Room for a record's fields around its line: two numbers of up to 20
+/// digits and the names, with margin.
+const RECORD_FIELDS: usize = 128;
 
 /// A recording's first line.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,69 +127,87 @@ struct Raw<'a> {
 
 impl Entry {
     /// Parses one record (a line after the header).
-    pub fn parse(text: &str) -> Result<Entry, String> {
-        let raw: Raw = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Entry, RecordError> {
+        let raw: Raw = serde_json::from_str(text).map_err(RecordError::Json)?;
         let at = Duration::from_millis(raw.at_ms);
         let item = match (raw.line, raw.bytes, raw.overlong, raw.end) {
             (Some(line), None, None, None) => Item::Line(line.into_owned().into_bytes()),
             (None, Some(hex), None, None) => Item::Line(from_hex(&hex)?),
             (None, None, Some(n), None) => Item::Overlong(n),
             (None, None, None, Some(true)) => Item::End,
-            _ => return Err("expected exactly one of `line`, `bytes`, `overlong`, `end: true`".into()),
+            _ => return Err(RecordError::NotOneItem),
         };
         Ok(Entry { at, outputs: raw.outputs, item })
     }
 
     /// The record's line on disk, without the newline.
     pub fn to_line(&self) -> String {
-        let mut raw = Raw {
-            at_ms: self.at.as_millis() as u64,
-            outputs: self.outputs,
-            line: None,
-            bytes: None,
-            overlong: None,
-            end: None,
+        let held = match &self.item {
+            Item::Line(bytes) => Held::Line(bytes),
+            Item::Overlong(n) => Held::Overlong(*n),
+            Item::End => Held::End,
         };
-        match &self.item {
-            Item::Line(bytes) => match std::str::from_utf8(bytes) {
+        serde_json::to_string(&Raw::new(self.at, self.outputs, held)).expect("records always serialize")
+    }
+}
+
+/// What a record holds, borrowed: the recorder writes a line without
+/// copying it into an [`Item`] first.
+enum Held<'a> {
+    Line(&'a [u8]),
+    Overlong(u64),
+    End,
+}
+
+impl<'a> From<Line<'a>> for Held<'a> {
+    fn from(line: Line<'a>) -> Held<'a> {
+        match line {
+            Line::Read { bytes, .. } => Held::Line(bytes),
+            Line::Overlong { length, .. } => Held::Overlong(length),
+        }
+    }
+}
+
+impl<'a> Raw<'a> {
+    fn new(at: Duration, outputs: Option<u64>, held: Held<'a>) -> Raw<'a> {
+        let mut raw = Raw { at_ms: at.as_millis() as u64, outputs, line: None, bytes: None, overlong: None, end: None };
+        match held {
+            Held::Line(bytes) => match std::str::from_utf8(bytes) {
                 Ok(text) => raw.line = Some(text.into()),
                 Err(_) => raw.bytes = Some(crate::hex::hex(bytes)),
             },
-            Item::Overlong(n) => raw.overlong = Some(*n),
-            Item::End => raw.end = Some(true),
+            Held::Overlong(n) => raw.overlong = Some(n),
+            Held::End => raw.end = Some(true),
         }
-        serde_json::to_string(&raw).expect("records always serialize")
+        raw
     }
 }
 
 /// Whether `text` (a file's first non-blank line) is a recording's header;
 /// an error for a header of a version this build cannot read.
-pub fn header(text: &str) -> Result<Option<Header>, String> {
+pub fn header(text: &str) -> Result<Option<Header>, RecordError> {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
         return Ok(None);
     };
     if value.get("recording").is_none() {
         return Ok(None);
     }
-    let header: Header = serde_json::from_value(value).map_err(|e| format!("bad recording header: {e}"))?;
+    let header: Header = serde_json::from_value(value).map_err(RecordError::Header)?;
     if header.recording != FORMAT || header.version != VERSION {
-        return Err(format!(
-            "a recording of format {:?} version {}; this build reads {FORMAT:?} version {VERSION}",
-            header.recording, header.version
-        ));
+        return Err(RecordError::Version { format: header.recording, version: header.version });
     }
     Ok(Some(header))
 }
 
-fn from_hex(text: &str) -> Result<Vec<u8>, String> {
+fn from_hex(text: &str) -> Result<Vec<u8>, RecordError> {
     let digit = |b: u8| char::from(b).to_digit(16);
     (text.as_bytes().chunks(2).enumerate())
         .map(|(i, pair)| match pair {
             [hi, lo] => match (digit(*hi), digit(*lo)) {
                 (Some(hi), Some(lo)) => Ok((hi * 16 + lo) as u8),
-                _ => Err(format!("`bytes`: not hex at {}", 2 * i)),
+                _ => Err(RecordError::NotHex { at: 2 * i }),
             },
-            _ => Err("`bytes`: odd number of hex digits".into()),
+            _ => Err(RecordError::OddHex),
         })
         .collect()
 }
@@ -248,13 +295,13 @@ impl Recorder {
         path.map(|path| Recorder::create(path, existing)).transpose()
     }
 
-    fn record(&self, item: Item) {
-        let entry =
-            Entry { at: self.inner.start.elapsed(), outputs: Some(self.inner.outputs.load(Ordering::SeqCst)), item };
+    fn record(&self, held: Held<'_>) {
+        let outputs = Some(self.inner.outputs.load(Ordering::SeqCst));
+        let raw = Raw::new(self.inner.start.elapsed(), outputs, held);
         let mut file = self.inner.file.lock().unwrap_or_else(|e| e.into_inner());
         let Some(writer) = file.as_mut() else { return };
-        let written = writer
-            .write_all(entry.to_line().as_bytes())
+        let written = serde_json::to_writer(&mut *writer, &raw)
+            .map_err(io::Error::from)
             .and_then(|()| writer.write_all(b"\n"))
             .and_then(|()| writer.flush());
         if let Err(e) = written {
@@ -277,42 +324,25 @@ impl Recorder {
 /// bytes on.
 pub struct RecordedInput<R> {
     inner: R,
-    recorder: Option<Recorder>,
-    /// The line read so far.
-    pending: Vec<u8>,
-    /// `serve`'s `--max-line`: a longer line is recorded by its length only.
-    max_line: usize,
-    /// Length of the current line once it is past `max_line`.
-    overlong: Option<u64>,
+    /// The recorder and the lines of the input so far; a line longer than
+    /// `serve`'s `--max-line` is recorded by its length only.
+    recording: Option<(Recorder, LineReader)>,
     ended: bool,
 }
 
 impl<R> RecordedInput<R> {
     pub fn new(inner: R, recorder: Option<Recorder>, max_line: usize) -> Self {
-        RecordedInput { inner, recorder, pending: Vec::new(), max_line, overlong: None, ended: false }
+        let recording = recorder.map(|recorder| (recorder, LineReader::new(max_line)));
+        RecordedInput { inner, recording, ended: false }
     }
 
     fn take_bytes(&mut self, mut bytes: &[u8]) {
-        let Some(recorder) = &self.recorder else { return };
+        let Some((recorder, lines)) = &mut self.recording else { return };
         while !bytes.is_empty() {
-            let (part, newline) = match bytes.iter().position(|b| *b == b'\n') {
-                Some(at) => (&bytes[..at], true),
-                None => (bytes, false),
-            };
-            bytes = &bytes[part.len() + usize::from(newline)..];
-            match &mut self.overlong {
-                Some(n) => *n += part.len() as u64,
-                None if self.pending.len() + part.len() > self.max_line => {
-                    self.overlong = Some((self.pending.len() + part.len()) as u64);
-                    self.pending = Vec::new();
-                }
-                None => self.pending.extend_from_slice(part),
-            }
-            if newline {
-                match self.overlong.take() {
-                    Some(n) => recorder.record(Item::Overlong(n)),
-                    None => recorder.record(Item::Line(std::mem::take(&mut self.pending))),
-                }
+            let (used, done) = lines.take(bytes);
+            bytes = &bytes[used..];
+            if done && let Some(line) = lines.line() {
+                recorder.record(Held::from(line));
             }
         }
     }
@@ -322,14 +352,14 @@ impl<R> RecordedInput<R> {
             return;
         }
         self.ended = true;
-        let Some(recorder) = &self.recorder else { return };
+        let Some((recorder, lines)) = &mut self.recording else { return };
         // A last line without its newline is still a line.
-        if let Some(n) = self.overlong.take() {
-            recorder.record(Item::Overlong(n));
-        } else if !self.pending.is_empty() {
-            recorder.record(Item::Line(std::mem::take(&mut self.pending)));
+        if lines.end()
+            && let Some(line) = lines.line()
+        {
+            recorder.record(Held::from(line));
         }
-        recorder.record(Item::End);
+        recorder.record(Held::End);
     }
 }
 
@@ -420,9 +450,18 @@ mod tests {
     }
 
     #[test]
+    fn a_record_of_a_line_within_the_limit_fits_the_record_limit() {
+        let most = Duration::from_millis(u64::MAX);
+        for line in [vec![0x1f; 100], vec![0xff; 100], vec![b'"'; 100]] {
+            let entry = Entry { at: most, outputs: Some(u64::MAX), item: Item::Line(line) };
+            assert!(entry.to_line().len() <= record_limit(100), "{}", entry.to_line());
+        }
+    }
+
+    #[test]
     fn headers_are_told_from_events() {
-        assert_eq!(header(r#"{"type":"lost_leadership"}"#), Ok(None));
-        assert_eq!(header("{not json"), Ok(None));
+        assert!(matches!(header(r#"{"type":"lost_leadership"}"#), Ok(None)));
+        assert!(matches!(header("{not json"), Ok(None)));
         assert!(header(r#"{"recording":"rendergate","version":1,"started_unix_ms":5}"#).unwrap().is_some());
         assert!(header(r#"{"recording":"rendergate","version":99,"started_unix_ms":5}"#).is_err());
     }

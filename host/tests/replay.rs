@@ -297,9 +297,44 @@ fn lines_past_max_line_replay_to_the_same_error_and_are_not_waited_on() {
         let started = Instant::now();
         let out = replay(events, &["--max-line", "512", "--check-timeout", "30s"]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(lines(&out), [live.clone()], "{}", events.display());
+        assert_eq!(lines(&out), std::slice::from_ref(&live), "{}", events.display());
         assert!(started.elapsed() < Duration::from_secs(30), "{}: waited {:?}", events.display(), started.elapsed());
     }
+}
+
+#[test]
+fn replay_holds_every_line_to_max_line_and_a_long_record_gives_serves_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = json!({"type": "pods_discovered", "pods": ["x".repeat(600)]}).to_string();
+    let longer = |line| json!({"type": "error", "line": line, "message": "longer than --max-line 512"});
+
+    // A plain stream: a line past the limit after the first is read past, not held.
+    let plain = dir.path().join("plain.ndjson");
+    std::fs::write(&plain, format!("{{\"type\":\"lost_leadership\"}}\n{long}\n{{not json\r\n")).unwrap();
+    let out = replay(&plain, &["--max-line", "512"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = lines(&out);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], longer(2));
+    assert_eq!((got[1]["type"].as_str(), got[1]["line"].as_u64()), (Some("error"), Some(3)), "{}", got[1]);
+
+    // A recording whose record is longer than any record of a line within
+    // the limit: the line it holds is past the limit, and gets serve's error.
+    let recording = dir.path().join("long-record.ndjson");
+    let records = [
+        json!({"recording": "rendergate", "version": 1, "started_unix_ms": 0}),
+        json!({"at_ms": 0, "outputs": 0, "line": "\u{1}".repeat(600)}),
+        json!({"at_ms": 1, "outputs": 1, "line": "{not json"}),
+    ];
+    std::fs::write(&recording, records.iter().map(|r| format!("{r}\n")).collect::<String>()).unwrap();
+    assert!(records[1].to_string().len() > 6 * 512 + 128, "a record past replay's bound");
+    let out = replay(&recording, &["--max-line", "512"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = lines(&out);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], longer(1));
+    assert_eq!((got[1]["type"].as_str(), got[1]["line"].as_u64()), (Some("error"), Some(2)), "{}", got[1]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("recording line 2: longer than"), "warned");
 }
 
 #[test]

@@ -456,7 +456,7 @@ mod tests {
         );
         assert!(err.to_string().ends_with("is 1029 bytes long, more than the 1024 a render path may have"), "{err}");
         let deep = vec!["d"; MAX_PATH_DEPTH].join("/");
-        assert_eq!(placed(&[(FileKind::General, deep.as_str())]), [deep.clone()]);
+        assert_eq!(placed(&[(FileKind::General, deep.as_str())]), std::slice::from_ref(&deep));
         let deeper = format!("{deep}/x");
         assert_eq!(
             refused(&[(FileKind::General, deeper.as_str())]),

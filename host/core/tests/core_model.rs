@@ -472,7 +472,7 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
                 gate.handle_event(*now, Event::PodTerminated { pod: name });
             }
             Op::PodsDiscovered { alive } => {
-                let pods: Vec<String> = (0..PODS).filter(|p| alive & (1 << p) != 0).map(|p| pod_name(p)).collect();
+                let pods: Vec<String> = (0..PODS).filter(|p| alive & (1 << p) != 0).map(pod_name).collect();
                 model.forget_pods(|p| !pods.iter().any(|a| a == p), *now);
                 gate.handle_event(*now, Event::PodsDiscovered { pods: pods.iter().collect() });
             }

@@ -78,10 +78,7 @@ pub async fn run(args: Args) -> ExitCode {
     // ends the check and removes everything it wrote.
     let mut signals = match super::signals::Signals::catch() {
         Ok(signals) => signals,
-        Err(e) => {
-            eprintln!("error: cannot catch SIGTERM and SIGINT: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return super::fail(&e, 2),
     };
     let options = args.haproxy.options();
     let limits = options.limits;

@@ -1,5 +1,8 @@
 //! The command line of docs/protocol.md §1: flags, logging, and dispatch to the
 //! subcommands. Bad flags and values get a one-line error and exit 2.
+//!
+//! Errors the commands only report are `anyhow` errors, each step adding
+//! what it was doing; [`fail`] prints one as one line, causes after colons.
 
 /// `eprintln!("error: …")` kept to one line: the text may quote input (a
 /// file name in a render directory, a path, a parse error quoting a line).
@@ -15,6 +18,7 @@ mod replay;
 mod serve;
 mod signals;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use rendergate::check::RenderLimits;
 use rendergate::check::sandbox::{self, Mode, SandboxOptions};
@@ -129,8 +133,7 @@ pub fn main() -> ExitCode {
         }
     };
     if let Err(e) = init_logging(&cli.log_format, cli.log_level.as_deref()) {
-        print_error!("--log-level: {e}");
-        return ExitCode::from(2);
+        return fail(&e, 2);
     }
     if let Command::Policy(command) = cli.command {
         return policy::run(command);
@@ -141,12 +144,10 @@ pub fn main() -> ExitCode {
         print_error!("{e}");
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
+    let runtime = match runtime.context("cannot start the runtime") {
         Ok(rt) => rt,
-        Err(e) => {
-            print_error!("cannot start the runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(&e, 2),
     };
     let code = runtime.block_on(async {
         match cli.command {
@@ -164,12 +165,19 @@ pub fn main() -> ExitCode {
     code
 }
 
+/// Prints `error` as one `error:` line, its causes after colons, and
+/// gives exit status `code`.
+fn fail(error: &anyhow::Error, code: u8) -> ExitCode {
+    print_error!("{error:#}");
+    ExitCode::from(code)
+}
+
 /// Logs go to stderr, as text or JSON lines; `--log-level`, else `RUST_LOG`, else info.
 /// Every event is one line whatever its fields hold ([`OneLine`]).
-fn init_logging(format: &str, level: Option<&str>) -> Result<(), String> {
+fn init_logging(format: &str, level: Option<&str>) -> anyhow::Result<()> {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
-        Some(directives) => EnvFilter::try_new(directives).map_err(|e| format!("{directives:?}: {e}"))?,
+        Some(directives) => EnvFilter::try_new(directives).with_context(|| format!("--log-level: {directives:?}"))?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
     let builder =

@@ -4,8 +4,9 @@
 //! docs/policies.md), so checking a policy before deploying it also warms
 //! the gate's start.
 
+use anyhow::Context as _;
 use rendergate::policy::cache::ComponentCache;
-use rendergate::policy::fixture::{self, CaseResult};
+use rendergate::policy::fixture::{self, Case, CaseResult};
 use rendergate::policy::{ComponentPolicy, Policy, PolicyLimits};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -55,22 +56,22 @@ fn load(component: &Path) -> Result<ComponentPolicy, rendergate::policy::PolicyF
     ComponentPolicy::load(component, PolicyLimits::default(), cache.as_ref())
 }
 
+/// The cases of one fixture file.
+fn read_fixtures(file: &Path) -> anyhow::Result<Vec<Case>> {
+    let text = std::fs::read_to_string(file).with_context(|| file.display().to_string())?;
+    fixture::parse(&text).map_err(anyhow::Error::msg).with_context(|| file.display().to_string())
+}
+
 fn test(component: &Path, fixtures: &[PathBuf]) -> ExitCode {
-    let policy = match load(component) {
+    let policy = match load(component).with_context(|| component.display().to_string()) {
         Ok(policy) => policy,
-        Err(e) => {
-            print_error!("{}: {e}", component.display());
-            return ExitCode::from(2);
-        }
+        Err(e) => return super::fail(&e, 2),
     };
     let (mut passed, mut failed) = (0, 0);
     for file in fixtures {
-        let cases = match std::fs::read_to_string(file).map_err(|e| e.to_string()).and_then(|t| fixture::parse(&t)) {
+        let cases = match read_fixtures(file) {
             Ok(cases) => cases,
-            Err(e) => {
-                print_error!("{}: {e}", file.display());
-                return ExitCode::from(2);
-            }
+            Err(e) => return super::fail(&e, 2),
         };
         for case in &cases {
             match fixture::run(&policy, case) {

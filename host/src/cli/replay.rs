@@ -20,7 +20,9 @@
 //!   that waits for each verdict would see.
 
 use super::serve;
+use anyhow::Context as _;
 use rendergate::Event;
+use rendergate::lines::{Line, LineReader};
 use rendergate::protocol;
 use rendergate::record::{self, Entry, Item};
 use rendergate::timeline::{self, Timeline};
@@ -67,16 +69,16 @@ struct Progress {
     verdicts: HashMap<String, u64>,
 }
 
+/// The context of an error reading EVENTS.
+const CANNOT_READ: &str = "cannot read";
+
 /// Capacity of the pipes to and from the serve loop.
 const PIPE: usize = 64 * 1024;
 
 pub async fn run(args: Args) -> ExitCode {
-    let file = match tokio::fs::File::open(&args.events).await {
+    let file = match tokio::fs::File::open(&args.events).await.with_context(|| args.events.display().to_string()) {
         Ok(file) => file,
-        Err(e) => {
-            print_error!("{}: {e}", args.events.display());
-            return ExitCode::from(2);
-        }
+        Err(e) => return super::fail(&e, 2),
     };
     let name =
         args.events.file_name().map_or_else(|| args.events.display().to_string(), |n| n.to_string_lossy().into_owned());
@@ -104,17 +106,15 @@ pub async fn run(args: Args) -> ExitCode {
 
     let code = serve::run_on(args.serve, serve_in, serve_out).await;
 
-    let fed = feeding.await.unwrap_or_else(|e| Err(format!("the feeder failed: {e}")));
+    let fed = feeding.await.context("the feeder failed").and_then(|fed| fed);
     let _ = collector.await;
-    if let Err(e) = fed {
-        print_error!("{}: {e}", args.events.display());
-        return ExitCode::from(2);
+    if let Err(e) = fed.with_context(|| args.events.display().to_string()) {
+        return super::fail(&e, 2);
     }
     if let (Some(path), Some(timeline)) = (&args.timeline, timeline) {
         let timeline = timeline.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = timeline.write(path) {
-            print_error!("--timeline {}: {e}", path.display());
-            return ExitCode::FAILURE;
+        if let Err(e) = timeline.write(path).with_context(|| format!("--timeline {}", path.display())) {
+            return super::fail(&e, 1);
         }
         let kind = if timeline::is_html(path) { "page" } else { "picture" };
         tracing::info!("timeline {kind} written to {}", path.display());
@@ -194,12 +194,16 @@ impl Feeder {
         mut file: BufReader<tokio::fs::File>,
         mut input: DuplexStream,
         mut progress: watch::Receiver<Progress>,
-    ) -> Result<(), String> {
-        let mut first = Vec::new();
-        file.read_until(b'\n', &mut first).await.map_err(|e| e.to_string())?;
-        let header = record::header(String::from_utf8_lossy(&first).trim())?;
+    ) -> anyhow::Result<()> {
+        // The first line tells a recording from a plain stream: read within a
+        // record's bound, a header always fits.
+        let mut lines = LineReader::new(record::record_limit(self.max_line));
+        let header = match lines.next(&mut file).await.context(CANNOT_READ)? {
+            Some(Line::Read { bytes, .. }) => record::header(String::from_utf8_lossy(bytes).trim())?,
+            _ => None,
+        };
         let fed = match header {
-            Some(_) => self.feed_recording(file, &mut input, &mut progress).await?,
+            Some(_) => self.feed_recording(lines, file, &mut input, &mut progress).await?,
             None => {
                 if self.realtime {
                     tracing::warn!(
@@ -207,7 +211,7 @@ impl Feeder {
                         self.path.display()
                     );
                 }
-                self.feed_plain(first, file, &mut input, &mut progress).await?
+                self.feed_plain(lines, file, &mut input, &mut progress).await?
             }
         };
         if let Ok(()) = fed {
@@ -218,26 +222,35 @@ impl Feeder {
 
     async fn feed_recording(
         &self,
+        mut lines: LineReader,
         mut file: BufReader<tokio::fs::File>,
         input: &mut DuplexStream,
         progress: &mut watch::Receiver<Progress>,
-    ) -> Result<Result<(), Closed>, String> {
-        let mut number = 1u64;
+    ) -> anyhow::Result<Result<(), Closed>> {
         let mut previous = Duration::ZERO;
         // How many outputs this run lags behind the live run, once it did.
         let mut lag = 0u64;
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            if file.read_until(b'\n', &mut buf).await.map_err(|e| e.to_string())? == 0 {
-                return Ok(Ok(()));
-            }
-            number += 1;
-            let text = std::str::from_utf8(&buf).map_err(|e| format!("line {number}: not UTF-8: {e}"))?;
+        while let Some(line) = lines.next(&mut file).await.context(CANNOT_READ)? {
+            let (number, bytes) = match line {
+                Line::Read { number, bytes } => (number, bytes),
+                Line::Overlong { number, .. } => {
+                    // Only a line longer than --max-line makes a record this
+                    // long: serve gets one as long, and its error.
+                    tracing::warn!(
+                        "replay: recording line {number}: longer than the record of any line within --max-line {}; fed as a line past it",
+                        rendergate::size::format(self.max_line)
+                    );
+                    if write_filler(input, self.max_line as u64 + 1).await.is_err() {
+                        return Ok(Err(Closed));
+                    }
+                    continue;
+                }
+            };
+            let text = std::str::from_utf8(bytes).with_context(|| format!("line {number}: not UTF-8"))?;
             if text.trim().is_empty() {
                 continue;
             }
-            let entry = Entry::parse(text).map_err(|e| format!("line {number}: {e}"))?;
+            let entry = Entry::parse(text).with_context(|| format!("line {number}"))?;
             if self.realtime {
                 tokio::time::sleep_until(self.start + entry.at).await;
             } else if let Some(outputs) = entry.outputs {
@@ -267,46 +280,63 @@ impl Feeder {
                 return Ok(Err(Closed));
             }
         }
+        Ok(Ok(()))
     }
 
+    /// Feeds a plain stream, whose first line `lines` has read already.
     async fn feed_plain(
         &self,
-        first: Vec<u8>,
+        mut lines: LineReader,
         mut file: BufReader<tokio::fs::File>,
         input: &mut DuplexStream,
         progress: &mut watch::Receiver<Progress>,
-    ) -> Result<Result<(), Closed>, String> {
-        let mut number = 0u64;
-        let mut buf = first;
-        loop {
-            if buf.is_empty() {
-                return Ok(Ok(()));
-            }
-            number += 1;
-            let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
-            // The same parse serve does: only a good `rendered` line within the limit gets a verdict.
-            let text = std::str::from_utf8(line).ok().filter(|_| line.len() <= self.max_line);
-            let rendered = match text.map(|text| protocol::parse_line(number, text)) {
-                Some(Ok(Some(Event::Rendered(render)))) => Some(render.id().to_owned()),
-                _ => None,
+    ) -> anyhow::Result<Result<(), Closed>> {
+        // serve's bound from the next line on; the first was read within a record's.
+        lines.set_limit(self.max_line);
+        let mut line = lines.line();
+        while let Some(read) = line {
+            // A line past --max-line only gets serve's error: it is fed as long, not held.
+            let sent = match read {
+                Line::Read { number, bytes } if bytes.len() <= self.max_line => {
+                    self.feed_plain_line(number, bytes, input, progress).await
+                }
+                Line::Read { bytes, .. } => write_filler(input, bytes.len() as u64).await,
+                Line::Overlong { length, .. } => write_filler(input, length).await,
             };
-            let before = rendered.as_ref().map(|id| progress.borrow().verdicts.get(id).copied().unwrap_or(0));
-            self.note_input(line);
-            if input.write_all(&buf).await.is_err() {
+            if sent.is_err() {
                 return Ok(Err(Closed));
             }
-            if let (Some(id), Some(before)) = (&rendered, before) {
-                let verdict_seen = progress.wait_for(|p| p.verdicts.get(id).copied().unwrap_or(0) > before);
-                if tokio::time::timeout(self.settle, verdict_seen).await.is_err() {
-                    tracing::warn!(
-                        "replay: line {number}: no verdict on render {id} within {}s; going on",
-                        self.settle.as_secs()
-                    );
-                }
-            }
-            buf.clear();
-            file.read_until(b'\n', &mut buf).await.map_err(|e| e.to_string())?;
+            line = lines.next(&mut file).await.context(CANNOT_READ)?;
         }
+        Ok(Ok(()))
+    }
+
+    /// Feeds one line of a plain stream; after a `rendered` line, waits for its verdict.
+    async fn feed_plain_line(
+        &self,
+        number: u64,
+        bytes: &[u8],
+        input: &mut DuplexStream,
+        progress: &mut watch::Receiver<Progress>,
+    ) -> std::io::Result<()> {
+        // The same parse serve does: only a good `rendered` line gets a verdict.
+        let rendered = match std::str::from_utf8(bytes).map(|text| protocol::parse_line(number, text)) {
+            Ok(Ok(Some(Event::Rendered(render)))) => Some(render.id().to_owned()),
+            _ => None,
+        };
+        let before = rendered.as_ref().map(|id| progress.borrow().verdicts.get(id).copied().unwrap_or(0));
+        self.note_input(bytes);
+        write_line(input, bytes).await?;
+        if let (Some(id), Some(before)) = (&rendered, before) {
+            let verdict_seen = progress.wait_for(|p| p.verdicts.get(id).copied().unwrap_or(0) > before);
+            if tokio::time::timeout(self.settle, verdict_seen).await.is_err() {
+                tracing::warn!(
+                    "replay: line {number}: no verdict on render {id} within {}s; going on",
+                    self.settle.as_secs()
+                );
+            }
+        }
+        Ok(())
     }
 
     fn note_input(&self, line: &[u8]) {

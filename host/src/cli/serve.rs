@@ -2,6 +2,8 @@
 //! the NDJSON loop over stdin and stdout.
 
 use super::HaproxyArgs;
+use super::signals::Signals;
+use anyhow::Context as _;
 use rendergate::policy::cache::ComponentCache;
 use rendergate::policy::reload::Reloader;
 use rendergate::policy::{Fallback, PolicyLimits, PolicyMetrics, PolicySeat};
@@ -12,6 +14,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use tokio::net::TcpListener;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -90,45 +93,9 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    // Caught before anything is made: from then on a signal stops the gate
-    // and removes what its check wrote.
-    let mut signals = match super::signals::Signals::catch() {
-        Ok(signals) => signals,
-        Err(e) => {
-            eprintln!("error: cannot catch SIGTERM and SIGINT: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let existing = if args.record_overwrite { Existing::Overwrite } else { Existing::Refuse };
-    let recorder = match Recorder::open(args.record.as_deref(), existing) {
-        Ok(recorder) => recorder,
-        Err(e) => {
-            print_error!("--record {}: {e}", args.record.as_deref().unwrap_or(Path::new("")).display());
-            return ExitCode::from(2);
-        }
-    };
-    let metrics = Arc::new(Metrics::default());
-    let (seat, reloader) = match &args.policy {
-        None => (PolicySeat::default(), None),
-        Some(path) => match load_policy(path.clone(), &args.policy_limits, metrics.policy().clone()) {
-            Ok((seat, reloader)) => (seat, Some(reloader)),
-            Err(e) => {
-                // One line, whatever the compiler's message looks like.
-                print_error!("{}", e.split_whitespace().collect::<Vec<_>>().join(" "));
-                return ExitCode::from(2);
-            }
-        },
-    };
-    let seat = seat.with_fallback(args.policy_limits.policy_fallback);
-    let listener = match &args.metrics_addr {
-        None => None,
-        Some(addr) => match rendergate::http::bind(addr).await {
-            Ok(listener) => Some(listener),
-            Err(e) => {
-                print_error!("--metrics-addr {addr}: cannot listen: {e}");
-                return ExitCode::from(2);
-            }
-        },
+    let Started { mut signals, recorder, metrics, seat, reloader, listener } = match start(&args).await {
+        Ok(started) => started,
+        Err(e) => return super::fail(&e, 2),
     };
     let options = HaproxyOptions { dns_skip: !args.no_dns_skip, ..args.haproxy.options() };
     let checker = Arc::new(HaproxyChecker::new(options));
@@ -179,13 +146,47 @@ where
             return signal.exit_code();
         }
     };
-    match served {
+    match served.context("reading events or writing outputs") {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            print_error!("{e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => super::fail(&e, 1),
     }
+}
+
+/// What `serve` makes before it reads a line.
+struct Started {
+    signals: Signals,
+    recorder: Option<Recorder>,
+    metrics: Arc<Metrics>,
+    seat: PolicySeat,
+    reloader: Option<Reloader>,
+    listener: Option<TcpListener>,
+}
+
+/// Makes what `serve` needs from its flags; each step's failure names its flag.
+async fn start(args: &Args) -> anyhow::Result<Started> {
+    // Caught before anything is made: from then on a signal stops the gate
+    // and removes what its check wrote.
+    let signals = Signals::catch()?;
+    let existing = if args.record_overwrite { Existing::Overwrite } else { Existing::Refuse };
+    let recorder = Recorder::open(args.record.as_deref(), existing)
+        .with_context(|| format!("--record {}", args.record.as_deref().unwrap_or(Path::new("")).display()))?;
+    let metrics = Arc::new(Metrics::default());
+    let (seat, reloader) = match &args.policy {
+        None => (PolicySeat::default(), None),
+        Some(path) => {
+            let (seat, reloader) = load_policy(path.clone(), &args.policy_limits, metrics.policy().clone())?;
+            (seat, Some(reloader))
+        }
+    };
+    let seat = seat.with_fallback(args.policy_limits.policy_fallback);
+    let listener = match &args.metrics_addr {
+        None => None,
+        Some(addr) => {
+            let bound = rendergate::http::bind(addr).await;
+            Some(bound.with_context(|| format!("--metrics-addr {addr}: cannot listen"))?)
+        }
+    };
+    Ok(Started { signals, recorder, metrics, seat, reloader, listener })
 }
 
 impl Args {
@@ -209,13 +210,13 @@ fn load_policy(
     path: PathBuf,
     args: &PolicyArgs,
     metrics: Arc<PolicyMetrics>,
-) -> Result<(PolicySeat, Reloader), String> {
+) -> anyhow::Result<(PolicySeat, Reloader)> {
     if args.policy_memory > rendergate::policy::component::MAX_POLICY_MEMORY {
-        return Err(format!(
+        anyhow::bail!(
             "--policy-memory {}: at most {} bytes",
             args.policy_memory,
             rendergate::policy::component::MAX_POLICY_MEMORY
-        ));
+        );
     }
     let limits = PolicyLimits {
         deadline: args.policy_deadline,
@@ -227,6 +228,8 @@ fn load_policy(
     let cache = ComponentCache::open(&cache_dir)
         .inspect_err(|e| tracing::warn!("{e}; compiling policies without a cache"))
         .ok();
-    let (reloader, live) = Reloader::start(path, limits, cache, metrics)?;
+    // One line, whatever the compiler's message looks like.
+    let (reloader, live) = Reloader::start(path, limits, cache, metrics)
+        .map_err(|e| anyhow::anyhow!(e.split_whitespace().collect::<Vec<_>>().join(" ")))?;
     Ok((PolicySeat::live(live), reloader))
 }

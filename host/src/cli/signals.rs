@@ -4,6 +4,7 @@
 //! with it, then exits with the shell's status for the signal: 143
 //! (SIGTERM) or 130 (SIGINT) (docs/protocol.md, §1).
 
+use anyhow::Context as _;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -45,8 +46,10 @@ impl Received {
 impl Signals {
     /// Catches SIGTERM and SIGINT (their default action, dying at once,
     /// would leave the check's directory behind). Needs the runtime.
-    pub fn catch() -> std::io::Result<Signals> {
-        Ok(Signals { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+    pub fn catch() -> anyhow::Result<Signals> {
+        let term = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
+        let int = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
+        Ok(Signals { term, int })
     }
 
     /// The next of the two to arrive.
