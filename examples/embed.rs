@@ -4,8 +4,8 @@
 //! Run with `cargo run --example embed` (needs `haproxy` on PATH).
 
 use rendergate::{
-    Event, FileKind, Gate, GateConfig, HaproxyChecker, HaproxyOptions, LatchState, Output, PodReport, PolicySeat,
-    Render, RenderFile,
+    Event, FileKind, Gate, GateConfig, HaproxyChecker, HaproxyOptions, LatchState, Output,
+    PodReport, PolicySeat, Render, RenderFile,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +15,8 @@ async fn main() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/render");
     let config = std::fs::read_to_string(format!("{dir}/haproxy.cfg")).expect("the sample render");
     let hosts = std::fs::read_to_string(format!("{dir}/maps/hosts.map")).expect("the sample map");
-    let files = vec![RenderFile { kind: FileKind::Map, path: "maps/hosts.map".into(), content: hosts }];
+    let files =
+        vec![RenderFile { kind: FileKind::Map, path: "maps/hosts.map".into(), content: hosts }];
 
     let checker = Arc::new(HaproxyChecker::new(HaproxyOptions::default()));
     let config_of_gate = GateConfig { check_interval: Duration::ZERO, ..GateConfig::default() };
@@ -26,17 +27,24 @@ async fn main() {
     let controller = tokio::spawn(async move {
         while let Some(output) = outputs.recv().await {
             match output {
-                Output::Verdict(v) => println!("verdict {} {}: {}", v.plan, v.render, v.outcome.label()),
-                Output::Latch(LatchState::Pessimistic(why)) => println!("hold every render ({})", why.as_str()),
+                Output::Verdict(v) => {
+                    println!("verdict {} {}: {}", v.plan, v.render, v.outcome.label())
+                }
+                Output::Latch(LatchState::Pessimistic(why)) => {
+                    println!("hold every render ({})", why.as_str())
+                }
                 Output::Latch(LatchState::Optimistic) => println!("dispatch renders at once again"),
-                Output::Release { plan, render } => println!("dispatch held render {render} of {plan}"),
+                Output::Release { plan, render } => {
+                    println!("dispatch held render {render} of {plan}")
+                }
                 Output::Promote(p) => println!("promote {} to {}", p.pod, p.plan),
                 Output::Revert(r) => println!("revert {} from {}", r.pod, r.plan),
             }
         }
     });
 
-    let broken = config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
+    let broken =
+        config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
     let events = [
         Event::Rendered(Render::new("plan-1", "r-1", config.clone(), files.clone())),
         Event::Applied(PodReport {

@@ -64,7 +64,8 @@ fn parse_args() -> Args {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| usage());
-        let num = |v: String| v.replace(['_', ','], "").parse::<usize>().unwrap_or_else(|_| usage());
+        let num =
+            |v: String| v.replace(['_', ','], "").parse::<usize>().unwrap_or_else(|_| usage());
         match flag.as_str() {
             "--seed" => a.seed = num(value()) as u64,
             "--backends" => a.backends = num(value()),
@@ -134,7 +135,10 @@ fn config(a: &Args, rng: &mut Rng, cert_paths: &[String]) -> String {
         c.push('\n');
     }
     for k in 1..a.maps {
-        let _ = writeln!(c, "    http-request set-var(txn.m{k}) req.hdr(host),lower,map(maps/map-{k}.map,none)");
+        let _ = writeln!(
+            c,
+            "    http-request set-var(txn.m{k}) req.hdr(host),lower,map(maps/map-{k}.map,none)"
+        );
     }
     if a.maps > 0 {
         c.push_str("    use_backend %[req.hdr(host),lower,map(maps/map-0.map,be-0)]\n");
@@ -165,8 +169,11 @@ fn config(a: &Args, rng: &mut Rng, cert_paths: &[String]) -> String {
 fn map_file(a: &Args, k: usize, rng: &mut Rng) -> String {
     let mut m = String::with_capacity(a.map_entries * 40);
     for e in 0..a.map_entries {
-        let value =
-            if k == 0 { format!("be-{}", rng.below(a.backends as u64)) } else { format!("v{}", rng.below(1_000_000)) };
+        let value = if k == 0 {
+            format!("be-{}", rng.below(a.backends as u64))
+        } else {
+            format!("v{}", rng.below(1_000_000))
+        };
         let _ = writeln!(m, "host-{e}.m{k}.example.com {value}");
     }
     m
@@ -175,7 +182,17 @@ fn map_file(a: &Args, k: usize, rng: &mut Rng) -> String {
 /// One self-signed EC certificate with its key, as HAProxy's `crt` takes it.
 fn certificate(cn: &str) -> Option<String> {
     let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "3650"])
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "3650",
+        ])
         .args(["-subj", &format!("/CN={cn}"), "-keyout", "-", "-out", "-"])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
@@ -215,11 +232,21 @@ pub fn generate(a: &Args) -> Generated {
     let mut rng = Rng(a.seed);
     let mut files = Vec::new();
     for k in 0..a.maps {
-        files.push(File { kind: "map", path: format!("maps/map-{k}.map"), content: map_file(a, k, &mut rng) });
+        files.push(File {
+            kind: "map",
+            path: format!("maps/map-{k}.map"),
+            content: map_file(a, k, &mut rng),
+        });
     }
     let mut cert_paths = Vec::new();
     if a.certs > 0 {
-        if Command::new("openssl").arg("version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        if Command::new("openssl")
+            .arg("version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_err()
+        {
             eprintln!("gen_render: openssl not found: generating no certificates");
         } else {
             for i in 0..a.certs {

@@ -14,7 +14,15 @@ fn main() {
     for watched in [guests.join("Cargo.toml"), guests.join("Cargo.lock"), wit] {
         println!("cargo:rerun-if-changed={}", watched.display());
     }
-    let members = ["sdk", "core", "scoped-revert", "fleet-revert", "quorum-promote", "observe-only", "hostile"];
+    let members = [
+        "sdk",
+        "core",
+        "scoped-revert",
+        "fleet-revert",
+        "quorum-promote",
+        "observe-only",
+        "hostile",
+    ];
     for member in members {
         println!("cargo:rerun-if-changed={}", guests.join(member).display());
     }
@@ -65,7 +73,10 @@ fn main() {
     for (name, file) in components {
         let path = built.join(format!("{file}.wasm"));
         assert!(path.is_file(), "{} was not built", path.display());
-        code.push_str(&format!("/// `{file}.wasm`\npub const {name}: &str = {:?};\n", path.display().to_string()));
+        code.push_str(&format!(
+            "/// `{file}.wasm`\npub const {name}: &str = {:?};\n",
+            path.display().to_string()
+        ));
     }
     std::fs::write(out.join("components.rs"), code).unwrap();
 }

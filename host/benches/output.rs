@@ -35,7 +35,11 @@ fn render(dir: &Path, backends: usize) {
 /// Bare `haproxy -dr -c`: exit status, bytes printed, wall ms.
 fn bare(dir: &Path) -> (i32, usize, f64) {
     let t = Instant::now();
-    let out = Command::new(haproxy()).args(["-dr", "-c", "-f", "haproxy.cfg"]).current_dir(dir).output().unwrap();
+    let out = Command::new(haproxy())
+        .args(["-dr", "-c", "-f", "haproxy.cfg"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
     let ms = t.elapsed().as_secs_f64() * 1e3;
     (out.status.code().unwrap_or(-1), out.stdout.len() + out.stderr.len(), ms)
 }
@@ -95,7 +99,10 @@ fn main() {
             peak = peak.max(g.2);
         }
         assert_eq!(exit, 1, "bare haproxy must refuse the flood render");
-        assert_eq!(verdict, 1, "the gate must refuse what bare haproxy refuses ({backends} backends)");
+        assert_eq!(
+            verdict, 1,
+            "the gate must refuse what bare haproxy refuses ({backends} backends)"
+        );
         peaks.push(peak);
         println!(
             "| {:.0} KiB | {backends} | {exit} | {:.1} | refused | {:.1} | {:.1} MiB |",
@@ -105,5 +112,8 @@ fn main() {
             peak as f64 / 1024.0
         );
     }
-    println!("\nPeak RSS, largest flood / smallest: {:.3}x", *peaks.last().unwrap() as f64 / peaks[0] as f64);
+    println!(
+        "\nPeak RSS, largest flood / smallest: {:.3}x",
+        *peaks.last().unwrap() as f64 / peaks[0] as f64
+    );
 }

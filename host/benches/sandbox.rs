@@ -17,7 +17,9 @@ fn render(with_ca: bool) -> Render {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render");
     let mut config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
     if with_ca {
-        config.push_str("\nbackend tls\n    server s1 127.0.0.1:8443 ssl verify required ca-file @system-ca\n");
+        config.push_str(
+            "\nbackend tls\n    server s1 127.0.0.1:8443 ssl verify required ca-file @system-ca\n",
+        );
     }
     let map = std::fs::read_to_string(dir.join("maps/hosts.map")).unwrap();
     Render::new(
@@ -32,9 +34,10 @@ fn render(with_ca: bool) -> Render {
 /// config points `default-path origin` at the directory itself.
 fn laid_out(render: &Render) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let config = render
-        .config()
-        .replace("default-path origin /etc/haproxy", &format!("default-path origin {}", dir.path().display()));
+    let config = render.config().replace(
+        "default-path origin /etc/haproxy",
+        &format!("default-path origin {}", dir.path().display()),
+    );
     std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
     std::fs::create_dir(dir.path().join("maps")).unwrap();
     std::fs::write(dir.path().join("maps/hosts.map"), &render.files()[0].content).unwrap();
@@ -55,7 +58,8 @@ fn median(rounds: usize, mut f: impl FnMut()) -> Duration {
 }
 
 fn run(cmd: &mut Command) {
-    let status = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap();
+    let status =
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap();
     assert!(status.success(), "{cmd:?} failed");
 }
 
@@ -85,12 +89,15 @@ fn main() {
         let r = render(with_ca);
         let dir = laid_out(&r);
         let bare = median(rounds, || {
-            run(Command::new(&haproxy).args(["-dr", "-c", "-f", "haproxy.cfg"]).current_dir(dir.path()))
+            run(Command::new(&haproxy)
+                .args(["-dr", "-c", "-f", "haproxy.cfg"])
+                .current_dir(dir.path()))
         });
         let check = |c: &HaproxyChecker| {
             median(rounds, || {
-                let outcome =
-                    runtime.block_on(c.check(&r, tokio::time::Instant::now() + Duration::from_secs(30))).outcome;
+                let outcome = runtime
+                    .block_on(c.check(&r, tokio::time::Instant::now() + Duration::from_secs(30)))
+                    .outcome;
                 assert_eq!(outcome.label(), "pass", "{outcome:?}");
             })
         };
@@ -100,7 +107,17 @@ fn main() {
             let d = dir.path().to_str().unwrap().to_owned();
             median(rounds, || {
                 run(Command::new(bwrap)
-                    .args(["--ro-bind", "/usr", "/usr", "--ro-bind", "/lib", "/lib", "--ro-bind", "/lib64", "/lib64"])
+                    .args([
+                        "--ro-bind",
+                        "/usr",
+                        "/usr",
+                        "--ro-bind",
+                        "/lib",
+                        "/lib",
+                        "--ro-bind",
+                        "/lib64",
+                        "/lib64",
+                    ])
                     .args(["--ro-bind", "/etc", "/etc", "--bind", &d, &d, "--chdir", &d])
                     .args(["--unshare-all", "--die-with-parent", "--clearenv", "--new-session"])
                     .arg(&haproxy)

@@ -19,7 +19,9 @@ mod gen_render;
 
 use rendergate::check::{CheckFuture, Checked, Checker};
 use rendergate::core::{self, CoreConfig, Effect};
-use rendergate::{CheckOutcome, Event, Gate, GateConfig, Name, Output, PodReport, PolicySeat, Render};
+use rendergate::{
+    CheckOutcome, Event, Gate, GateConfig, Name, Output, PodReport, PolicySeat, Render,
+};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -54,7 +56,8 @@ impl Stats {
 
 fn timed(cmd: &mut Command) -> f64 {
     let t = Instant::now();
-    let out = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).output().unwrap();
+    let out =
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).output().unwrap();
     let elapsed = t.elapsed().as_secs_f64() * 1e3;
     assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     elapsed
@@ -63,7 +66,9 @@ fn timed(cmd: &mut Command) -> f64 {
 // --- 1. check wall time --------------------------------------------------
 
 fn check_wall_time(quick: bool) {
-    println!("## `rendergate check` (sandbox strict) vs bare `haproxy -dr -c -f haproxy.cfg`, wall ms\n");
+    println!(
+        "## `rendergate check` (sandbox strict) vs bare `haproxy -dr -c -f haproxy.cfg`, wall ms\n"
+    );
     println!(
         "Render: N backends × 2 servers, 4 maps × 1,000 entries, 4 EC certificates (openssl). Runs interleaved.\n"
     );
@@ -91,8 +96,16 @@ fn check_wall_time(quick: bool) {
         } else {
             21
         };
-        let bare = || timed(Command::new(&haproxy).args(["-dr", "-c", "-f", "haproxy.cfg"]).current_dir(dir.path()));
-        let gate = || timed(Command::new(BIN).args(["check", "--haproxy", haproxy.as_str()]).arg(dir.path()));
+        let bare = || {
+            timed(
+                Command::new(&haproxy)
+                    .args(["-dr", "-c", "-f", "haproxy.cfg"])
+                    .current_dir(dir.path()),
+            )
+        };
+        let gate = || {
+            timed(Command::new(BIN).args(["check", "--haproxy", haproxy.as_str()]).arg(dir.path()))
+        };
         bare();
         gate();
         let (mut b, mut r) = (vec![], vec![]);
@@ -178,7 +191,13 @@ fn serve_once(input: &Path, extra: &[&str]) -> (f64, usize) {
 
 /// Events per second for `events` events past the ramp: (full − ramp only),
 /// paired runs, median over rounds.
-fn serve_rate(pods: u64, events: u64, distinct: bool, extra: &[&str], rounds: usize) -> (Stats, Stats, usize) {
+fn serve_rate(
+    pods: u64,
+    events: u64,
+    distinct: bool,
+    extra: &[&str],
+    rounds: usize,
+) -> (Stats, Stats, usize) {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("base.ndjson");
     let full = dir.path().join("full.ndjson");
@@ -201,9 +220,16 @@ impl Checker for Instant0 {
     fn identity(&self) -> Arc<str> {
         "instant".into()
     }
-    fn check<'a>(&'a self, _render: &'a Render, _deadline: tokio::time::Instant) -> CheckFuture<'a> {
+    fn check<'a>(
+        &'a self,
+        _render: &'a Render,
+        _deadline: tokio::time::Instant,
+    ) -> CheckFuture<'a> {
         Box::pin(async {
-            Checked { outcome: CheckOutcome::Passed { message: String::new() }, judge: "instant".into() }
+            Checked {
+                outcome: CheckOutcome::Passed { message: String::new() },
+                judge: "instant".into(),
+            }
         })
     }
 }
@@ -254,7 +280,11 @@ fn events(pods: u64, n: u64, distinct: bool, held: Option<&HeldNames>) -> Vec<Ev
         Some(names) => names.report(pod, plan),
         None => report(pod, plan),
     };
-    (0..n).map(|i| Event::Applied(report(i % pods, if distinct { 1 + (i / pods + 1) % 2 } else { 1 }))).collect()
+    (0..n)
+        .map(|i| {
+            Event::Applied(report(i % pods, if distinct { 1 + (i / pods + 1) % 2 } else { 1 }))
+        })
+        .collect()
 }
 
 fn prelude(pods: u64) -> Vec<Event> {
@@ -269,7 +299,8 @@ fn prelude(pods: u64) -> Vec<Event> {
 /// `Gate::start` (tokio adapter, native default policy, instant checker):
 /// events per second past the prelude, outputs drained by a task.
 fn library_rate(pods: u64, n: u64, distinct: bool, held: bool) -> f64 {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         let config = GateConfig { check_interval: Duration::ZERO, ..GateConfig::default() };
         let (gate, mut outputs) = Gate::start(config, Arc::new(Instant0), PolicySeat::default());
@@ -299,7 +330,10 @@ fn library_rate(pods: u64, n: u64, distinct: bool, held: bool) -> f64 {
 /// `rendergate::core::Gate` alone: events in, effects drained (the
 /// `Decide` effects carry the fleet; no policy runs).
 fn core_rate(pods: u64, n: u64, distinct: bool) -> f64 {
-    let mut gate = core::Gate::new(CoreConfig { check_interval: Duration::ZERO, ..CoreConfig::default() }, "judge");
+    let mut gate = core::Gate::new(
+        CoreConfig { check_interval: Duration::ZERO, ..CoreConfig::default() },
+        "judge",
+    );
     let now = Instant::now();
     let answer = |gate: &mut core::Gate| {
         while let Some(e) = gate.poll_effect() {
@@ -328,26 +362,42 @@ fn core_rate(pods: u64, n: u64, distinct: bool) -> f64 {
 }
 
 fn throughput(quick: bool, serve: bool) {
-    let rounds: usize = std::env::var("SCALE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let rounds: usize =
+        std::env::var("SCALE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let pods = 10_000;
-    let n_distinct: u64 = std::env::var("SCALE_DISTINCT_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let n_distinct: u64 = std::env::var("SCALE_DISTINCT_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
     let n_repeat: u64 = 1_000_000;
     println!("## `applied` events per second, {pods} pods, native default policy\n");
-    println!("Stream: 2 small renders, {pods} `applied` (one per pod: the ramp), then E more `applied`.");
+    println!(
+        "Stream: 2 small renders, {pods} `applied` (one per pod: the ramp), then E more `applied`."
+    );
     println!("\"distinct\": every report differs from the pod's last (a policy decision each);");
-    println!("\"repeat\": each pod repeats its last report (no policy call). Rate = E / (t(ramp + E) − t(ramp only)),");
+    println!(
+        "\"repeat\": each pod repeats its last report (no policy call). Rate = E / (t(ramp + E) − t(ramp only)),"
+    );
     println!("paired runs of the same binary; median (min–max) over rounds.\n");
-    println!("| path | stream | E | events/s: median (min–max) | baseline: ramp-only run, ms | target |");
+    println!(
+        "| path | stream | E | events/s: median (min–max) | baseline: ramp-only run, ms | target |"
+    );
     println!("|---|---|---:|---:|---:|---|");
     for (distinct, n) in [(true, n_distinct), (false, n_repeat)].into_iter().filter(|_| serve) {
         let label = if distinct { "distinct" } else { "repeat" };
         let (rate, base, _) = serve_rate(pods, n, distinct, &[], rounds);
         let met = if rate.median >= 200_000.0 { "met" } else { "missed" };
-        println!("| serve (NDJSON) | {label} | {n} | {} | {} | ≥ 200,000/s: {met} |", rate.show(0), base.show(1));
+        println!(
+            "| serve (NDJSON) | {label} | {n} | {} | {} | ≥ 200,000/s: {met} |",
+            rate.show(0),
+            base.show(1)
+        );
     }
     for (distinct, n) in [(true, n_distinct), (false, n_repeat)] {
         let label = if distinct { "distinct" } else { "repeat" };
-        for (held, names) in [(false, "fresh strings per event"), (true, "names held by the controller")] {
+        for (held, names) in
+            [(false, "fresh strings per event"), (true, "names held by the controller")]
+        {
             let rate = stats((0..rounds).map(|_| library_rate(pods, n, distinct, held)).collect());
             let met = if rate.median >= 1_000_000.0 { "met" } else { "missed" };
             println!(
@@ -369,14 +419,21 @@ fn throughput(quick: bool, serve: bool) {
 
     let pods = 100;
     let n = if quick { 20_000 } else { 100_000 };
-    println!("## `serve --policy scoped-revert.wasm` vs native default, {pods} pods, same stream\n");
+    println!(
+        "## `serve --policy scoped-revert.wasm` vs native default, {pods} pods, same stream\n"
+    );
     println!("| stream | E | native events/s | wasm events/s | ratio native/wasm |");
     println!("|---|---:|---:|---:|---:|");
     let wasm = ["--policy", policy_artifacts::SCOPED_REVERT];
     for (distinct, label) in [(true, "distinct"), (false, "repeat")] {
         let (native, _, _) = serve_rate(pods, n, distinct, &[], rounds);
         let (w, _, _) = serve_rate(pods, n, distinct, &wasm, rounds);
-        println!("| {label} | {n} | {} | {} | {:.1}x |", native.show(0), w.show(0), native.median / w.median);
+        println!(
+            "| {label} | {n} | {} | {} | {:.1}x |",
+            native.show(0),
+            w.show(0),
+            native.median / w.median
+        );
     }
     println!();
 }
@@ -415,7 +472,8 @@ fn wait_idle(pid: u32) {
 }
 
 fn memory() {
-    let total: u64 = std::env::var("SCALE_RSS_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let total: u64 =
+        std::env::var("SCALE_RSS_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
     let (pods, first) = (10_000u64, 10_000u64);
     let big = gen_render::generate(&gen_render::Args {
         seed: 3,
@@ -435,8 +493,9 @@ fn memory() {
         .unwrap();
     let pid = child.id();
     let out = child.stdout.take().unwrap();
-    let reader =
-        std::thread::spawn(move || std::io::copy(&mut std::io::BufReader::new(out), &mut std::io::sink()).unwrap());
+    let reader = std::thread::spawn(move || {
+        std::io::copy(&mut std::io::BufReader::new(out), &mut std::io::sink()).unwrap()
+    });
     let mut stdin = std::io::BufWriter::with_capacity(1 << 20, child.stdin.take().unwrap());
     // A new render of 1,000 backends every 100,000 events (the first at 0);
     // pods apply the newest, mostly repeating their last report (1 in 50 new).
@@ -451,7 +510,11 @@ fn memory() {
             let files = big
                 .files
                 .iter()
-                .map(|f| gen_render::File { kind: f.kind, path: f.path.clone(), content: f.content.clone() })
+                .map(|f| gen_render::File {
+                    kind: f.kind,
+                    path: f.path.clone(),
+                    content: f.content.clone(),
+                })
                 .collect();
             let line = gen_render::Generated { config: g, files }.ndjson_line(
                 &format!("plan-{plan}"),
@@ -491,7 +554,9 @@ fn memory() {
     assert!(child.wait().unwrap().success());
     reader.join().unwrap();
     println!("## `serve` resident memory (VmRSS), {pods} pods, renders of 1,000 backends\n");
-    println!("| after {first} events | after {total} events | growth | target |\n|---:|---:|---:|---|");
+    println!(
+        "| after {first} events | after {total} events | growth | target |\n|---:|---:|---:|---|"
+    );
     let growth = after_all as f64 / 1024.0 - after_first as f64 / 1024.0;
     println!(
         "| {:.1} MiB ({:.1} s) | {:.1} MiB ({:.1} s) | {growth:+.1} MiB | ≤ 10 MB: {} |\n",
@@ -507,9 +572,13 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     let only = |name: &str| {
-        !args.iter().any(|a| a.starts_with("--only=")) || args.iter().any(|a| a == &format!("--only={name}"))
+        !args.iter().any(|a| a.starts_with("--only="))
+            || args.iter().any(|a| a == &format!("--only={name}"))
     };
-    println!("# rendergate scale benchmarks ({} profile)\n", if cfg!(debug_assertions) { "dev" } else { "release" });
+    println!(
+        "# rendergate scale benchmarks ({} profile)\n",
+        if cfg!(debug_assertions) { "dev" } else { "release" }
+    );
     if only("check") {
         check_wall_time(quick);
     }

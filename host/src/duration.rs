@@ -7,7 +7,8 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a duration (try 250ms, 1s, 30s)"))?;
+    let value: f64 =
+        number.parse().map_err(|_| format!("{text:?} is not a duration (try 250ms, 1s, 30s)"))?;
     let seconds = match unit {
         "ms" => value / 1000.0,
         "s" => value,

@@ -29,7 +29,13 @@ pub struct Health {
 impl Health {
     /// `now`: the clock the driver will stamp with (the tokio clock).
     pub fn new(check_timeout: Duration, margin: Duration, now: Instant) -> Self {
-        Health { base: now, check_timeout, margin, turn_since: AtomicU64::new(IDLE), check_since: AtomicU64::new(IDLE) }
+        Health {
+            base: now,
+            check_timeout,
+            margin,
+            turn_since: AtomicU64::new(IDLE),
+            check_since: AtomicU64::new(IDLE),
+        }
     }
 
     /// How long a turn or a check may last before the gate is unhealthy.
@@ -117,7 +123,10 @@ mod tests {
         assert_eq!(h.status(t0 + 31 * S), Ok(()), "a check at its timeout is not stuck");
         assert_eq!(h.status(t0 + 36 * S), Ok(()), "exactly at the limit");
         let err = h.status(t0 + 37 * S).unwrap_err();
-        assert!(err.starts_with("check worker stuck: one check has been in flight for 36.0s"), "{err}");
+        assert!(
+            err.starts_with("check worker stuck: one check has been in flight for 36.0s"),
+            "{err}"
+        );
         assert!(err.contains("30s check timeout plus a 5s margin"), "{err}");
         h.check_ended();
         assert_eq!(h.status(t0 + 37 * S), Ok(()), "back once the result arrives");

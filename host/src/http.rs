@@ -78,7 +78,9 @@ fn respond(request: &Request<Incoming>, metrics: &Metrics, health: &Health) -> R
     match path {
         "/metrics" => {
             let mut response = Response::new(metrics.render());
-            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(metrics::CONTENT_TYPE));
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static(metrics::CONTENT_TYPE));
             response
         }
         _ => match health.status(now()) {
@@ -94,7 +96,9 @@ fn respond(request: &Request<Incoming>, metrics: &Metrics, health: &Health) -> R
 fn plain(status: StatusCode, body: String) -> Response<String> {
     let mut response = Response::new(body);
     *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response
 }
 

@@ -63,7 +63,15 @@ pub struct LineReader {
 impl LineReader {
     /// A reader of lines of at most `limit` bytes, newline excluded.
     pub fn new(limit: usize) -> LineReader {
-        LineReader { limit, buf: Vec::new(), length: 0, overlong: false, started: false, ended: false, number: 0 }
+        LineReader {
+            limit,
+            buf: Vec::new(),
+            length: 0,
+            overlong: false,
+            started: false,
+            ended: false,
+            number: 0,
+        }
     }
 
     /// Sets the limit for the bytes taken from now on; a line that has
@@ -131,7 +139,10 @@ impl LineReader {
     }
 
     /// The next line of `input`, or `None` at its end.
-    pub async fn next<R: AsyncBufRead + Unpin>(&mut self, input: &mut R) -> io::Result<Option<Line<'_>>> {
+    pub async fn next<R: AsyncBufRead + Unpin>(
+        &mut self,
+        input: &mut R,
+    ) -> io::Result<Option<Line<'_>>> {
         loop {
             let chunk = input.fill_buf().await?;
             if chunk.is_empty() {
@@ -202,7 +213,10 @@ mod tests {
                 &Owned::Overlong(5, 11),
             ]
         );
-        assert!(got.iter().all(|(_, capacity)| *capacity <= 8), "never more room than the limit: {got:?}");
+        assert!(
+            got.iter().all(|(_, capacity)| *capacity <= 8),
+            "never more room than the limit: {got:?}"
+        );
     }
 
     #[tokio::test]
@@ -211,7 +225,11 @@ mod tests {
         let read: Vec<Owned> = got.into_iter().map(|(line, _)| line).collect();
         assert_eq!(
             read,
-            [Owned::Read(1, b"a\r".to_vec()), Owned::Read(2, b"\r".to_vec()), Owned::Read(3, b"b".to_vec())]
+            [
+                Owned::Read(1, b"a\r".to_vec()),
+                Owned::Read(2, b"\r".to_vec()),
+                Owned::Read(3, b"b".to_vec())
+            ]
         );
         assert_eq!(lines(b"", 8).await, []);
         assert_eq!(

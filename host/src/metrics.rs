@@ -87,7 +87,11 @@ impl Metrics {
         let checks = Family::<OutcomeLabel, Counter>::default();
         registry.register("rendergate_checks", "Checks run, by outcome", checks.clone());
         let check_duration = Histogram::new(BUCKETS);
-        registry.register("rendergate_check_duration_seconds", "Time one check took", check_duration.clone());
+        registry.register(
+            "rendergate_check_duration_seconds",
+            "Time one check took",
+            check_duration.clone(),
+        );
         let remembered = Counter::default();
         registry.register(
             "rendergate_verdicts_remembered",
@@ -232,10 +236,19 @@ mod tests {
         assert!(text.contains("rendergate_config_pinned{reason=\"unavailable\"} 1\n"), "{text}");
         assert!(text.contains("rendergate_config_pinned{reason=\"refused\"} 0\n"), "{text}");
         assert!(text.contains("# TYPE rendergate_check_duration_seconds histogram\n"), "{text}");
-        assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"0.005\"} 1\n"), "{text}");
-        assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"0.05\"} 2\n"), "{text}");
+        assert!(
+            text.contains("rendergate_check_duration_seconds_bucket{le=\"0.005\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rendergate_check_duration_seconds_bucket{le=\"0.05\"} 2\n"),
+            "{text}"
+        );
         assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"30\"} 2\n"), "{text}");
-        assert!(text.contains("rendergate_check_duration_seconds_bucket{le=\"+Inf\"} 3\n"), "{text}");
+        assert!(
+            text.contains("rendergate_check_duration_seconds_bucket{le=\"+Inf\"} 3\n"),
+            "{text}"
+        );
         assert!(text.contains("rendergate_check_duration_seconds_count 3\n"), "{text}");
     }
 
@@ -290,11 +303,15 @@ mod tests {
         assert_eq!((p.reloads(false), p.reloads(true)), (1, 0));
         let text = m.render();
         assert!(
-            text.contains("rendergate_policy_failures_total{policy=\"odd \\\"name\\\"\",reason=\"trap\"} 1\n"),
+            text.contains(
+                "rendergate_policy_failures_total{policy=\"odd \\\"name\\\"\",reason=\"trap\"} 1\n"
+            ),
             "{text}"
         );
         assert!(
-            text.contains("rendergate_policy_items_dropped_total{policy=\"p\",rule=\"unknown-pod\"} 2\n"),
+            text.contains(
+                "rendergate_policy_items_dropped_total{policy=\"p\",rule=\"unknown-pod\"} 2\n"
+            ),
             "{text}"
         );
         assert!(text.contains("rendergate_policy_reloads_total{result=\"refused\"} 1\n"), "{text}");
@@ -302,7 +319,10 @@ mod tests {
             !text.contains("rendergate_policy_reloads_total{result=\"accepted\"}"),
             "reading creates no series: {text}"
         );
-        assert!(text.contains("rendergate_policy_decision_seconds_bucket{le=\"0.0001\"} 1\n"), "{text}");
+        assert!(
+            text.contains("rendergate_policy_decision_seconds_bucket{le=\"0.0001\"} 1\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@ use crate::policy::RevertTarget;
 use crate::render::{FileKind, Render, RenderFile};
 use crate::runtime::Output;
 use policy_core::Name;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor};
+use serde::de::{
+    self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -64,8 +66,13 @@ fn parse_fields(text: &str) -> Option<Event> {
             baseline_plan: f.baseline_plan.map(name),
         }),
         "rendered" => Event::Rendered(
-            Render::new(f.plan?.0.into_owned(), f.render?.0.into_owned(), f.config?.0, files(f.files))
-                .with_correlation(f.correlation),
+            Render::new(
+                f.plan?.0.into_owned(),
+                f.render?.0.into_owned(),
+                f.config?.0,
+                files(f.files),
+            )
+            .with_correlation(f.correlation),
         ),
         "pod_terminated" => Event::PodTerminated { pod: f.pod?.0.into_owned() },
         "pods_discovered" => Event::PodsDiscovered { pods: f.pods?.0 },
@@ -84,7 +91,8 @@ pub struct LineError {
 }
 
 /// The input types docs/protocol.md knows.
-const INPUT_TYPES: [&str; 5] = ["rendered", "applied", "pod_terminated", "pods_discovered", "lost_leadership"];
+const INPUT_TYPES: [&str; 5] =
+    ["rendered", "applied", "pod_terminated", "pods_discovered", "lost_leadership"];
 
 /// Longest error message: serde's messages quote the bad value, which may be
 /// huge; the middle of a longer message is cut (its head says what is wrong,
@@ -125,12 +133,15 @@ fn parse_input(line: u64, text: &str) -> Result<Event, LineError> {
     let typed = |e: serde_json::Error| fail(e.to_string());
     Ok(match kind {
         TypeValue::Missing => return Err(fail("missing field `type`".into())),
-        TypeValue::Other(what) => return Err(fail(format!("field `type` must be a string, not {what}"))),
+        TypeValue::Other(what) => {
+            return Err(fail(format!("field `type` must be a string, not {what}")));
+        }
         TypeValue::Name(name) => match name.as_str() {
             "rendered" => {
                 let r: Rendered = serde_json::from_str(text).map_err(typed)?;
                 Event::Rendered(
-                    Render::new(r.plan, r.render, r.config.0, files(r.files)).with_correlation(r.correlation),
+                    Render::new(r.plan, r.render, r.config.0, files(r.files))
+                        .with_correlation(r.correlation),
                 )
             }
             "applied" => {
@@ -266,7 +277,9 @@ struct WireFile<'a> {
 }
 
 fn files(wire: Vec<WireFile<'_>>) -> Vec<RenderFile> {
-    wire.into_iter().map(|f| RenderFile { kind: f.kind, path: f.path, content: f.content.0 }).collect()
+    wire.into_iter()
+        .map(|f| RenderFile { kind: f.kind, path: f.path, content: f.content.0 })
+        .collect()
 }
 
 /// A JSON string read in one copy: borrowed from the line as raw JSON, then
@@ -361,7 +374,8 @@ fn unicode_escape<E: de::Error>(rest: &str) -> Result<(char, &str), E> {
     if !(0xDC00..=0xDFFF).contains(&second) {
         return Err(E::custom("lone leading surrogate in hex escape"));
     }
-    let c = char::from_u32(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)).expect("a surrogate pair");
+    let c = char::from_u32(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))
+        .expect("a surrogate pair");
     Ok((c, &rest[4..]))
 }
 
@@ -565,7 +579,8 @@ mod tests {
         assert_eq!(r.files()[0].kind, FileKind::CrtList);
 
         let Some(Event::Applied(a)) =
-            parse_line(2, r#"{"type":"applied","pod":"ns/a","plan":"p","running_plan":null}"#).unwrap()
+            parse_line(2, r#"{"type":"applied","pod":"ns/a","plan":"p","running_plan":null}"#)
+                .unwrap()
         else {
             panic!()
         };
@@ -578,7 +593,10 @@ mod tests {
             parse_line(4, r#"{"type":"pods_discovered","pods":[]}"#),
             Ok(Some(Event::PodsDiscovered { .. }))
         ));
-        assert!(matches!(parse_line(5, r#"{"type":"lost_leadership"}"#), Ok(Some(Event::LostLeadership))));
+        assert!(matches!(
+            parse_line(5, r#"{"type":"lost_leadership"}"#),
+            Ok(Some(Event::LostLeadership))
+        ));
         assert!(matches!(parse_line(6, "   "), Ok(None)));
     }
 
@@ -625,7 +643,10 @@ mod tests {
             (r#"{"type":"nope"}"#, "unknown type `nope`"),
             (r#"{"plan":"p"}"#, "missing field `type`"),
             (r#"{"type":"rendered","plan":"p","render":"r"}"#, "missing field `config`"),
-            (r#"{"type":"applied","pod":"a","plan":7}"#, "invalid type: integer `7`, expected a string"),
+            (
+                r#"{"type":"applied","pod":"a","plan":7}"#,
+                "invalid type: integer `7`, expected a string",
+            ),
             (
                 r#"{"type":"rendered","plan":"p","render":"r","config":"","files":[{"kind":"tls","path":"a","content":""}]}"#,
                 "unknown variant `tls`",
@@ -637,7 +658,10 @@ mod tests {
             (r#"{"type":{"a":[1]},"pod":"a"}"#, "field `type` must be a string, not an object"),
             (r#"{"type":"applied","type":"rendered"}"#, "duplicate field `type`"),
             (r#"{"type":"applied","pod":"a","plan":"p","pod":"b"}"#, "duplicate field `pod`"),
-            (r#"{"type":"pods_discovered","pods":[1]}"#, "invalid type: integer `1`, expected a string"),
+            (
+                r#"{"type":"pods_discovered","pods":[1]}"#,
+                "invalid type: integer `1`, expected a string",
+            ),
         ];
         for (text, expected) in cases {
             let e = parse_line(7, text).unwrap_err();
@@ -668,12 +692,15 @@ mod tests {
             r#"{"a":1}"#,
         ];
         for raw in strings {
-            let ours = serde_json::from_str::<OneCopy<'_>>(raw).map(|s| s.0).map_err(|e| e.to_string());
+            let ours =
+                serde_json::from_str::<OneCopy<'_>>(raw).map(|s| s.0).map_err(|e| e.to_string());
             let theirs = serde_json::from_str::<String>(raw).map_err(|e| e.to_string());
             match (&ours, &theirs) {
                 (Ok(a), Ok(b)) => assert_eq!(a, b, "{raw}"),
                 // The same words; the column may differ (ours is reported after the value).
-                (Err(a), Err(b)) => assert_eq!(a.split(" at line").next(), b.split(" at line").next(), "{raw}"),
+                (Err(a), Err(b)) => {
+                    assert_eq!(a.split(" at line").next(), b.split(" at line").next(), "{raw}")
+                }
                 _ => panic!("{raw}: {ours:?} against {theirs:?}"),
             }
         }
@@ -684,18 +711,30 @@ mod tests {
         let huge = "x".repeat(1 << 20);
         for (text, what) in [
             (format!(r#"{{"type":"{huge}"}}"#), "unknown type `xxx"),
-            (format!(r#"{{"type":"pods_discovered","pods":"{huge}"}}"#), "invalid type: string \"xxx"),
+            (
+                format!(r#"{{"type":"pods_discovered","pods":"{huge}"}}"#),
+                "invalid type: string \"xxx",
+            ),
         ] {
             let e = parse_line(3, &text).unwrap_err();
             assert!(e.message.len() < 1024, "{}", e.message.len());
-            assert!(e.message.starts_with(what) && e.message.contains("bytes cut"), "{}", e.message);
+            assert!(
+                e.message.starts_with(what) && e.message.contains("bytes cut"),
+                "{}",
+                e.message
+            );
         }
-        let e = parse_line(3, &format!(r#"{{"type":"pods_discovered","pods":"{huge}"}}"#)).unwrap_err();
-        assert!(e.message.ends_with(&format!("at line 1 column {}", huge.len() + 35)), "{}", e.message);
-        let e = parse_line(3, &format!(r#"{{"type":"{huge}é"}}"#)).unwrap_err();
+        let e =
+            parse_line(3, &format!(r#"{{"type":"pods_discovered","pods":"{huge}"}}"#)).unwrap_err();
         assert!(
-            e.message.ends_with("expected one of rendered, applied, pod_terminated, pods_discovered, lost_leadership")
+            e.message.ends_with(&format!("at line 1 column {}", huge.len() + 35)),
+            "{}",
+            e.message
         );
+        let e = parse_line(3, &format!(r#"{{"type":"{huge}é"}}"#)).unwrap_err();
+        assert!(e.message.ends_with(
+            "expected one of rendered, applied, pod_terminated, pods_discovered, lost_leadership"
+        ));
     }
 
     #[test]
@@ -751,15 +790,24 @@ mod tests {
                 "correlation"
             ]
         );
-        assert!(line.starts_with(r#"{"type":"verdict","plan":"plan-1","render":"r-1","checksum":"sha256:"#));
+        assert!(line.starts_with(
+            r#"{"type":"verdict","plan":"plan-1","render":"r-1","checksum":"sha256:"#
+        ));
         assert!(line.ends_with(r#""ok":false,"refused":true,"newest":true,"pinned":true,"remembered":false,"message":"bad","duration_ms":87,"correlation":"c-1"}"#));
 
         assert_eq!(
             output_line(&Output::Latch(LatchState::Pessimistic(Reason::Unavailable))),
             r#"{"type":"latch","state":"pessimistic","reason":"unavailable"}"#
         );
-        assert_eq!(output_line(&Output::Latch(LatchState::Optimistic)), r#"{"type":"latch","state":"optimistic"}"#);
-        let revert = Revert { pod: "ns/a".into(), plan: "plan-2".into(), target: RevertTarget::Plan("plan-1".into()) };
+        assert_eq!(
+            output_line(&Output::Latch(LatchState::Optimistic)),
+            r#"{"type":"latch","state":"optimistic"}"#
+        );
+        let revert = Revert {
+            pod: "ns/a".into(),
+            plan: "plan-2".into(),
+            target: RevertTarget::Plan("plan-1".into()),
+        };
         assert_eq!(
             output_line(&Output::Revert(revert)),
             r#"{"type":"revert","pod":"ns/a","plan":"plan-2","to":"plan-1"}"#

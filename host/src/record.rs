@@ -65,7 +65,9 @@ pub enum RecordError {
     OddHex,
     #[error("bad recording header: {0}")]
     Header(serde_json::Error),
-    #[error("a recording of format {format:?} version {version}; this build reads {FORMAT:?} version {VERSION}")]
+    #[error(
+        "a recording of format {format:?} version {version}; this build reads {FORMAT:?} version {VERSION}"
+    )]
     Version { format: String, version: u32 },
 }
 
@@ -147,7 +149,8 @@ impl Entry {
             Item::Overlong(n) => Held::Overlong(*n),
             Item::End => Held::End,
         };
-        serde_json::to_string(&Raw::new(self.at, self.outputs, held)).expect("records always serialize")
+        serde_json::to_string(&Raw::new(self.at, self.outputs, held))
+            .expect("records always serialize")
     }
 }
 
@@ -170,7 +173,14 @@ impl<'a> From<Line<'a>> for Held<'a> {
 
 impl<'a> Raw<'a> {
     fn new(at: Duration, outputs: Option<u64>, held: Held<'a>) -> Raw<'a> {
-        let mut raw = Raw { at_ms: at.as_millis() as u64, outputs, line: None, bytes: None, overlong: None, end: None };
+        let mut raw = Raw {
+            at_ms: at.as_millis() as u64,
+            outputs,
+            line: None,
+            bytes: None,
+            overlong: None,
+            end: None,
+        };
         match held {
             Held::Line(bytes) => match std::str::from_utf8(bytes) {
                 Ok(text) => raw.line = Some(text.into()),
@@ -254,9 +264,10 @@ fn open_recording(path: &Path, existing: Existing) -> io::Result<File> {
             Some(libc::ELOOP | libc::EEXIST) if symlink => {
                 io::Error::new(e.kind(), "is a symlink; a recording is never written through one")
             }
-            Some(libc::EEXIST) => {
-                io::Error::new(e.kind(), "already exists; --record-overwrite replaces it, or name a new file")
-            }
+            Some(libc::EEXIST) => io::Error::new(
+                e.kind(),
+                "already exists; --record-overwrite replaces it, or name a new file",
+            ),
             _ => e,
         }
     })?;
@@ -275,7 +286,8 @@ impl Recorder {
     /// Creates `path` (or, as `existing` says, truncates it) and writes the header.
     pub fn create(path: &Path, existing: Existing) -> io::Result<Recorder> {
         let mut file = BufWriter::new(open_recording(path, existing)?);
-        let started_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let started_unix_ms =
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let header = Header { recording: FORMAT.into(), version: VERSION, started_unix_ms };
         serde_json::to_writer(&mut file, &header)?;
         file.write_all(b"\n")?;
@@ -305,7 +317,10 @@ impl Recorder {
             .and_then(|()| writer.write_all(b"\n"))
             .and_then(|()| writer.flush());
         if let Err(e) = written {
-            tracing::warn!("--record {}: cannot write, recording stopped: {e}", self.inner.path.display());
+            tracing::warn!(
+                "--record {}: cannot write, recording stopped: {e}",
+                self.inner.path.display()
+            );
             *file = None;
         }
     }
@@ -364,7 +379,11 @@ impl<R> RecordedInput<R> {
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for RecordedInput<R> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
         let room = buf.remaining() > 0;
@@ -393,7 +412,11 @@ impl<W> CountedOutput<W> {
 }
 
 impl<W: AsyncWrite + Unpin> AsyncWrite for CountedOutput<W> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let Some(recorder) = &this.recorder else {
             return Pin::new(&mut this.inner).poll_write(cx, buf);
@@ -434,7 +457,11 @@ mod tests {
                 outputs: Some(3),
                 item: Item::Line(br#"{"type":"x","s":"a\"b"}"#.to_vec()),
             },
-            Entry { at: Duration::ZERO, outputs: Some(0), item: Item::Line(vec![b'{', 0xff, b'\r']) },
+            Entry {
+                at: Duration::ZERO,
+                outputs: Some(0),
+                item: Item::Line(vec![b'{', 0xff, b'\r']),
+            },
             Entry { at: Duration::from_millis(5), outputs: None, item: Item::Overlong(300) },
             Entry { at: Duration::from_millis(9), outputs: Some(7), item: Item::End },
         ];
@@ -462,7 +489,11 @@ mod tests {
     fn headers_are_told_from_events() {
         assert!(matches!(header(r#"{"type":"lost_leadership"}"#), Ok(None)));
         assert!(matches!(header("{not json"), Ok(None)));
-        assert!(header(r#"{"recording":"rendergate","version":1,"started_unix_ms":5}"#).unwrap().is_some());
+        assert!(
+            header(r#"{"recording":"rendergate","version":1,"started_unix_ms":5}"#)
+                .unwrap()
+                .is_some()
+        );
         assert!(header(r#"{"recording":"rendergate","version":99,"started_unix_ms":5}"#).is_err());
     }
 

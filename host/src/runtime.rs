@@ -13,7 +13,9 @@
 //! awaited, so nothing is left when [`Stopper::stop`] returns.
 
 use crate::check::{Checked, Checker};
-use crate::core::{self, CheckId, CheckOutcome, CheckRequest, Effect, Event, LatchState, Reason, Verdict};
+use crate::core::{
+    self, CheckId, CheckOutcome, CheckRequest, Effect, Event, LatchState, Reason, Verdict,
+};
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::policy::worker::{self, Decided, PolicyWorker};
@@ -110,7 +112,11 @@ pub struct GateStopped;
 
 impl Gate {
     /// Starts the gate on the current tokio runtime.
-    pub fn start(config: GateConfig, checker: Arc<dyn Checker>, policy: PolicySeat) -> (Gate, mpsc::Receiver<Output>) {
+    pub fn start(
+        config: GateConfig,
+        checker: Arc<dyn Checker>,
+        policy: PolicySeat,
+    ) -> (Gate, mpsc::Receiver<Output>) {
         let (outputs_tx, outputs_rx) = mpsc::channel(config.channel_capacity);
         (Gate::start_with(config, checker, policy, Sink::One(outputs_tx)), outputs_rx)
     }
@@ -128,13 +134,21 @@ impl Gate {
         (Gate::start_with(config, checker, policy, Sink::Groups(outputs_tx)), outputs_rx)
     }
 
-    fn start_with(config: GateConfig, checker: Arc<dyn Checker>, policy: PolicySeat, outputs: Sink) -> Gate {
+    fn start_with(
+        config: GateConfig,
+        checker: Arc<dyn Checker>,
+        policy: PolicySeat,
+        outputs: Sink,
+    ) -> Gate {
         let (events_tx, events_rx) = mpsc::channel(config.channel_capacity);
         let (ended_tx, ended) = watch::channel(());
         let stopper = Stopper { stop: Arc::new(Notify::new()), ended };
         let metrics = config.metrics.clone();
         let health = Arc::new(Health::new(config.check_timeout, config.health_margin, now()));
-        let core_config = core::CoreConfig { check_interval: config.check_interval, ..core::CoreConfig::default() };
+        let core_config = core::CoreConfig {
+            check_interval: config.check_interval,
+            ..core::CoreConfig::default()
+        };
         let driver = Driver {
             core: core::Gate::new(core_config, &*checker.identity()),
             checker,
@@ -328,8 +342,9 @@ impl Driver {
             // next render of this batch can start another.
             self.cancel_abandoned_check();
             self.carry_out_effects();
-            let held_long =
-                self.pending_since.is_some_and(|since| now().saturating_duration_since(since) >= OUTPUT_HOLD);
+            let held_long = self
+                .pending_since
+                .is_some_and(|since| now().saturating_duration_since(since) >= OUTPUT_HOLD);
             if self.pending.len() >= OUTPUT_BURST || held_long {
                 self.flush().await?;
             }
@@ -342,7 +357,10 @@ impl Driver {
     fn refresh_judge(&mut self) {
         let judge = self.checker.identity();
         if self.core.set_judge(&judge) {
-            tracing::info!(judge = &*judge, "the judge changed: answers of the previous haproxy binary are not reused");
+            tracing::info!(
+                judge = &*judge,
+                "the judge changed: answers of the previous haproxy binary are not reused"
+            );
         }
     }
 
@@ -386,7 +404,10 @@ impl Driver {
     fn decided(&mut self, decided: Option<Decided>) {
         let Some(decided) = decided else {
             // The worker catches panics, so this is not expected; never wait forever.
-            tracing::error!("the policy worker is gone: {} triggers get no decision", self.deciding);
+            tracing::error!(
+                "the policy worker is gone: {} triggers get no decision",
+                self.deciding
+            );
             for slot in &mut self.pending {
                 slot.awaiting = None;
             }
@@ -394,7 +415,8 @@ impl Driver {
             return;
         };
         self.deciding -= 1;
-        let Some(slot) = self.pending.iter_mut().find(|slot| slot.awaiting == Some(decided.seq)) else {
+        let Some(slot) = self.pending.iter_mut().find(|slot| slot.awaiting == Some(decided.seq))
+        else {
             debug_assert!(false, "decision {} matches no slot", decided.seq);
             return;
         };
@@ -431,7 +453,11 @@ impl Driver {
                         self.metrics.verdict_remembered();
                     }
                     log_verdict(&v);
-                    self.push(Slot { outputs: vec![Output::Verdict(v)], awaiting: None, open: true });
+                    self.push(Slot {
+                        outputs: vec![Output::Verdict(v)],
+                        awaiting: None,
+                        open: true,
+                    });
                 }
                 Effect::Latch(state) => {
                     tracing::info!(?state, "latch changed");
@@ -439,7 +465,8 @@ impl Driver {
                 }
                 Effect::Release { plan, render } => self.emit(Output::Release { plan, render }),
                 Effect::Decide { trigger, fleet } if self.seat.inline() => {
-                    let decided = worker::settle(&mut self.seat, 0, &trigger, &fleet, self.metrics.policy());
+                    let decided =
+                        worker::settle(&mut self.seat, 0, &trigger, &fleet, self.metrics.policy());
                     self.decision_slot(None).outputs.extend(decision_outputs(decided));
                 }
                 Effect::Decide { trigger, fleet } => {
@@ -480,7 +507,8 @@ impl Driver {
                 checker.check(&render, deadline).await
             });
             let checked = checking.await.unwrap_or_else(|_| {
-                let reason = format!("the check timed out after {}", crate::duration::format(timeout));
+                let reason =
+                    format!("the check timed out after {}", crate::duration::format(timeout));
                 Checked { outcome: CheckOutcome::Unavailable { reason }, judge: asked_of }
             });
             (checked, started.elapsed())
@@ -493,7 +521,8 @@ impl Driver {
 /// One line per verdict, carrying the render's identity and the check's
 /// outcome; refusals carry HAProxy's message. Stale verdicts are routine: debug.
 fn log_verdict(v: &Verdict) {
-    let (plan, render, correlation) = (v.plan.as_str(), v.render.as_str(), v.correlation.as_deref().unwrap_or(""));
+    let (plan, render, correlation) =
+        (v.plan.as_str(), v.render.as_str(), v.correlation.as_deref().unwrap_or(""));
     let duration_ms = v.duration.as_millis() as u64;
     let outcome = v.outcome.label();
     let (newest, remembered) = (v.newest, v.remembered);
@@ -522,7 +551,9 @@ fn log_verdict(v: &Verdict) {
                 "HAProxy refused the render"
             )
         }
-        _ if newest => tracing::info!(plan, render, correlation, outcome, duration_ms, remembered, "verdict"),
+        _ if newest => {
+            tracing::info!(plan, render, correlation, outcome, duration_ms, remembered, "verdict")
+        }
         _ => tracing::debug!(
             plan,
             render,

@@ -29,11 +29,18 @@ impl Checker for Counting {
     fn identity(&self) -> Arc<str> {
         "counting".into()
     }
-    fn check<'a>(&'a self, _render: &'a Render, _deadline: tokio::time::Instant) -> CheckFuture<'a> {
+    fn check<'a>(
+        &'a self,
+        _render: &'a Render,
+        _deadline: tokio::time::Instant,
+    ) -> CheckFuture<'a> {
         self.checks.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            Checked { outcome: CheckOutcome::Passed { message: String::new() }, judge: self.identity() }
+            Checked {
+                outcome: CheckOutcome::Passed { message: String::new() },
+                judge: self.identity(),
+            }
         })
     }
 }
@@ -73,7 +80,9 @@ fn rendered(plan: &str, id: &str, config: &str) -> Event {
 
 #[tokio::test(start_paused = true)]
 async fn library_a_burst_of_100_renders_during_one_check_runs_at_most_2_checks() {
-    let burst = (1..=100).map(|i| rendered(&format!("plan-{i}"), &format!("r-{i}"), &format!("content {i}"))).collect();
+    let burst = (1..=100)
+        .map(|i| rendered(&format!("plan-{i}"), &format!("r-{i}"), &format!("content {i}")))
+        .collect();
     let (checks, verdicts) = run_library(rendered("plan-0", "r-0", "content 0"), burst).await;
     assert!(checks <= 2, "{checks} checks");
     assert_eq!(verdicts.last().map(|v| v.render.as_str()), Some("r-100"), "the newest is judged");
@@ -110,7 +119,11 @@ async fn library_the_same_content_rendered_100_times_in_sequence_runs_1_check() 
 
 /// `rendergate serve` over `input`; the parsed verdict lines.
 fn serve(input: &str) -> Vec<serde_json::Value> {
-    let out = support::run(&["serve", "--check-interval", "0s", "--haproxy", &support::haproxy()], input, &[]);
+    let out = support::run(
+        &["serve", "--check-interval", "0s", "--haproxy", &support::haproxy()],
+        input,
+        &[],
+    );
     assert!(out.status.success(), "serve failed: {}", String::from_utf8_lossy(&out.stderr));
     support::lines(&out).into_iter().filter(|v| v["type"] == "verdict").collect()
 }
@@ -136,7 +149,11 @@ fn serve_a_burst_of_100_renders_during_one_check_runs_at_most_2_checks() {
     // (100 renders of different content, piped at once) arrives.
     let mut input = generated(1, 1000).ndjson_line("plan-0", "r-0", "c-0");
     for i in 1..=100 {
-        input.push_str(&generated(100 + i, 20).ndjson_line(&format!("plan-{i}"), &format!("r-{i}"), &format!("c-{i}")));
+        input.push_str(&generated(100 + i, 20).ndjson_line(
+            &format!("plan-{i}"),
+            &format!("r-{i}"),
+            &format!("c-{i}"),
+        ));
     }
     let verdicts = serve(&input);
     assert!(checks_run(&verdicts) <= 2, "{verdicts:?}");
@@ -147,7 +164,9 @@ fn serve_a_burst_of_100_renders_during_one_check_runs_at_most_2_checks() {
 #[test]
 fn serve_the_same_content_rendered_100_times_runs_1_check() {
     let render = generated(7, 100);
-    let input: String = (1..=100).map(|i| render.ndjson_line("plan-1", &format!("r-{i}"), &format!("c-{i}"))).collect();
+    let input: String = (1..=100)
+        .map(|i| render.ndjson_line("plan-1", &format!("r-{i}"), &format!("c-{i}")))
+        .collect();
     let verdicts = serve(&input);
     assert_eq!(checks_run(&verdicts), 1, "{verdicts:?}");
     assert_eq!(verdicts[0]["ok"], true, "{verdicts:?}");
@@ -190,10 +209,17 @@ fn a_long_stream_keeps_the_retained_state_bounded() {
             } else {
                 format!("content {renders}")
             };
-            let config = if renders.is_multiple_of(11) { format!("refuse {content}") } else { content };
-            Event::Rendered(Render::new(format!("plan-{renders}"), format!("r-{renders}"), config, vec![]))
+            let config =
+                if renders.is_multiple_of(11) { format!("refuse {content}") } else { content };
+            Event::Rendered(Render::new(
+                format!("plan-{renders}"),
+                format!("r-{renders}"),
+                config,
+                vec![],
+            ))
         } else if n.is_multiple_of(50_021) {
-            let alive = (0..PODS).filter(|p| p % 3 != n % 3).map(|p| format!("ns/pod-{p}")).collect();
+            let alive =
+                (0..PODS).filter(|p| p % 3 != n % 3).map(|p| format!("ns/pod-{p}")).collect();
             Event::PodsDiscovered { pods: alive }
         } else if n.is_multiple_of(1_009) {
             let pod = next() % PODS;

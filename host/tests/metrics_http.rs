@@ -36,16 +36,21 @@ impl Reply {
 }
 
 fn request(addr: SocketAddr, method: &str, path: &str) -> Reply {
-    let mut stream =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect to the metrics endpoint");
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .expect("connect to the metrics endpoint");
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(stream, "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut raw = String::new();
     stream.read_to_string(&mut raw).expect("a whole response");
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no end of headers in {raw:?}"));
+    let (head, body) =
+        raw.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no end of headers in {raw:?}"));
     let mut lines = head.lines();
     let status_line = lines.next().unwrap();
-    let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{status_line}"));
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{status_line}"));
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
@@ -63,14 +68,24 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 }
 
 /// Polls `path` until `want` holds for the reply; fails after `within`.
-fn poll_until(addr: SocketAddr, path: &str, within: Duration, want: impl Fn(&Reply) -> bool) -> Reply {
+fn poll_until(
+    addr: SocketAddr,
+    path: &str,
+    within: Duration,
+    want: impl Fn(&Reply) -> bool,
+) -> Reply {
     let deadline = Instant::now() + within;
     loop {
         let reply = get(addr, path);
         if want(&reply) {
             return reply;
         }
-        assert!(Instant::now() < deadline, "{path} still {} {:?} after {within:?}", reply.status, reply.body);
+        assert!(
+            Instant::now() < deadline,
+            "{path} still {} {:?} after {within:?}",
+            reply.status,
+            reply.body
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -101,7 +116,9 @@ impl Serve {
                 }
             }
         });
-        let addr = rx.recv_timeout(Duration::from_secs(20)).expect("a `metrics: listening on ADDR` log line");
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a `metrics: listening on ADDR` log line");
         Serve { stdin: child.stdin.take(), stdout: child.stdout.take(), child, addr }
     }
 
@@ -117,7 +134,8 @@ impl Serve {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
+                let value: Value =
+                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
                 if tx.send(value).is_err() {
                     break;
                 }
@@ -142,7 +160,8 @@ impl Drop for Serve {
 /// `… metrics: listening on 127.0.0.1:PORT …`, in text or JSON logs.
 fn listening_on(line: &str) -> Option<SocketAddr> {
     let rest = &line[line.find("metrics: listening on ")? + "metrics: listening on ".len()..];
-    let end = rest.find(|c: char| !(c.is_ascii_hexdigit() || ".:[]".contains(c))).unwrap_or(rest.len());
+    let end =
+        rest.find(|c: char| !(c.is_ascii_hexdigit() || ".:[]".contains(c))).unwrap_or(rest.len());
     rest[..end].parse().ok()
 }
 
@@ -177,8 +196,17 @@ fn a_refusal_moves_the_counter_and_the_gauges_on_metrics() {
     let before = get(addr, "/metrics");
     assert_eq!(before.status, 200);
     assert_eq!(before.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
-    assert!(before.body.contains("# TYPE rendergate_config_rejected_total counter\n"), "{}", before.body);
-    assert_eq!(sample(&before.body, "rendergate_config_rejected_total"), Some(0.0), "{}", before.body);
+    assert!(
+        before.body.contains("# TYPE rendergate_config_rejected_total counter\n"),
+        "{}",
+        before.body
+    );
+    assert_eq!(
+        sample(&before.body, "rendergate_config_rejected_total"),
+        Some(0.0),
+        "{}",
+        before.body
+    );
     assert_eq!(sample(&before.body, "rendergate_latch_state{reason=\"none\"}"), Some(1.0));
     assert!(before.body.contains("rendergate_sandbox_layer{layer="), "{}", before.body);
 
@@ -200,10 +228,18 @@ fn a_refusal_moves_the_counter_and_the_gauges_on_metrics() {
     // check, and now pinned.
     serve.send(&rendered("plan-1", "r-2", &broken_config()));
     let seen = outputs.until("verdict");
-    assert_eq!((seen[0]["remembered"].clone(), seen[0]["pinned"].clone()), (json!(true), json!(true)), "{seen:?}");
+    assert_eq!(
+        (seen[0]["remembered"].clone(), seen[0]["pinned"].clone()),
+        (json!(true), json!(true)),
+        "{seen:?}"
+    );
     let text = get(addr, "/metrics").body;
     assert_eq!(sample(&text, "rendergate_config_pinned{reason=\"refused\"}"), Some(1.0), "{text}");
-    assert_eq!(sample(&text, "rendergate_config_pinned{reason=\"unavailable\"}"), Some(0.0), "{text}");
+    assert_eq!(
+        sample(&text, "rendergate_config_pinned{reason=\"unavailable\"}"),
+        Some(0.0),
+        "{text}"
+    );
     assert_eq!(sample(&text, "rendergate_verdicts_remembered_total"), Some(1.0), "{text}");
     assert_eq!(
         sample(&text, "rendergate_config_rejected_total"),
@@ -304,7 +340,10 @@ fn a_bad_or_busy_metrics_address_stops_start_up_with_exit_2() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{addr}: {stderr}");
-        assert!(stderr.contains(&format!("error: --metrics-addr {addr}: cannot listen: ")), "{stderr}");
+        assert!(
+            stderr.contains(&format!("error: --metrics-addr {addr}: cannot listen: ")),
+            "{stderr}"
+        );
         assert!(out.stdout.is_empty());
     }
 }
@@ -336,10 +375,17 @@ impl Checker for Blocking {
     fn identity(&self) -> Arc<str> {
         "blocking".into()
     }
-    fn check<'a>(&'a self, _render: &'a Render, _deadline: tokio::time::Instant) -> CheckFuture<'a> {
+    fn check<'a>(
+        &'a self,
+        _render: &'a Render,
+        _deadline: tokio::time::Instant,
+    ) -> CheckFuture<'a> {
         Box::pin(async move {
             std::thread::sleep(self.block);
-            Checked { outcome: CheckOutcome::Passed { message: String::new() }, judge: self.identity() }
+            Checked {
+                outcome: CheckOutcome::Passed { message: String::new() },
+                judge: self.identity(),
+            }
         })
     }
 }
@@ -349,7 +395,8 @@ fn healthz_goes_503_while_the_check_worker_is_blocked_past_the_timeout_and_back_
     // The real checker always gives up at its deadline (the test above), so
     // a worker blocked past it takes a checker that blocks its thread: this
     // one, in a gate on a runtime of its own, behind the real endpoint.
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(3).enable_all().build().unwrap();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(3).enable_all().build().unwrap();
     let config = GateConfig {
         check_interval: Duration::ZERO,
         check_timeout: Duration::from_millis(500),
@@ -361,17 +408,31 @@ fn healthz_goes_503_while_the_check_worker_is_blocked_past_the_timeout_and_back_
         let addr = listener.local_addr().unwrap();
         let checker = Arc::new(Blocking { block: Duration::from_secs(4) });
         let (gate, outputs) = Gate::start(config, checker, PolicySeat::default());
-        let _endpoint = rendergate::http::serve(listener, gate.metrics().clone(), gate.health().clone());
+        let _endpoint =
+            rendergate::http::serve(listener, gate.metrics().clone(), gate.health().clone());
         (gate, addr, outputs)
     });
     assert_eq!(get(addr, "/healthz").status, 200);
     let started = Instant::now();
-    runtime.block_on(gate.send(Event::Rendered(Render::new("plan-1", "r-1", "global\n", vec![])))).unwrap();
+    runtime
+        .block_on(gate.send(Event::Rendered(Render::new("plan-1", "r-1", "global\n", vec![]))))
+        .unwrap();
 
     let stuck = poll_until(addr, "/healthz", Duration::from_secs(10), |r| r.status == 503);
-    assert!(started.elapsed() > Duration::from_secs(1), "503 only past the timeout plus the margin");
-    assert!(stuck.body.starts_with("check worker stuck: one check has been in flight for "), "{}", stuck.body);
-    assert!(stuck.body.contains("past the 500ms check timeout plus a 500ms margin"), "{}", stuck.body);
+    assert!(
+        started.elapsed() > Duration::from_secs(1),
+        "503 only past the timeout plus the margin"
+    );
+    assert!(
+        stuck.body.starts_with("check worker stuck: one check has been in flight for "),
+        "{}",
+        stuck.body
+    );
+    assert!(
+        stuck.body.contains("past the 500ms check timeout plus a 500ms margin"),
+        "{}",
+        stuck.body
+    );
     // The endpoint answers while the worker is stuck, metrics too.
     assert_eq!(get(addr, "/metrics").status, 200);
 

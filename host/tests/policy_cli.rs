@@ -15,7 +15,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_rendergate");
 #[test]
 fn every_shipped_guest_passes_its_fixtures_through_policy_test() {
     for (name, path) in built::SHIPPED {
-        let out = std::process::Command::new(BIN).args(["policy", "test", path]).arg(fixtures(name)).output().unwrap();
+        let out = std::process::Command::new(BIN)
+            .args(["policy", "test", path])
+            .arg(fixtures(name))
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{name}:\n{text}{}", String::from_utf8_lossy(&out.stderr));
         let last = text.lines().last().unwrap();
@@ -34,25 +38,42 @@ fn policy_test_reports_a_failing_case_with_a_diff_and_exit_1() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("failed: a refusal reverts only the pods") && text.contains("to plan plan-1"), "{text}");
-    assert!(text.lines().last().unwrap().ends_with("failed") && !text.ends_with(" 0 failed\n"), "{text}");
+    assert!(
+        text.contains("failed: a refusal reverts only the pods") && text.contains("to plan plan-1"),
+        "{text}"
+    );
+    assert!(
+        text.lines().last().unwrap().ends_with("failed") && !text.ends_with(" 0 failed\n"),
+        "{text}"
+    );
 }
 
 #[test]
 fn policy_check_names_a_good_component_and_refuses_another_world() {
-    let out = std::process::Command::new(BIN).args(["policy", "check", built::QUORUM_PROMOTE]).output().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "check", built::QUORUM_PROMOTE])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"quorum-promote\""));
-    let out = std::process::Command::new(BIN).args(["policy", "check", built::HOSTILE_OTHER_WORLD]).output().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "check", built::HOSTILE_OTHER_WORLD])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("does not implement rendergate:policy/policy@0.1.0") || text.contains("bad component"),
+        text.contains("does not implement rendergate:policy/policy@0.1.0")
+            || text.contains("bad component"),
         "{text}"
     );
     let junk = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(junk.path(), b"not wasm").unwrap();
-    let out = std::process::Command::new(BIN).args(["policy", "check"]).arg(junk.path()).output().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "check"])
+        .arg(junk.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
 
@@ -92,12 +113,21 @@ fn policy_check_and_test_compile_through_the_cache() {
 }
 
 /// [`serve_a_refusal`], under an address-space limit (`ulimit -v`, KiB) if given.
-fn serve_a_refusal_under(ulimit_kib: Option<u64>, args: &[&str], cache: &Path) -> (Vec<serde_json::Value>, String) {
-    let config =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/haproxy.cfg")).unwrap();
-    let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/maps/hosts.map"))
-        .unwrap();
-    let broken = config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
+fn serve_a_refusal_under(
+    ulimit_kib: Option<u64>,
+    args: &[&str],
+    cache: &Path,
+) -> (Vec<serde_json::Value>, String) {
+    let config = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/haproxy.cfg"),
+    )
+    .unwrap();
+    let map = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render/maps/hosts.map"),
+    )
+    .unwrap();
+    let broken =
+        config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
     let files = serde_json::json!([{"kind": "map", "path": "maps/hosts.map", "content": map}]);
     let haproxy = std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into());
     let input = [
@@ -131,14 +161,24 @@ fn serve_a_refusal_under(ulimit_kib: Option<u64>, args: &[&str], cache: &Path) -
     let out = child.wait_with_output().unwrap();
     let log = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{args:?}: {:?}\n{log}", out.status);
-    let lines = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     (lines, log)
 }
 
 #[test]
 fn serve_names_the_address_space_limit_when_no_policy_instance_fits() {
     let out = std::process::Command::new("sh")
-        .args(["-c", "ulimit -v 1048576 && exec \"$0\" \"$@\"", BIN, "serve", "--policy", built::SCOPED_REVERT])
+        .args([
+            "-c",
+            "ulimit -v 1048576 && exec \"$0\" \"$@\"",
+            BIN,
+            "serve",
+            "--policy",
+            built::SCOPED_REVERT,
+        ])
         .args(["--policy-memory", "1GiB"])
         .stdin(std::process::Stdio::null())
         .output()
@@ -146,7 +186,10 @@ fn serve_names_the_address_space_limit_when_no_policy_instance_fits() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     let last = err.trim().lines().last().unwrap();
-    assert!(last.starts_with("error: --policy") && last.contains("address-space limit of 1024 MiB"), "{err}");
+    assert!(
+        last.starts_with("error: --policy") && last.contains("address-space limit of 1024 MiB"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -195,7 +238,10 @@ fn serve_with_the_fleet_revert_guest_changes_the_revert_outputs() {
     assert_eq!(default.len(), 2, "{default:?}");
     assert!(default.iter().all(|r| r["to"] == "baseline"), "{default:?}");
     assert_eq!(fleet.len(), 2, "{fleet:?}");
-    assert!(fleet.iter().all(|r| r["to"] == "plan-1"), "fleet-revert reverts to the newest passed plan: {fleet:?}");
+    assert!(
+        fleet.iter().all(|r| r["to"] == "plan-1"),
+        "fleet-revert reverts to the newest passed plan: {fleet:?}"
+    );
 }
 
 #[test]
@@ -212,9 +258,13 @@ fn serve_starts_with_a_policy_that_fails_the_samples_and_its_fallback_decides() 
     assert!(reverts.iter().all(|r| r["to"] == "baseline"), "{reverts:?}");
     assert!(log.contains("fallback=\"default\"") || log.contains("fallback=default"), "{log}");
 
-    let (lines, log) = serve_a_refusal(&[&trapping[..], &["--policy-fallback", "none"]].concat(), cache.path());
+    let (lines, log) =
+        serve_a_refusal(&[&trapping[..], &["--policy-fallback", "none"]].concat(), cache.path());
     assert_eq!(of_type(&lines, "verdict").len(), 2, "every render gets its verdict: {lines:?}");
-    assert!(of_type(&lines, "revert").is_empty() && of_type(&lines, "promote").is_empty(), "no decision: {lines:?}");
+    assert!(
+        of_type(&lines, "revert").is_empty() && of_type(&lines, "promote").is_empty(),
+        "no decision: {lines:?}"
+    );
     assert!(log.contains("no decision for this trigger"), "{log}");
 }
 
@@ -228,7 +278,11 @@ fn serve_with_a_policy_runs_under_an_address_space_limit_of_4_gib() {
     for extra in [&[][..], &["--policy-memory", "1GiB"][..]] {
         let args = [&["--policy", built::FLEET_REVERT][..], extra].concat();
         let (lines, log) = serve_a_refusal_under(Some(FOUR_GIB_IN_KIB), &args, cache.path());
-        assert_eq!(of_type(&lines, "verdict").len(), 2, "{extra:?}: every render gets its verdict: {lines:?}\n{log}");
+        assert_eq!(
+            of_type(&lines, "verdict").len(),
+            2,
+            "{extra:?}: every render gets its verdict: {lines:?}\n{log}"
+        );
         let reverts = of_type(&lines, "revert");
         assert_eq!(reverts.len(), 2, "{extra:?}: the policy's reverts: {lines:?}\n{log}");
         assert!(
@@ -236,6 +290,10 @@ fn serve_with_a_policy_runs_under_an_address_space_limit_of_4_gib() {
             "{extra:?}: fleet-revert decided, not a fallback: {reverts:?}"
         );
         assert!(!log.contains("decided instead") && !log.contains("panicked"), "{extra:?}: {log}");
-        assert_eq!(log.contains("allocating each policy instance on demand"), !extra.is_empty(), "{extra:?}: {log}");
+        assert_eq!(
+            log.contains("allocating each policy instance on demand"),
+            !extra.is_empty(),
+            "{extra:?}: {log}"
+        );
     }
 }

@@ -21,15 +21,20 @@ fn haproxy() -> String {
 }
 
 fn example(path: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render").join(path)).unwrap()
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render").join(path),
+    )
+    .unwrap()
 }
 
 fn rendered(plan: &str, broken: bool) -> Value {
     let mut config = example("haproxy.cfg");
     if broken {
-        config = config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
+        config =
+            config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
     }
-    let files = json!([{"kind": "map", "path": "maps/hosts.map", "content": example("maps/hosts.map")}]);
+    let files =
+        json!([{"kind": "map", "path": "maps/hosts.map", "content": example("maps/hosts.map")}]);
     json!({"type": "rendered", "plan": plan, "render": format!("r-{plan}"), "config": config, "files": files})
 }
 
@@ -79,8 +84,10 @@ impl Serve {
     fn until_verdict(&mut self) {
         self.stdin.as_mut().unwrap().flush().unwrap();
         loop {
-            let line = self.stdout.recv_timeout(Duration::from_secs(30)).expect("a verdict within 30 s");
-            let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
+            let line =
+                self.stdout.recv_timeout(Duration::from_secs(30)).expect("a verdict within 30 s");
+            let value: Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
             let done = value["type"] == "verdict";
             self.seen.push(value);
             if done {
@@ -114,7 +121,10 @@ impl Serve {
         let status = self.child.wait().unwrap();
         let mut outputs = std::mem::take(&mut self.seen);
         for line in self.stdout.iter() {
-            outputs.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON on stdout: {line}: {e}")));
+            outputs.push(
+                serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON on stdout: {line}: {e}")),
+            );
         }
         self.log.extend(self.stderr.iter());
         (outputs, self.log.join("\n"), status)
@@ -173,10 +183,18 @@ fn summary(outputs: &[Value]) -> Vec<(String, String)> {
             let kind = o["type"].as_str().unwrap().to_string();
             let what = match kind.as_str() {
                 "verdict" => {
-                    format!("{} {}", o["plan"].as_str().unwrap(), if o["ok"] == true { "ok" } else { "refused" })
+                    format!(
+                        "{} {}",
+                        o["plan"].as_str().unwrap(),
+                        if o["ok"] == true { "ok" } else { "refused" }
+                    )
                 }
                 "latch" => o["state"].as_str().unwrap().to_string(),
-                _ => format!("{} {}", o["pod"].as_str().unwrap_or("?"), o["plan"].as_str().unwrap_or("?")),
+                _ => format!(
+                    "{} {}",
+                    o["pod"].as_str().unwrap_or("?"),
+                    o["plan"].as_str().unwrap_or("?")
+                ),
             };
             (kind, what)
         })
@@ -228,7 +246,10 @@ fn run(guest: &str, name: &str, pods: usize, arrival: Arrival, extra: &[&str]) -
     }
     let stdout = outputs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
     assert!(!stdout.contains("hostile"), "{context}: guest output on stdout:\n{stdout}");
-    assert!(log.contains(&format!("policy=\"{name}\"")), "{context}: the log names the policy:\n{log}");
+    assert!(
+        log.contains(&format!("policy=\"{name}\"")),
+        "{context}: the log names the policy:\n{log}"
+    );
     assert!(!log.contains("panicked"), "{context}:\n{log}");
     log
 }
@@ -263,7 +284,10 @@ fn a_guest_that_prints_on_every_call_decides_and_its_lines_go_to_the_log() {
 #[test]
 fn a_guest_that_writes_a_mebibyte_to_stderr_per_call_is_cut_to_the_budget() {
     every_run(built::HOSTILE_FLOOD, "hostile-flood", |log, pods| {
-        assert!(guest_lines(log, &format!("hostile-flood: {pods} pods")).count() > 0, "{pods} pods");
+        assert!(
+            guest_lines(log, &format!("hostile-flood: {pods} pods")).count() > 0,
+            "{pods} pods"
+        );
         let dropped = log.lines().filter(|l| l.contains("dropped_bytes=")).count();
         assert!(dropped > 2 * pods, "every decision's excess counted: {dropped} for {pods} pods");
         // 64 KiB of 1 KiB lines per decision, not a mebibyte.
@@ -279,7 +303,10 @@ fn a_guest_that_prints_only_at_four_pods_or_more_keeps_the_gate_running() {
         if pods < 4 {
             assert_eq!(printed, 0, "{log}");
         } else {
-            assert!(guest_lines(log, &format!("hostile-print-late: {pods} pods now")).count() > pods, "{log}");
+            assert!(
+                guest_lines(log, &format!("hostile-print-late: {pods} pods now")).count() > pods,
+                "{log}"
+            );
         }
     });
 }
@@ -312,14 +339,21 @@ fn a_slow_policy_delays_decisions_not_error_lines() {
     let (outputs, log, status) = serve.finish();
     assert!(status.success(), "{log}");
     let lines: Vec<&str> = outputs.iter().map(|o| o["type"].as_str().unwrap()).collect();
-    let error = lines.iter().position(|t| *t == "error").unwrap_or_else(|| panic!("no error line: {lines:?}"));
+    let error = lines
+        .iter()
+        .position(|t| *t == "error")
+        .unwrap_or_else(|| panic!("no error line: {lines:?}"));
     let mut decided = outputs.clone();
     decided.remove(error);
     assert_eq!(summary(&decided), expected(pods), "{log}");
     // 2 × 6 + 1 decisions of 200 ms each: the error line came before most of them.
     assert!(error < 1 + pods, "the error line waited for the policy: {lines:?}");
     assert!(started.elapsed() >= Duration::from_millis(200 * (2 * pods as u64 + 1)));
-    assert_eq!(guest_lines(&log, "hostile-sleep: woke up").count(), 5 + 2 * pods + 2, "the samples and every trigger");
+    assert_eq!(
+        guest_lines(&log, "hostile-sleep: woke up").count(),
+        5 + 2 * pods + 2,
+        "the samples and every trigger"
+    );
 }
 
 /// A guest sleeping 200 ms in a host call costs one deadline per decision,
@@ -336,7 +370,8 @@ fn a_guest_that_sleeps_costs_one_deadline_per_decision_through_serve() {
                 started.elapsed() < Duration::from_millis(50) * triggers + Duration::from_secs(3),
                 "{arrival:?} {pods}"
             );
-            let fallbacks = log.lines().filter(|l| l.contains("the default policy decided instead")).count();
+            let fallbacks =
+                log.lines().filter(|l| l.contains("the default policy decided instead")).count();
             assert!(fallbacks > 2 * pods, "every trigger the fallback: {fallbacks}");
             assert!(guest_lines(&log, "hostile-sleep: sleeping").count() > 2 * pods);
             assert_eq!(guest_lines(&log, "hostile-sleep: woke up").count(), 0, "{log}");

@@ -17,7 +17,8 @@ use support::*;
 /// `rendergate replay ARGS` with the test's haproxy and no check spacing.
 fn replay(events: &Path, extra: &[&str]) -> Output {
     let haproxy = haproxy();
-    let mut args = vec!["replay", events.to_str().unwrap(), "--haproxy", &haproxy, "--check-interval", "0s"];
+    let mut args =
+        vec!["replay", events.to_str().unwrap(), "--haproxy", &haproxy, "--check-interval", "0s"];
     args.extend_from_slice(extra);
     Command::new(BIN).args(&args).stdin(Stdio::null()).output().expect("start rendergate replay")
 }
@@ -65,7 +66,9 @@ fn without_pids(text: &str) -> String {
 fn record_live_run(recording: &Path) -> Vec<Value> {
     let mut gate = Serve::start(&["--record", recording.to_str().unwrap()]);
     let mut out = vec![];
-    gate.send(&json!({"type": "pods_discovered", "pods": ["haptic/haproxy-0", "haptic/haproxy-1"]}));
+    gate.send(
+        &json!({"type": "pods_discovered", "pods": ["haptic/haproxy-0", "haptic/haproxy-1"]}),
+    );
     gate.send(&applied("haptic/haproxy-0", "r-1", "plan-1", "plan-1", "plan-0"));
     gate.send(&applied("haptic/haproxy-1", "r-1", "plan-1", "plan-1", "plan-0"));
     gate.send(&rendered("plan-1", "r-1", &sample_config()));
@@ -99,7 +102,10 @@ fn a_replayed_recording_gives_the_live_outputs() {
     let recording = dir.path().join("incident.ndjson");
     let live = record_live_run(&recording);
     let kinds: Vec<&str> = live.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    assert!(kinds.contains(&"error") && kinds.contains(&"revert") && kinds.contains(&"release"), "{kinds:?}");
+    assert!(
+        kinds.contains(&"error") && kinds.contains(&"revert") && kinds.contains(&"release"),
+        "{kinds:?}"
+    );
     assert!(live.iter().any(|l| l["refused"] == true && l["remembered"] == false), "{live:?}");
 
     // The recording: a header, every input line verbatim (the bad one too), the end.
@@ -130,7 +136,8 @@ fn the_timeline_has_one_bar_per_check_and_parses_as_svg_and_html() {
     let recording = dir.path().join("incident.ndjson");
     let live = record_live_run(&recording);
     let checks = live.iter().filter(|l| l["type"] == "verdict" && l["remembered"] == false).count();
-    let remembered = live.iter().filter(|l| l["type"] == "verdict" && l["remembered"] == true).count();
+    let remembered =
+        live.iter().filter(|l| l["type"] == "verdict" && l["remembered"] == true).count();
     assert_eq!((checks, remembered), (3, 1), "{live:?}");
 
     let svg_path = dir.path().join("x.svg");
@@ -148,8 +155,8 @@ fn the_timeline_has_one_bar_per_check_and_parses_as_svg_and_html() {
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
     let options = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
-    let doc =
-        roxmltree::Document::parse_with_options(&html, options).unwrap_or_else(|e| panic!("not well-formed: {e}"));
+    let doc = roxmltree::Document::parse_with_options(&html, options)
+        .unwrap_or_else(|e| panic!("not well-formed: {e}"));
     assert_eq!(doc.root_element().tag_name().name(), "html");
     assert!(doc.descendants().any(|n| n.tag_name().name() == "svg"), "the page holds the SVG");
     assert_marks(&doc, &lines(&out));
@@ -162,7 +169,8 @@ fn a_timeline_of_hostile_names_and_messages_is_well_formed() {
     let dir = tempfile::tempdir().unwrap();
     let plan = "plan-</text><script>alert(1)</script>";
     let pod = "ns/<pod a=\"1\">&amp;\u{1b}[31m";
-    let hostile_config = sample_config().replace("    bind :8080\n", "    bind :8080\n    <b>&\"x\"]]> now\n");
+    let hostile_config =
+        sample_config().replace("    bind :8080\n", "    bind :8080\n    <b>&\"x\"]]> now\n");
     let events: String = [
         json!({"type": "pods_discovered", "pods": [pod]}),
         applied(pod, "r-<1>", plan, plan, "plan-0"),
@@ -188,7 +196,8 @@ fn a_timeline_of_hostile_names_and_messages_is_well_formed() {
 
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("not XML: {e}"));
-    let elements: Vec<&str> = doc.descendants().filter(|n| n.is_element()).map(|n| n.tag_name().name()).collect();
+    let elements: Vec<&str> =
+        doc.descendants().filter(|n| n.is_element()).map(|n| n.tag_name().name()).collect();
     assert!(!elements.iter().any(|&e| e == "script" || e == "pod" || e == "b"), "{elements:?}");
     assert!(!doc.descendants().any(|n| n.is_comment()));
     let check = doc
@@ -199,7 +208,8 @@ fn a_timeline_of_hostile_names_and_messages_is_well_formed() {
         .unwrap_or("");
     assert!(check.starts_with(&format!("check of render r-<1> ({plan})")), "{check}");
     assert!(check.contains("unknown keyword '<b>&x]]>'"), "{check}");
-    let texts: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
+    let texts: Vec<&str> =
+        doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
     assert!(texts.contains(&"pod ns/<pod a=\"1\">&amp;\u{FFFD}[31m"), "{texts:?}");
     assert_marks(&doc, &outputs);
 }
@@ -210,11 +220,14 @@ fn assert_marks(doc: &roxmltree::Document, outputs: &[Value]) {
     let groups = |class: &str| {
         doc.descendants()
             .filter(|n| {
-                n.tag_name().name() == "g" && n.attribute("class").is_some_and(|c| c.split(' ').any(|w| w == class))
+                n.tag_name().name() == "g"
+                    && n.attribute("class").is_some_and(|c| c.split(' ').any(|w| w == class))
             })
             .count()
     };
-    let verdicts = |f: &dyn Fn(&Value) -> bool| outputs.iter().filter(|l| l["type"] == "verdict" && f(l)).count();
+    let verdicts = |f: &dyn Fn(&Value) -> bool| {
+        outputs.iter().filter(|l| l["type"] == "verdict" && f(l)).count()
+    };
     let ran = |l: &Value| l["remembered"] == false;
     assert_eq!(groups("check"), verdicts(&ran));
     assert_eq!(groups("pass"), verdicts(&|l| ran(l) && l["ok"] == true));
@@ -224,14 +237,32 @@ fn assert_marks(doc: &roxmltree::Document, outputs: &[Value]) {
         assert_eq!(groups(kind), outputs.iter().filter(|l| l["type"] == kind).count(), "{kind}");
     }
     // Each check carries its details for a hover.
-    for check in doc.descendants().filter(|n| n.attribute("class").is_some_and(|c| c.starts_with("check "))) {
-        let title = check.children().find(|c| c.tag_name().name() == "title").and_then(|t| t.text()).unwrap_or("");
+    for check in
+        doc.descendants().filter(|n| n.attribute("class").is_some_and(|c| c.starts_with("check ")))
+    {
+        let title = check
+            .children()
+            .find(|c| c.tag_name().name() == "title")
+            .and_then(|t| t.text())
+            .unwrap_or("");
         assert!(title.starts_with("check of render r-"), "{title}");
         assert!(check.children().any(|c| c.tag_name().name() == "rect"), "the bar itself");
     }
-    let texts: Vec<&str> =
-        doc.descendants().filter(|n| n.tag_name().name() == "text").filter_map(|n| n.text()).map(str::trim).collect();
-    for entry in ["Legend", "check passed", "check refused", "check could not run", "release", "promote", "revert"] {
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.tag_name().name() == "text")
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    for entry in [
+        "Legend",
+        "check passed",
+        "check refused",
+        "check could not run",
+        "release",
+        "promote",
+        "revert",
+    ] {
         assert!(texts.contains(&entry), "legend entry {entry:?} in {texts:?}");
     }
 }
@@ -245,13 +276,19 @@ fn a_plain_event_stream_is_judged_render_by_render() {
     let summary: Vec<String> = lines
         .iter()
         .map(|l| match l["type"].as_str().unwrap() {
-            "verdict" if l["remembered"] == true => format!("remembered {}", l["render"].as_str().unwrap()),
+            "verdict" if l["remembered"] == true => {
+                format!("remembered {}", l["render"].as_str().unwrap())
+            }
             "verdict" if l["ok"] == true => format!("pass {}", l["render"].as_str().unwrap()),
             "verdict" => format!("refused {}", l["render"].as_str().unwrap()),
             "latch" => format!("latch {}", l["state"].as_str().unwrap()),
             "release" => format!("release {}", l["render"].as_str().unwrap()),
-            "promote" => format!("promote {} {}", l["pod"].as_str().unwrap(), l["plan"].as_str().unwrap()),
-            "revert" => format!("revert {} {}", l["pod"].as_str().unwrap(), l["plan"].as_str().unwrap()),
+            "promote" => {
+                format!("promote {} {}", l["pod"].as_str().unwrap(), l["plan"].as_str().unwrap())
+            }
+            "revert" => {
+                format!("revert {} {}", l["pod"].as_str().unwrap(), l["plan"].as_str().unwrap())
+            }
             other => other.to_owned(),
         })
         .collect();
@@ -298,7 +335,12 @@ fn lines_past_max_line_replay_to_the_same_error_and_are_not_waited_on() {
         let out = replay(events, &["--max-line", "512", "--check-timeout", "30s"]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(lines(&out), std::slice::from_ref(&live), "{}", events.display());
-        assert!(started.elapsed() < Duration::from_secs(30), "{}: waited {:?}", events.display(), started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}: waited {:?}",
+            events.display(),
+            started.elapsed()
+        );
     }
 }
 
@@ -306,17 +348,24 @@ fn lines_past_max_line_replay_to_the_same_error_and_are_not_waited_on() {
 fn replay_holds_every_line_to_max_line_and_a_long_record_gives_serves_error() {
     let dir = tempfile::tempdir().unwrap();
     let long = json!({"type": "pods_discovered", "pods": ["x".repeat(600)]}).to_string();
-    let longer = |line| json!({"type": "error", "line": line, "message": "longer than --max-line 512"});
+    let longer =
+        |line| json!({"type": "error", "line": line, "message": "longer than --max-line 512"});
 
     // A plain stream: a line past the limit after the first is read past, not held.
     let plain = dir.path().join("plain.ndjson");
-    std::fs::write(&plain, format!("{{\"type\":\"lost_leadership\"}}\n{long}\n{{not json\r\n")).unwrap();
+    std::fs::write(&plain, format!("{{\"type\":\"lost_leadership\"}}\n{long}\n{{not json\r\n"))
+        .unwrap();
     let out = replay(&plain, &["--max-line", "512"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = lines(&out);
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[0], longer(2));
-    assert_eq!((got[1]["type"].as_str(), got[1]["line"].as_u64()), (Some("error"), Some(3)), "{}", got[1]);
+    assert_eq!(
+        (got[1]["type"].as_str(), got[1]["line"].as_u64()),
+        (Some("error"), Some(3)),
+        "{}",
+        got[1]
+    );
 
     // A recording whose record is longer than any record of a line within
     // the limit: the line it holds is past the limit, and gets serve's error.
@@ -326,15 +375,24 @@ fn replay_holds_every_line_to_max_line_and_a_long_record_gives_serves_error() {
         json!({"at_ms": 0, "outputs": 0, "line": "\u{1}".repeat(600)}),
         json!({"at_ms": 1, "outputs": 1, "line": "{not json"}),
     ];
-    std::fs::write(&recording, records.iter().map(|r| format!("{r}\n")).collect::<String>()).unwrap();
+    std::fs::write(&recording, records.iter().map(|r| format!("{r}\n")).collect::<String>())
+        .unwrap();
     assert!(records[1].to_string().len() > 6 * 512 + 128, "a record past replay's bound");
     let out = replay(&recording, &["--max-line", "512"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = lines(&out);
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[0], longer(1));
-    assert_eq!((got[1]["type"].as_str(), got[1]["line"].as_u64()), (Some("error"), Some(2)), "{}", got[1]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("recording line 2: longer than"), "warned");
+    assert_eq!(
+        (got[1]["type"].as_str(), got[1]["line"].as_u64()),
+        (Some("error"), Some(2)),
+        "{}",
+        got[1]
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("recording line 2: longer than"),
+        "warned"
+    );
 }
 
 #[test]
@@ -360,7 +418,10 @@ fn realtime_keeps_the_recorded_gaps_and_bytes_and_ends_are_honoured() {
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert_eq!(lines[0]["type"], "error");
     assert!(lines[0]["message"].as_str().unwrap().contains("UTF-8"), "{}", lines[0]);
-    assert_eq!((lines[1]["type"].as_str(), lines[1]["ok"].as_bool()), (Some("verdict"), Some(true)));
+    assert_eq!(
+        (lines[1]["type"].as_str(), lines[1]["ok"].as_bool()),
+        (Some("verdict"), Some(true))
+    );
 }
 
 #[test]
@@ -369,7 +430,10 @@ fn bad_replay_arguments_exit_2_with_one_line() {
     let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/events.ndjson");
     let png = dir.path().join("x.png");
     let cases: [(Vec<&str>, &str); 3] = [
-        (vec!["replay", events.to_str().unwrap(), "--timeline", png.to_str().unwrap()], "FILE.svg or FILE.html"),
+        (
+            vec!["replay", events.to_str().unwrap(), "--timeline", png.to_str().unwrap()],
+            "FILE.svg or FILE.html",
+        ),
         (vec!["replay", "/nonexistent/events.ndjson"], "/nonexistent/events.ndjson"),
         (vec!["replay"], "required arguments"),
     ];
@@ -387,7 +451,15 @@ fn bad_replay_arguments_exit_2_with_one_line() {
         "{\"recording\":\"rendergate\",\"version\":1,\"started_unix_ms\":0}\n{\"at_ms\":\"soon\"}\n",
     )
     .unwrap();
-    let out = Command::new(BIN).args(["replay", broken.to_str().unwrap()]).stdin(Stdio::null()).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["replay", broken.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("line 2"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -126,7 +126,11 @@ async fn a_new_judge_is_asked_again_and_answers_are_remembered_under_the_judge_t
 async fn the_timeout_covers_waiting_for_the_check_slot() {
     let slot = Arc::new(Semaphore::new(1));
     let held = slot.clone().acquire_owned().await.unwrap(); // another gate's check
-    let config = GateConfig { check_timeout: Duration::from_secs(3), check_slot: slot, ..GateConfig::default() };
+    let config = GateConfig {
+        check_timeout: Duration::from_secs(3),
+        check_slot: slot,
+        ..GateConfig::default()
+    };
     let (checker, gate, mut outputs) = start(config);
     let t0 = Instant::now();
     gate.send(rendered("r-1", "pass")).await.unwrap();
@@ -163,7 +167,11 @@ async fn lose_the_term_during_a_check(config: GateConfig) -> (Gate, mpsc::Receiv
     gate.send(rendered("r-2", "refuse")).await.unwrap();
     let v = verdict(&mut outputs).await;
     assert_eq!(v.render, "r-2", "r-1's check was cancelled, not published");
-    assert_eq!(checker.dropped.load(Ordering::SeqCst), 1, "r-1's check was stopped, not left running");
+    assert_eq!(
+        checker.dropped.load(Ordering::SeqCst),
+        1,
+        "r-1's check was stopped, not left running"
+    );
     (gate, outputs)
 }
 
@@ -179,8 +187,11 @@ async fn a_check_in_flight_when_leadership_is_lost_publishes_nothing() {
 async fn a_lost_term_and_a_new_render_in_one_batch_stop_the_old_check_first() {
     // No spacing: the new render's check starts within the same batch of
     // events, so the old one must be stopped between the two events.
-    let (gate, _outputs) =
-        lose_the_term_during_a_check(GateConfig { check_interval: Duration::ZERO, ..GateConfig::default() }).await;
+    let (gate, _outputs) = lose_the_term_during_a_check(GateConfig {
+        check_interval: Duration::ZERO,
+        ..GateConfig::default()
+    })
+    .await;
     gate.finish().await;
 }
 

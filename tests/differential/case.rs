@@ -38,7 +38,13 @@ pub const ORIGIN: &str = "/etc/haproxy";
 
 impl Case {
     pub fn new(name: impl Into<String>, config: impl Into<String>) -> Case {
-        Case { name: name.into(), seed: None, config: config.into(), files: Vec::new(), deviation: None }
+        Case {
+            name: name.into(),
+            seed: None,
+            config: config.into(),
+            files: Vec::new(),
+            deviation: None,
+        }
     }
 
     pub fn deviating(mut self, bare: Kind, gate: Kind, why: &'static str) -> Case {
@@ -60,9 +66,14 @@ impl Case {
     /// it: the same files, `default-path origin` pointed at `dir`.
     pub fn write_for_bare(&self, dir: &Path) {
         let dir_text = dir.to_str().expect("a UTF-8 temporary directory");
-        assert!(dir_text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b)), "{dir_text}");
-        let config =
-            self.config.replace(&format!("default-path origin {ORIGIN}"), &format!("default-path origin {dir_text}"));
+        assert!(
+            dir_text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b)),
+            "{dir_text}"
+        );
+        let config = self.config.replace(
+            &format!("default-path origin {ORIGIN}"),
+            &format!("default-path origin {dir_text}"),
+        );
         self.write(dir, &config);
     }
 

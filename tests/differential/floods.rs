@@ -41,7 +41,9 @@ const ERRORS: [(&str, Error); 5] = [
 fn config(backends: usize, error: Error) -> String {
     let mut out = String::from("global\ndefaults\n    mode http\n");
     if !matches!(error, Error::NoListener) {
-        out.push_str("frontend f\n    bind 127.0.0.1:18080\n    timeout client 5s\n    default_backend b0\n");
+        out.push_str(
+            "frontend f\n    bind 127.0.0.1:18080\n    timeout client 5s\n    default_backend b0\n",
+        );
     }
     if matches!(error, Error::Start) {
         out.push_str("    use_backend missing if { path /x }\n");
@@ -92,7 +94,8 @@ pub fn cases() -> Vec<Case> {
         let at = crossing(size);
         for (where_name, backends) in [("below", at - 1), ("at", at), ("above", at + 1)] {
             for (error_name, error) in ERRORS {
-                let name = format!("flood-{size_name}-{where_name}-{error_name} ({backends} backends)");
+                let name =
+                    format!("flood-{size_name}-{where_name}-{error_name} ({backends} backends)");
                 cases.push(Case::new(name, config(backends, error)));
             }
         }

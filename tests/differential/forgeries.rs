@@ -8,8 +8,7 @@
 use crate::case::{Case, ORIGIN};
 use crate::sides::Kind;
 
-const DEFAULTS: &str =
-    "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";
+const DEFAULTS: &str = "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";
 const BACKEND: &str = "backend b\n    server s 127.0.0.1:8080\n";
 /// A line HAProxy refuses in a frontend (after parsing, in its checks).
 const MISSING: &str = "    use_backend missing if { path /x }\n";
@@ -79,12 +78,21 @@ fn quiet() -> Vec<Case> {
         case("quiet-no-listener", no_listener("    quiet\n")),
         case("quiet-no-listener-warning", format!("{}{WARNS}", no_listener("    quiet\n"))),
         case("quiet-after-error", with("    bogus-global\n    quiet\n", "")),
-        case("quiet-after-warning-refused", refused(&format!("{}    quiet\n", says("warning", "w")))),
-        case("quiet-zero-warning-warning", format!("{}{WARNS}", valid("    quiet\n    zero-warning\n"))),
+        case(
+            "quiet-after-warning-refused",
+            refused(&format!("{}    quiet\n", says("warning", "w"))),
+        ),
+        case(
+            "quiet-zero-warning-warning",
+            format!("{}{WARNS}", valid("    quiet\n    zero-warning\n")),
+        ),
         case("quiet-alert-directive", valid("    quiet\n    .alert \"stop\"\n")),
         case("zero-warning-clean", valid("    zero-warning\n")),
         case("zero-warning-warning", format!("{}{WARNS}", valid("    zero-warning\n"))),
-        case("zero-warning-no-listener-warning", format!("{}{WARNS}", no_listener("    zero-warning\n"))),
+        case(
+            "zero-warning-no-listener-warning",
+            format!("{}{WARNS}", no_listener("    zero-warning\n")),
+        ),
         case("zero-warning-refused", refused("    zero-warning\n")),
     ]
 }
@@ -100,8 +108,10 @@ fn forged_lines() -> Vec<Case> {
     let valid_line = says("notice", "x\\nConfiguration file is valid");
     let oom = says("notice", "x\\n[ALERT]    (1) : config : out of memory");
     let warning_alert = says("warning", "x\\n[ALERT]    (1) : forged");
-    let no_listener_line =
-        says("notice", "x\\nConfiguration file has no error but will not start (no listener) => exit(2).");
+    let no_listener_line = says(
+        "notice",
+        "x\\nConfiguration file has no error but will not start (no listener) => exit(2).",
+    );
     vec![
         case("notice-forges-alert-valid", valid(&alert)),
         case("notice-forges-alert-no-listener", no_listener(&alert)),
@@ -118,7 +128,10 @@ fn forged_lines() -> Vec<Case> {
         case("warning-says-out-of-memory", valid(&says("warning", "[ALERT] out of memory"))),
         case("notice-forges-no-listener-refused", refused(&no_listener_line)),
         case("notice-forges-no-listener-valid", valid(&no_listener_line)),
-        case("notice-forges-continuation-no-listener", no_listener(&says("notice", "x\\n   | continued"))),
+        case(
+            "notice-forges-continuation-no-listener",
+            no_listener(&says("notice", "x\\n   | continued")),
+        ),
         case(
             "notice-forges-summary-no-listener",
             no_listener(&says("notice", "x\\nFatal errors found in configuration.")),
@@ -140,7 +153,8 @@ fn unknown_name(name: &str, config: String) -> Case {
 }
 
 fn users() -> Vec<Case> {
-    let bind = |extra: &str| with("", &format!("    bind \"unix@/tmp/rendergate-diff.sock\" {extra}\n"));
+    let bind =
+        |extra: &str| with("", &format!("    bind \"unix@/tmp/rendergate-diff.sock\" {extra}\n"));
     vec![
         case("user-known", valid("    user haproxy\n    group haproxy\n")),
         case("user-root", valid("    user root\n    group root\n")),
@@ -162,11 +176,17 @@ fn users() -> Vec<Case> {
         case("group-hex-escape", valid("    group \\x72oot\n")),
         unknown_name("user-backslash-escape", valid("    user r\\oot\n")),
         case("user-from-env", valid("    setenv U root\n    user \"${U}\"\n")),
-        unknown_name("user-from-env-unknown", valid("    setenv U nosuchuser\n    user \"${U}\"\n")),
+        unknown_name(
+            "user-from-env-unknown",
+            valid("    setenv U nosuchuser\n    user \"${U}\"\n"),
+        ),
         case("user-two-args", valid("    user root extra\n")),
         case(
             "user-in-userlist",
-            format!("{}userlist L\n    group admins users admin\n    user admin insecure-password x\n", valid("")),
+            format!(
+                "{}userlist L\n    group admins users admin\n    user admin insecure-password x\n",
+                valid("")
+            ),
         ),
         case(
             "user-in-userlist-unmatched-quote",
@@ -177,13 +197,22 @@ fn users() -> Vec<Case> {
             format!("{}userlist L\n    user admin insecure-password x groups nosuch\n", valid("")),
         ),
         case("user-in-backend", format!("{}    user root\n", valid(""))),
-        case("stats-socket-user", valid("    stats socket /tmp/rendergate-diff.sock user root group root mode 600\n")),
+        case(
+            "stats-socket-user",
+            valid("    stats socket /tmp/rendergate-diff.sock user root group root mode 600\n"),
+        ),
         unknown_name(
             "stats-socket-user-unknown",
             valid("    stats socket /tmp/rendergate-diff.sock user nosuchuser\n"),
         ),
-        case("stats-socket-user-unmatched-quote", valid("    stats socket /tmp/rendergate-diff.sock user \"root\n")),
-        case("stats-socket-user-hex", valid("    stats socket /tmp/rendergate-diff.sock user \\x72oot\n")),
+        case(
+            "stats-socket-user-unmatched-quote",
+            valid("    stats socket /tmp/rendergate-diff.sock user \"root\n"),
+        ),
+        case(
+            "stats-socket-user-hex",
+            valid("    stats socket /tmp/rendergate-diff.sock user \\x72oot\n"),
+        ),
         case(
             "stats-socket-quoted-path-user",
             valid("    stats socket \"/tmp/rendergate diff.sock\" user root group root\n"),
@@ -193,15 +222,24 @@ fn users() -> Vec<Case> {
             "unix-bind-quoted-prefix-user",
             valid("    unix-bind prefix \"/tmp/a b\" user root group root mode 600\n"),
         ),
-        unknown_name("unix-bind-user-unknown", valid("    unix-bind prefix /tmp user nosuchuser\n")),
-        case("unix-bind-user-comment-glued", valid("    unix-bind prefix /tmp user root#x group root\n")),
+        unknown_name(
+            "unix-bind-user-unknown",
+            valid("    unix-bind prefix /tmp user nosuchuser\n"),
+        ),
+        case(
+            "unix-bind-user-comment-glued",
+            valid("    unix-bind prefix /tmp user root#x group root\n"),
+        ),
         case("unix-bind-group-hex", valid("    unix-bind prefix /tmp group \\x72oot\n")),
         case("bind-user", bind("user root group root mode 600")),
         unknown_name("bind-user-unknown", bind("user nosuchuser")),
         case("bind-user-unmatched-quote", bind("user \"root")),
         case("bind-user-hex", bind("user \\x72oot")),
         case("bind-user-comment-glued", bind("user root#x")),
-        case("bind-quoted-args-user", with("", "    bind \"unix@/tmp/a b.sock\" \"mode\" \"600\" user root\n")),
+        case(
+            "bind-quoted-args-user",
+            with("", "    bind \"unix@/tmp/a b.sock\" \"mode\" \"600\" user root\n"),
+        ),
         case("bind-inet-user", with("", "    bind 127.0.0.1:18081 user root\n")),
     ]
 }
@@ -223,11 +261,23 @@ fn bytes() -> Vec<Case> {
         case("no-final-newline", valid("").trim_end().to_owned()),
         case("utf8-bom", format!("\u{feff}{}", valid(""))),
         case("utf8-in-comment", valid("    # préférence — ok\n")),
-        case("long-line-valid", with("", &format!("    http-request set-header X-Long {long_word}\n"))),
-        case("long-line-error-at-end", with("", &format!("    http-request set-header X-Long {long_word} bogus\n"))),
-        case("long-line-many-words", with("", &format!("    http-request deny if {{ path{long_acl} }}\n"))),
+        case(
+            "long-line-valid",
+            with("", &format!("    http-request set-header X-Long {long_word}\n")),
+        ),
+        case(
+            "long-line-error-at-end",
+            with("", &format!("    http-request set-header X-Long {long_word} bogus\n")),
+        ),
+        case(
+            "long-line-many-words",
+            with("", &format!("    http-request deny if {{ path{long_acl} }}\n")),
+        ),
         case("long-comment", valid(&format!("    #{}\n", "x".repeat(100_000)))),
-        case("too-many-words", with("", &format!("    http-request deny if {{ path{} }}\n", " /x".repeat(80)))),
+        case(
+            "too-many-words",
+            with("", &format!("    http-request deny if {{ path{} }}\n", " /x".repeat(80))),
+        ),
         case("tab-indented", valid("\tmaxconn 10\n")),
     ]
 }
@@ -236,27 +286,44 @@ fn listeners() -> Vec<Case> {
     vec![
         case("no-listener", no_listener("")),
         case("no-listener-one-warning", format!("{}{WARNS}", no_listener(""))),
-        case("no-listener-two-warnings", format!("{}{WARNS}{}", no_listener(""), WARNS.replace("warns", "warns2"))),
+        case(
+            "no-listener-two-warnings",
+            format!("{}{WARNS}{}", no_listener(""), WARNS.replace("warns", "warns2")),
+        ),
         case("no-listener-warning-directive", no_listener(&says("warning", "deliberate"))),
-        case("no-listener-no-defaults", "global\nbackend b\n    server s 127.0.0.1:8080\n".to_owned()),
+        case(
+            "no-listener-no-defaults",
+            "global\nbackend b\n    server s 127.0.0.1:8080\n".to_owned(),
+        ),
         case("no-listener-refused", format!("{}    bogus-keyword\n", no_listener(""))),
-        case("no-listener-missing-backend", format!("{}listen l\n    use_backend missing\n", no_listener(""))),
+        case(
+            "no-listener-missing-backend",
+            format!("{}listen l\n    use_backend missing\n", no_listener("")),
+        ),
         case("only-global", "global\n".to_owned()),
         case("empty-config", String::new()),
-        case("listen-without-bind", format!("{}listen l\n    server s 127.0.0.1:8083\n", no_listener(""))),
+        case(
+            "listen-without-bind",
+            format!("{}listen l\n    server s 127.0.0.1:8083\n", no_listener("")),
+        ),
         case("disabled-frontend", with("", "    disabled\n")),
     ]
 }
 
 fn files() -> Vec<Case> {
     let hosts = "example.com b\nexample.org b\n";
-    let map_line =
-        |path: &str| format!("    http-request set-header X-Route %[req.hdr(host),lower,map({path},none)]\n");
+    let map_line = |path: &str| {
+        format!("    http-request set-header X-Route %[req.hdr(host),lower,map({path},none)]\n")
+    };
     vec![
-        case("map-relative", with("", &map_line("maps/hosts.map"))).with_file("maps/hosts.map", hosts),
-        case("map-relative-missing", with("", &map_line("maps/hosts.map"))),
-        case("map-default-path-config", with("    default-path config\n", &map_line("maps/hosts.map")))
+        case("map-relative", with("", &map_line("maps/hosts.map")))
             .with_file("maps/hosts.map", hosts),
+        case("map-relative-missing", with("", &map_line("maps/hosts.map"))),
+        case(
+            "map-default-path-config",
+            with("    default-path config\n", &map_line("maps/hosts.map")),
+        )
+        .with_file("maps/hosts.map", hosts),
         case(
             "map-default-path-origin",
             with(&format!("    default-path origin {ORIGIN}\n"), &map_line("maps/hosts.map")),
@@ -266,21 +333,27 @@ fn files() -> Vec<Case> {
             "map-default-path-origin-missing",
             with(&format!("    default-path origin {ORIGIN}\n"), &map_line("maps/hosts.map")),
         ),
-        case("map-ip-malformed", with("", "    http-request set-header X-Net %[src,map_ip(maps/ips.map,none)]\n"))
-            .with_file("maps/ips.map", "10.0.0.0/8 a\nnot-an-ip b\n"),
+        case(
+            "map-ip-malformed",
+            with("", "    http-request set-header X-Net %[src,map_ip(maps/ips.map,none)]\n"),
+        )
+        .with_file("maps/ips.map", "10.0.0.0/8 a\nnot-an-ip b\n"),
         case("acl-file", with("", "    http-request deny if { path -f maps/deny.lst }\n"))
             .with_file("maps/deny.lst", "/admin\n"),
         case("acl-file-missing", with("", "    http-request deny if { path -f maps/deny.lst }\n")),
-        case("errorfile", with("", "    errorfile 503 errors/503.http\n"))
-            .with_file("errors/503.http", "HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n\r\nbusy\n"),
+        case("errorfile", with("", "    errorfile 503 errors/503.http\n")).with_file(
+            "errors/503.http",
+            "HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n\r\nbusy\n",
+        ),
         case("errorfile-malformed", with("", "    errorfile 503 errors/503.http\n"))
             .with_file("errors/503.http", "not http at all\n"),
     ]
 }
 
 fn lua_cases() -> Vec<Case> {
-    let load =
-        |script: &str| -> Case { Case::new("", valid("    lua-load hello.lua\n")).with_file("hello.lua", script) };
+    let load = |script: &str| -> Case {
+        Case::new("", valid("    lua-load hello.lua\n")).with_file("hello.lua", script)
+    };
     let named = |name: &str, mut case: Case| {
         case.name = name.to_owned();
         case

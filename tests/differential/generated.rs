@@ -144,8 +144,11 @@ impl Gen {
         for which in ["client", "server", "connect"] {
             if self.rng.chance(75) {
                 let good = format!("timeout {which} {}s", 1 + self.rng.below(30));
-                let bad =
-                    [format!("timeout {which} 5 years"), format!("timeout {which} 5y"), format!("timeout {which}")];
+                let bad = [
+                    format!("timeout {which} 5 years"),
+                    format!("timeout {which} 5y"),
+                    format!("timeout {which}"),
+                ];
                 let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
                 let text = self.either(&good, &bad);
                 self.line(text);
@@ -201,15 +204,24 @@ impl Gen {
                 ),
                 1 => (
                     format!("acl {name} hdr(host) -i example{i}.com"),
-                    vec![format!("acl {name} hdr(host -i example.com"), format!("acl {name} hdr(host) -z x")],
+                    vec![
+                        format!("acl {name} hdr(host -i example.com"),
+                        format!("acl {name} hdr(host) -z x"),
+                    ],
                 ),
                 2 => (
                     format!("acl {name} src 10.0.0.0/8"),
-                    vec![format!("acl {name} src 10.0.0.0/99"), format!("acl {name} src_bogus 10.0.0.0/8")],
+                    vec![
+                        format!("acl {name} src 10.0.0.0/99"),
+                        format!("acl {name} src_bogus 10.0.0.0/8"),
+                    ],
                 ),
                 _ => {
                     self.maps_named.push("maps/acl.lst");
-                    (format!("acl {name} path -f maps/acl.lst"), vec![format!("acl {name} path -f maps/none.lst")])
+                    (
+                        format!("acl {name} path -f maps/acl.lst"),
+                        vec![format!("acl {name} path -f maps/none.lst")],
+                    )
                 }
             };
             let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
@@ -220,7 +232,9 @@ impl Gen {
         if self.rng.chance(40) {
             self.maps_named.push("maps/hosts.map");
             let path = if self.fault() { "maps/nohosts.map" } else { "maps/hosts.map" };
-            self.line(format!("http-request set-header X-Route %[req.hdr(host),lower,map({path},none)]"));
+            self.line(format!(
+                "http-request set-header X-Route %[req.hdr(host),lower,map({path},none)]"
+            ));
         }
         if self.rng.chance(15) {
             self.maps_named.push("maps/ips.map");
@@ -278,7 +292,10 @@ impl Gen {
             self.line(text);
         }
         if self.rng.chance(30) {
-            let text = self.either("option httpchk GET /health", &["option httpchk GET /health HTTP/9 extra words"]);
+            let text = self.either(
+                "option httpchk GET /health",
+                &["option httpchk GET /health HTTP/9 extra words"],
+            );
             self.line(text);
         }
         if self.rng.chance(25) {
@@ -291,7 +308,11 @@ impl Gen {
                 // unresolvable: with -dr a warning on both sides
                 format!("server s{i} {name}-{i}.invalid:{port}")
             } else {
-                format!("server s{i} 127.0.0.{}:{port}{}", 1 + i, if self.rng.chance(50) { " check" } else { "" })
+                format!(
+                    "server s{i} 127.0.0.{}:{port}{}",
+                    1 + i,
+                    if self.rng.chance(50) { " check" } else { "" }
+                )
             };
             let bad = [
                 format!("server s{i} 127.0.0.1:{port} chek"),
@@ -305,8 +326,12 @@ impl Gen {
             self.line(text);
         }
         if self.fault() {
-            let text =
-                *self.rng.pick(&["bind :80", "use_backend b0", "bogus-keyword", "http-request deny if undefined_acl"]);
+            let text = *self.rng.pick(&[
+                "bind :80",
+                "use_backend b0",
+                "bogus-keyword",
+                "http-request deny if undefined_acl",
+            ]);
             self.line(text);
         }
     }
@@ -324,12 +349,17 @@ impl Gen {
             let content = match path {
                 "maps/ips.map" => {
                     let bad = self.fault();
-                    format!("10.0.0.0/8 b0\n{}192.168.0.0/16 b1\n", if bad { "not-an-ip b0\n" } else { "" })
+                    format!(
+                        "10.0.0.0/8 b0\n{}192.168.0.0/16 b1\n",
+                        if bad { "not-an-ip b0\n" } else { "" }
+                    )
                 }
                 "maps/acl.lst" => "/admin\n/internal\n".to_owned(),
                 _ => {
                     let n = 1 + self.rng.below(20);
-                    (0..n).map(|i| format!("host{i}.example b{}\n", i % self.backends.len())).collect()
+                    (0..n)
+                        .map(|i| format!("host{i}.example b{}\n", i % self.backends.len()))
+                        .collect()
                 }
             };
             self.files.push((path.to_owned(), content));

@@ -73,7 +73,10 @@ pub struct Compared<'a> {
 
 impl Compared<'_> {
     fn agrees(&self) -> bool {
-        let documented = self.case.deviation.is_some_and(|d| self.gate.as_ref() == Ok(&d.gate) && self.bare == d.bare);
+        let documented = self
+            .case
+            .deviation
+            .is_some_and(|d| self.gate.as_ref() == Ok(&d.gate) && self.bare == d.bare);
         self.gate.as_ref() == Ok(&self.bare) || documented
     }
 }
@@ -125,8 +128,12 @@ fn gate_and_bare_haproxy_agree_on_every_case() {
     let compared = run_all(&cases);
     if std::env::var_os("RENDERGATE_DIFF_VERBOSE").is_some() {
         for j in &compared {
-            let gate = j.gate.as_ref().map_or_else(|e| format!("unreadable ({e})"), Kind::to_string);
-            eprintln!("{:<60} gate {gate:<14} bare {} ({})", j.case.name, j.bare, j.bare_run.status);
+            let gate =
+                j.gate.as_ref().map_or_else(|e| format!("unreadable ({e})"), Kind::to_string);
+            eprintln!(
+                "{:<60} gate {gate:<14} bare {} ({})",
+                j.case.name, j.bare, j.bare_run.status
+            );
         }
     }
 
@@ -170,8 +177,7 @@ fn gate_and_bare_haproxy_agree_on_every_case() {
 /// hide behind agreement), and each side's could-not-run is reachable.
 #[test]
 fn the_harness_tells_the_kinds_apart() {
-    const BASE: &str =
-        "global\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";
+    const BASE: &str = "global\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n";
     let frontend = |extra: &str| {
         format!(
             "{BASE}frontend f\n    bind 127.0.0.1:18080\n{extra}    default_backend b\nbackend b\n    server s 127.0.0.1:8080\n"
@@ -182,12 +188,19 @@ fn the_harness_tells_the_kinds_apart() {
     let expected = [
         (Case::new("valid", frontend("")), Kind::Pass, 0),
         (Case::new("missing backend", frontend("    use_backend nope\n")), Kind::Refused, 1),
-        (Case::new("no listener", format!("{BASE}backend b\n    server s 127.0.0.1:8080\n")), Kind::Pass, 2),
+        (
+            Case::new("no listener", format!("{BASE}backend b\n    server s 127.0.0.1:8080\n")),
+            Kind::Pass,
+            2,
+        ),
         (Case::new("map present", frontend(map)).with_file("maps/h.map", "a b\n"), Kind::Pass, 0),
         (Case::new("map missing", frontend(map)), Kind::Refused, 1),
         (
-            Case::new("map through default-path origin", frontend(map).replacen("global\n", &origin, 1))
-                .with_file("maps/h.map", "a b\n"),
+            Case::new(
+                "map through default-path origin",
+                frontend(map).replacen("global\n", &origin, 1),
+            )
+            .with_file("maps/h.map", "a b\n"),
             Kind::Pass,
             0,
         ),
@@ -195,7 +208,12 @@ fn the_harness_tells_the_kinds_apart() {
     for (case, kind, exit) in &expected {
         let j = run_case(case);
         let detail = report::one(&j);
-        assert_eq!(j.bare_run.status.code(), Some(*exit), "{}: bare's exit status\n{detail}", case.name);
+        assert_eq!(
+            j.bare_run.status.code(),
+            Some(*exit),
+            "{}: bare's exit status\n{detail}",
+            case.name
+        );
         assert_eq!((&j.gate, j.bare), (&Ok(*kind), *kind), "{}\n{detail}", case.name);
     }
 

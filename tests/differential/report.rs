@@ -39,7 +39,8 @@ fn gate_kind(j: &Compared) -> String {
 /// One case in full: name and seed, config head, files, both sides.
 pub fn one(j: &Compared) -> String {
     let case = j.case;
-    let mut out = format!("=== {} ({}): gate {}, bare {}\n", case.name, case.origin(), gate_kind(j), j.bare);
+    let mut out =
+        format!("=== {} ({}): gate {}, bare {}\n", case.name, case.origin(), gate_kind(j), j.bare);
     let lines: Vec<&str> = case.config.split('\n').collect();
     out.push_str(&format!("config ({} lines, {} bytes):\n", lines.len(), case.config.len()));
     for (n, line) in lines.iter().take(CONFIG_LINES).enumerate() {
@@ -49,12 +50,20 @@ pub fn one(j: &Compared) -> String {
         out.push_str(&format!("  … {} more lines\n", lines.len() - CONFIG_LINES));
     }
     for (path, content) in &case.files {
-        out.push_str(&format!("file {path} ({} bytes): {}\n", content.len(), visible(content, 120)));
+        out.push_str(&format!(
+            "file {path} ({} bytes): {}\n",
+            content.len(),
+            visible(content, 120)
+        ));
     }
     if let Err(problem) = &j.gate {
         out.push_str(&format!("gate unreadable: {problem}\n"));
     }
-    out.push_str(&format!("gate ({}): {}\n", j.gate_run.status, visible(j.gate_run.stdout.trim(), JSON_CHARS)));
+    out.push_str(&format!(
+        "gate ({}): {}\n",
+        j.gate_run.status,
+        visible(j.gate_run.stdout.trim(), JSON_CHARS)
+    ));
     if j.gate.is_err() && !j.gate_run.stderr.trim().is_empty() {
         out.push_str(&format!("gate stderr: {}\n", visible(j.gate_run.stderr.trim(), JSON_CHARS)));
     }
@@ -70,7 +79,10 @@ pub fn one(j: &Compared) -> String {
         show(&mut out, &lines);
     } else {
         show(&mut out, &lines[..OUTPUT_HEAD_LINES]);
-        out.push_str(&format!("  | … {} lines …\n", lines.len() - OUTPUT_HEAD_LINES - OUTPUT_TAIL_LINES));
+        out.push_str(&format!(
+            "  | … {} lines …\n",
+            lines.len() - OUTPUT_HEAD_LINES - OUTPUT_TAIL_LINES
+        ));
         show(&mut out, &lines[lines.len() - OUTPUT_TAIL_LINES..]);
     }
     out

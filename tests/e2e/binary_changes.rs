@@ -23,7 +23,8 @@ fn install(from: &Path, at: &Path) {
 /// A stand-in haproxy that refuses every config, installed at `at`.
 fn install_refuser(at: &Path) {
     let script = at.with_extension("script");
-    let body = "#!/bin/sh\necho '[ALERT]    (1) : config : refused by the replacement binary'\nexit 1\n";
+    let body =
+        "#!/bin/sh\necho '[ALERT]    (1) : config : refused by the replacement binary'\nexit 1\n";
     let status = Command::new("/bin/sh")
         .args(["-c", r#"printf '%s' "$2" > "$1""#, "sh"])
         .arg(&script)
@@ -58,7 +59,11 @@ fn a_replaced_binary_is_asked_again_not_answered_from_memory() {
     gate.send(&rendered("plan-1", "r-1", &sample_config()));
     assert_eq!(outcome(&verdict(&mut gate)), ("pass", false));
     gate.send(&rendered("plan-1", "r-2", &sample_config()));
-    assert_eq!(outcome(&verdict(&mut gate)), ("pass", true), "the same binary's answer is remembered");
+    assert_eq!(
+        outcome(&verdict(&mut gate)),
+        ("pass", true),
+        "the same binary's answer is remembered"
+    );
 
     // upgraded while serve runs: the same content is judged by the new binary
     install_refuser(&path);
@@ -67,7 +72,11 @@ fn a_replaced_binary_is_asked_again_not_answered_from_memory() {
     assert_eq!(outcome(&v), ("refused", false), "{v}");
     assert!(v["message"].as_str().unwrap().contains("refused by the replacement binary"), "{v}");
     gate.send(&rendered("plan-1", "r-4", &sample_config()));
-    assert_eq!(outcome(&verdict(&mut gate)), ("refused", true), "the new binary's answer is remembered");
+    assert_eq!(
+        outcome(&verdict(&mut gate)),
+        ("refused", true),
+        "the new binary's answer is remembered"
+    );
 
     // the first binary back (another file, the same content): its own answer
     install(&real_haproxy(), &path);
@@ -81,7 +90,10 @@ fn a_replaced_binary_is_asked_again_not_answered_from_memory() {
     let v = verdict(&mut gate);
     assert_eq!(outcome(&v), ("unavailable", false), "{v}");
     let message = v["message"].as_str().unwrap();
-    assert!(message.starts_with(&format!("haproxy binary not found: {}", path.display())), "{message}");
+    assert!(
+        message.starts_with(&format!("haproxy binary not found: {}", path.display())),
+        "{message}"
+    );
     let (_, status) = gate.finish();
     assert!(status.success());
 }
@@ -96,8 +108,14 @@ fn a_binary_installed_after_start_is_used_at_the_next_attempt() {
     let v = verdict(&mut gate);
     assert_eq!(outcome(&v), ("unavailable", false), "{v}");
     let message = v["message"].as_str().unwrap();
-    assert!(message.starts_with(&format!("haproxy binary not found: {}", path.display())), "{message}");
-    assert_eq!(gate.next(), json!({"type": "latch", "state": "pessimistic", "reason": "unavailable"}));
+    assert!(
+        message.starts_with(&format!("haproxy binary not found: {}", path.display())),
+        "{message}"
+    );
+    assert_eq!(
+        gate.next(),
+        json!({"type": "latch", "state": "pessimistic", "reason": "unavailable"})
+    );
 
     install(&real_haproxy(), &path);
     // retried after 1 s, then 2 s, ...: the first retry after the install passes

@@ -33,12 +33,19 @@ fn an_invalid_render_is_refused_with_exit_1_and_context() {
     assert!(text.contains("→ [ALERT]") && text.contains("bogus-action"), "{text}");
     assert!(text.contains("Config context:"), "{text}");
     let message = text.split_once('\n').unwrap().1;
-    assert!(!message.contains("/tmp") && !message.contains("rendergate-check-"), "no host paths: {message}");
+    assert!(
+        !message.contains("/tmp") && !message.contains("rendergate-check-"),
+        "no host paths: {message}"
+    );
 }
 
 #[test]
 fn a_missing_binary_could_not_run_with_exit_2() {
-    let out = run(&["check", "--haproxy", "/nonexistent/haproxy", "--json", sample_dir().to_str().unwrap()], "", &[]);
+    let out = run(
+        &["check", "--haproxy", "/nonexistent/haproxy", "--json", sample_dir().to_str().unwrap()],
+        "",
+        &[],
+    );
     assert_eq!(out.status.code(), Some(2));
     let v = &lines(&out)[0];
     assert_eq!((v["ok"].as_bool(), v["refused"].as_bool()), (Some(false), Some(false)));
@@ -79,9 +86,11 @@ fn files_land_where_the_directory_has_them() {
 
 #[test]
 fn bad_flags_get_one_line_naming_the_flag_and_exit_2() {
-    for args in
-        [vec!["check", "--timeout", "5", "x"], vec!["serve", "--check-interval", "soon"], vec!["serve", "--bogus"]]
-    {
+    for args in [
+        vec!["check", "--timeout", "5", "x"],
+        vec!["serve", "--check-interval", "soon"],
+        vec!["serve", "--bogus"],
+    ] {
         let out = run(&args, "", &[]);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -93,7 +102,9 @@ fn bad_flags_get_one_line_naming_the_flag_and_exit_2() {
 
 #[test]
 fn an_unknown_layer_in_the_sandbox_disable_knob_is_an_error_not_ignored() {
-    for command in [&["check", "--haproxy", &haproxy(), sample_dir().to_str().unwrap()][..], &["serve"][..]] {
+    for command in
+        [&["check", "--haproxy", &haproxy(), sample_dir().to_str().unwrap()][..], &["serve"][..]]
+    {
         let out = std::process::Command::new(BIN)
             .args(command)
             .env("RENDERGATE_SANDBOX_DISABLE", "landlock,seccom")
@@ -102,6 +113,9 @@ fn an_unknown_layer_in_the_sandbox_disable_knob_is_an_error_not_ignored() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{command:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("RENDERGATE_SANDBOX_DISABLE: unknown layer \"seccom\""), "{stderr}");
+        assert!(
+            stderr.contains("RENDERGATE_SANDBOX_DISABLE: unknown layer \"seccom\""),
+            "{stderr}"
+        );
     }
 }

@@ -70,13 +70,18 @@ fn label(v: &Value) -> &'static str {
 }
 
 #[test]
-fn a_render_reported_after_five_piled_up_behind_the_check_in_flight_still_gets_its_verdict_and_revert() {
+fn a_render_reported_after_five_piled_up_behind_the_check_in_flight_still_gets_its_verdict_and_revert()
+ {
     let wrapper = Wrapper::new();
     let mut gate = wrapper.serve();
     // r-0 is checked for 2 s; r-1..r-5 are superseded behind it, r-6 newest.
     gate.send(&rendered("plan-0", "r-0", &with_marker("SLOW", &sample_config())));
     for i in 1..=5 {
-        let config = if i == 2 { broken_config() } else { with_marker(&format!("render {i}"), &sample_config()) };
+        let config = if i == 2 {
+            broken_config()
+        } else {
+            with_marker(&format!("render {i}"), &sample_config())
+        };
         gate.send(&rendered(&format!("plan-{i}"), &format!("r-{i}"), &config));
     }
     gate.send(&rendered("plan-6", "r-6", &sample_config()));
@@ -89,7 +94,9 @@ fn a_render_reported_after_five_piled_up_behind_the_check_in_flight_still_gets_i
     while verdicts.len() < 3 {
         let line = gate.next();
         match line["type"].as_str() {
-            Some("verdict") => verdicts.push((line["render"].as_str().unwrap().to_owned(), label(&line))),
+            Some("verdict") => {
+                verdicts.push((line["render"].as_str().unwrap().to_owned(), label(&line)))
+            }
             Some("revert") => reverts.push(line),
             _ => {}
         }
@@ -129,7 +136,10 @@ fn one_backoff_for_the_gate_a_pass_lets_a_waiting_render_retry_at_once() {
     let waited = passed_at.elapsed();
     assert_eq!((v["render"].as_str(), label(&v)), (Some("r-1"), "unavailable"), "{v}");
     // Before the fix r-1 waited out its own 2 s back-off (about 1.8 s here).
-    assert!(waited < Duration::from_millis(1200), "r-1 was retried {waited:?} after the pass, not at once");
+    assert!(
+        waited < Duration::from_millis(1200),
+        "r-1 was retried {waited:?} after the pass, not at once"
+    );
     let (_, status) = gate.finish();
     assert!(status.success());
 }
@@ -144,7 +154,8 @@ enum Feed {
 fn a_verdicts_lines_come_together_whatever_bad_lines_arrive_meanwhile() {
     const RENDERS: usize = 200;
     let mut command = serve_command(&[]);
-    let mut child = command.stderr(std::process::Stdio::null()).spawn().expect("start rendergate serve");
+    let mut child =
+        command.stderr(std::process::Stdio::null()).spawn().expect("start rendergate serve");
     let mut stdin = child.stdin.take().unwrap();
     let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     // One thread owns stdin: the lines it is handed, with bad lines before,
@@ -178,13 +189,23 @@ fn a_verdicts_lines_come_together_whatever_bad_lines_arrive_meanwhile() {
         // then have nothing to do); its verdict promotes or reverts them.
         let (plan, render) = (format!("plan-{i}"), format!("r-{i}"));
         let mut lines: Vec<String> = (0..3)
-            .map(|p| applied(&format!("ns/pod-{p}"), &render, &plan, &format!("plan-{}", i - 1), "plan-0").to_string())
+            .map(|p| {
+                applied(
+                    &format!("ns/pod-{p}"),
+                    &render,
+                    &plan,
+                    &format!("plan-{}", i - 1),
+                    "plan-0",
+                )
+                .to_string()
+            })
             .collect();
         let config = if i % 3 == 0 { broken_config() } else { sample_config() };
         lines.push(rendered(&plan, &render, &format!("# {i}\n{config}")).to_string());
         feed.send(Feed::Lines(lines)).unwrap();
         loop {
-            let line: Value = serde_json::from_str(&output.next().expect("serve is running").unwrap()).unwrap();
+            let line: Value =
+                serde_json::from_str(&output.next().expect("serve is running").unwrap()).unwrap();
             let done = line["type"] == "verdict" && line["render"] == render.as_str();
             seen.push(line);
             if done {
@@ -207,7 +228,10 @@ fn a_verdicts_lines_come_together_whatever_bad_lines_arrive_meanwhile() {
             "error" => (errors, error_since_verdict) = (errors + 1, true),
             kind @ ("latch" | "release" | "promote" | "revert") => {
                 followers += 1;
-                assert!(!error_since_verdict, "line {at}: a {kind} line split from its verdict by an error line");
+                assert!(
+                    !error_since_verdict,
+                    "line {at}: a {kind} line split from its verdict by an error line"
+                );
             }
             "hello" | "shadow" => {}
             other => panic!("unexpected output {other}: {line}"),
@@ -215,5 +239,8 @@ fn a_verdicts_lines_come_together_whatever_bad_lines_arrive_meanwhile() {
     }
     assert_eq!(verdicts, RENDERS);
     assert_eq!(errors as u64, bad, "every bad line got its error");
-    assert!(followers >= RENDERS * 3, "every verdict promoted or reverted three pods ({followers} lines)");
+    assert!(
+        followers >= RENDERS * 3,
+        "every verdict promoted or reverted three pods ({followers} lines)"
+    );
 }

@@ -14,7 +14,8 @@ const MIB: u64 = 1024 * 1024;
 fn peak_rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM in /proc/PID/status");
-    let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().unwrap();
+    let kib: u64 =
+        line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().unwrap();
     kib * 1024
 }
 
@@ -87,11 +88,26 @@ fn a_bad_60_mb_line_under_the_limit_costs_about_twice_its_size() {
     // Thousands of tiny values: a JSON tree of them would cost ten times the line.
     let lines: [(&str, &[u8], &str, &str); 5] = [
         (r#"{"type":"bogus","padding":["#, b"[],", "[]]}", "unknown type `bogus`"),
-        (r#"{"type":"applied","pod":"ns/a","plan":7,"padding":["#, b"{},", "{}]}", "invalid type: integer `7`"),
+        (
+            r#"{"type":"applied","pod":"ns/a","plan":7,"padding":["#,
+            b"{},",
+            "{}]}",
+            "invalid type: integer `7`",
+        ),
         (r#"{"type":"bogus","padding":""#, b"x", r#""}"#, "unknown type `bogus`"),
-        (r#"{"type":"rendered","plan":5,"render":"r","config":""#, b"global\\n", r#""}"#, "invalid type: integer `5`"),
+        (
+            r#"{"type":"rendered","plan":5,"render":"r","config":""#,
+            b"global\\n",
+            r#""}"#,
+            "invalid type: integer `5`",
+        ),
         // The wrong field after the big one: the big one is read first.
-        (r#"{"type":"rendered","render":"r","config":""#, b"global\\n", r#"","plan":5}"#, "invalid type: integer `5`"),
+        (
+            r#"{"type":"rendered","render":"r","config":""#,
+            b"global\\n",
+            r#"","plan":5}"#,
+            "invalid type: integer `5`",
+        ),
     ];
     for (n, (head, repeat, tail, expected)) in lines.into_iter().enumerate() {
         send_big_line(&mut gate, head, repeat, SIZE as usize, tail);
@@ -109,7 +125,13 @@ fn a_bad_60_mb_line_under_the_limit_costs_about_twice_its_size() {
         );
     }
     // A valid line of a million short pod names: no string per name either.
-    send_big_line(&mut gate, r#"{"type":"pods_discovered","pods":["#, br#""ab-cd","#, SIZE as usize, r#""x"]}"#);
+    send_big_line(
+        &mut gate,
+        r#"{"type":"pods_discovered","pods":["#,
+        br#""ab-cd","#,
+        SIZE as usize,
+        r#""x"]}"#,
+    );
     answered(&mut gate, "r-1");
     let peak = peak_rss(gate.pid());
     eprintln!("pods_discovered: peak RSS {} MiB, {} MiB before", peak / MIB, baseline / MIB);

@@ -23,13 +23,19 @@ fn flood(backends: usize, tail: &str) -> String {
 }
 
 fn cases() -> Vec<(&'static str, String, &'static str)> {
-    let valid =
-        |global: &str| format!("global\n{global}defaults\n  mode http\n{TIMEOUTS}frontend f\n  bind 127.0.0.1:18080\n");
+    let valid = |global: &str| {
+        format!(
+            "global\n{global}defaults\n  mode http\n{TIMEOUTS}frontend f\n  bind 127.0.0.1:18080\n"
+        )
+    };
     vec![
         // the alert comes after ~1 MiB of warnings: the old 64 KiB cap passed it
         (
             "flood-then-missing-backend",
-            flood(3_200, "frontend g\n  bind 127.0.0.1:18081\n  timeout client 1s\n  use_backend nope\n"),
+            flood(
+                3_200,
+                "frontend g\n  bind 127.0.0.1:18081\n  timeout client 1s\n  use_backend nope\n",
+            ),
             "refused",
         ),
         ("flood-valid", flood(3_200, ""), "pass"),
@@ -62,11 +68,17 @@ fn cases() -> Vec<(&'static str, String, &'static str)> {
         ),
         (
             "bind-name-user-is-not-an-option",
-            format!("global\ndefaults\n  mode http\n{TIMEOUTS}frontend f\n  bind 127.0.0.1:18080 name user root\n"),
+            format!(
+                "global\ndefaults\n  mode http\n{TIMEOUTS}frontend f\n  bind 127.0.0.1:18080 name user root\n"
+            ),
             "refused",
         ),
         // "Warnings were found." before the no-listener line: a pass
-        ("no-listener-with-a-warning", "global\ndefaults\n  mode http\nlisten l\n  mode http\n".to_owned(), "pass"),
+        (
+            "no-listener-with-a-warning",
+            "global\ndefaults\n  mode http\nlisten l\n  mode http\n".to_owned(),
+            "pass",
+        ),
     ]
 }
 
@@ -74,12 +86,17 @@ fn cases() -> Vec<(&'static str, String, &'static str)> {
 fn bare(config: &str) -> &'static str {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
-    let out =
-        Command::new(haproxy()).args(["-dr", "-c", "-f", "haproxy.cfg"]).current_dir(dir.path()).output().unwrap();
+    let out = Command::new(haproxy())
+        .args(["-dr", "-c", "-f", "haproxy.cfg"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
     match out.status.code() {
         Some(0 | 2) => "pass",
         Some(1) => "refused",
-        other => panic!("bare haproxy ended with {other:?}: {}", String::from_utf8_lossy(&out.stderr)),
+        other => {
+            panic!("bare haproxy ended with {other:?}: {}", String::from_utf8_lossy(&out.stderr))
+        }
     }
 }
 
@@ -98,15 +115,22 @@ fn check_says_what_bare_haproxy_says_on_every_forgery() {
         assert_eq!(bare(&config), expected, "{name}: the case no longer shows what it is for");
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("haproxy.cfg"), &config).unwrap();
-        let out =
-            Command::new(BIN).args(["check", "--json", "--haproxy", &haproxy()]).arg(dir.path()).output().unwrap();
-        let verdict: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let out = Command::new(BIN)
+            .args(["check", "--json", "--haproxy", &haproxy()])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let verdict: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(kind(&verdict), expected, "{name}: {verdict}");
         let code = if expected == "pass" { 0 } else { 1 };
         assert_eq!(out.status.code(), Some(code), "{name}");
         if name.starts_with("quiet") {
             let message = verdict["message"].as_str().unwrap();
-            assert!(message.contains("`quiet` at line") && message.contains("set aside"), "{name}: {message}");
+            assert!(
+                message.contains("`quiet` at line") && message.contains("set aside"),
+                "{name}: {message}"
+            );
         }
     }
 }

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 /// A record as the text format writes one, and as the JSON format does.
 const FORGED_TEXT: &str = "2020-01-01T00:00:00.000000Z ERROR forged record";
-const FORGED_JSON: &str = r#"{"timestamp":"2020-01-01T00:00:00.000000Z","level":"ERROR","message":"forged record"}"#;
+const FORGED_JSON: &str =
+    r#"{"timestamp":"2020-01-01T00:00:00.000000Z","level":"ERROR","message":"forged record"}"#;
 
 /// Every way a name can smuggle a forged record in, with `name` in front.
 fn hostile(name: &str) -> [String; 4] {
@@ -47,8 +48,17 @@ fn input() -> String {
 }
 
 fn stderr_of(format: &str) -> String {
-    let args =
-        ["serve", "--haproxy", &haproxy(), "--check-interval", "0s", "--log-level", "debug", "--log-format", format];
+    let args = [
+        "serve",
+        "--haproxy",
+        &haproxy(),
+        "--check-interval",
+        "0s",
+        "--log-level",
+        "debug",
+        "--log-format",
+        format,
+    ];
     let out = run(&args, &input(), &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stderr = String::from_utf8(out.stderr).expect("logs are UTF-8");
@@ -62,10 +72,16 @@ fn stderr_of(format: &str) -> String {
 fn text_logs_keep_one_record_per_line_whatever_the_names_hold() {
     let stderr = stderr_of("text");
     for line in stderr.lines() {
-        assert!(!line.starts_with("2020-01-01") && !line.starts_with('{'), "a forged record: {line}");
+        assert!(
+            !line.starts_with("2020-01-01") && !line.starts_with('{'),
+            "a forged record: {line}"
+        );
         // Every record starts with this run's timestamp and a level.
         let level = line.split_whitespace().nth(1).unwrap_or("");
-        assert!(["ERROR", "WARN", "INFO", "DEBUG", "TRACE"].contains(&level), "not a record: {line}");
+        assert!(
+            ["ERROR", "WARN", "INFO", "DEBUG", "TRACE"].contains(&level),
+            "not a record: {line}"
+        );
     }
 }
 
@@ -73,7 +89,8 @@ fn text_logs_keep_one_record_per_line_whatever_the_names_hold() {
 fn json_logs_keep_one_object_per_line_whatever_the_names_hold() {
     let stderr = stderr_of("json");
     for line in stderr.lines() {
-        let record: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not one JSON object: {line}: {e}"));
+        let record: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not one JSON object: {line}: {e}"));
         assert!(record.is_object() && record["level"].is_string(), "{line}");
         assert_ne!(record["timestamp"], "2020-01-01T00:00:00.000000Z", "a forged record: {line}");
         assert_ne!(record["message"], "forged record", "a forged record: {line}");

@@ -85,7 +85,11 @@ fn stopped_by(signal: i32, expected_status: i32, start: impl FnOnce(&Path, &Path
     let tmp = tempfile::tempdir().unwrap();
     let mut gate = start(&hanging.script, tmp.path());
     let (check_dir, pids) = hanging.running(&mut gate);
-    assert!(check_dir.starts_with(tmp.path()), "{} is not in the gate's TMPDIR", check_dir.display());
+    assert!(
+        check_dir.starts_with(tmp.path()),
+        "{} is not in the gate's TMPDIR",
+        check_dir.display()
+    );
     assert!(check_dir.join("haproxy.cfg").exists(), "the render is laid out while the check runs");
     // SAFETY: a signal to our own child.
     assert_eq!(unsafe { libc::kill(gate.id() as i32, signal) }, 0);
@@ -112,7 +116,15 @@ fn stopped_by(signal: i32, expected_status: i32, start: impl FnOnce(&Path, &Path
 
 fn serve_hanging(script: &Path, tmp: &Path) -> Child {
     let mut gate = Command::new(BIN)
-        .args(["serve", "--no-sandbox", "--check-interval", "0s", "--check-timeout", "300s", "--haproxy"])
+        .args([
+            "serve",
+            "--no-sandbox",
+            "--check-interval",
+            "0s",
+            "--check-timeout",
+            "300s",
+            "--haproxy",
+        ])
         .arg(script)
         .env("TMPDIR", tmp)
         .stdin(Stdio::piped())
@@ -228,7 +240,9 @@ fn working_in(dir: &Path) -> Vec<i32> {
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir)))
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
+        })
         .filter(|&pid| alive(pid))
         .collect()
 }
@@ -238,7 +252,10 @@ fn working_in(dir: &Path) -> Vec<i32> {
 #[test]
 fn sigterm_to_check_ends_a_sandboxed_haproxy() {
     if !crate::needs::lua(Path::new(&haproxy())) {
-        crate::needs::missing(&format!("{} has no Lua (for a check that runs long)", haproxy()), "this test");
+        crate::needs::missing(
+            &format!("{} has no Lua (for a check that runs long)", haproxy()),
+            "this test",
+        );
         return;
     }
     let render = tempfile::tempdir().unwrap();
@@ -246,7 +263,8 @@ fn sigterm_to_check_ends_a_sandboxed_haproxy() {
     assert!(config.contains("lua-load"), "the sample config has a global section");
     std::fs::write(render.path().join("haproxy.cfg"), config).unwrap();
     std::fs::create_dir(render.path().join("maps")).unwrap();
-    std::fs::copy(sample_dir().join("maps/hosts.map"), render.path().join("maps/hosts.map")).unwrap();
+    std::fs::copy(sample_dir().join("maps/hosts.map"), render.path().join("maps/hosts.map"))
+        .unwrap();
     std::fs::write(render.path().join("busy.lua"), "while true do end\n").unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mut gate = Command::new(BIN)

@@ -28,7 +28,10 @@ struct Measured {
 /// high-water mark in at exec. GNU time's child is forked from GNU time.)
 fn measured(args: &[&str], tmpdir: &Path) -> Measured {
     const TIME: &str = "/usr/bin/time";
-    assert!(Path::new(TIME).exists(), "these tests measure peak RSS with GNU time ({TIME}); install it");
+    assert!(
+        Path::new(TIME).exists(),
+        "these tests measure peak RSS with GNU time ({TIME}); install it"
+    );
     let report = tempfile::NamedTempFile::new().unwrap();
     let started = Instant::now();
     let out = Command::new(TIME)
@@ -62,12 +65,21 @@ fn serve_answers_a_render_past_a_limit_with_could_not_run_naming_it() {
         {"kind": "map", "path": "maps/c.map", "content": "a b\n"},
     ]);
     let mut big = rendered("plan-2", "r-2", &sample_config());
-    big["files"] = json!([{"kind": "map", "path": "maps/hosts.map", "content": "x".repeat(70_000)}]);
+    big["files"] =
+        json!([{"kind": "map", "path": "maps/hosts.map", "content": "x".repeat(70_000)}]);
     let mut deep = rendered("plan-3", "r-3", &sample_config());
     deep["files"] = json!([{"kind": "general", "path": vec!["d"; 40].join("/"), "content": ""}]);
     // one gate per render: a burst would leave the superseded ones unchecked
     let message = |line: &serde_json::Value| {
-        let args = ["serve", "--haproxy", &haproxy(), "--max-render-files", "2", "--max-render-size", "64KiB"];
+        let args = [
+            "serve",
+            "--haproxy",
+            &haproxy(),
+            "--max-render-files",
+            "2",
+            "--max-render-size",
+            "64KiB",
+        ];
         let out = run(&args, &format!("{line}\n"), &[("TMPDIR", work.path())]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let v = lines(&out).into_iter().find(|l| l["type"] == "verdict").expect("a verdict");
@@ -76,9 +88,15 @@ fn serve_answers_a_render_past_a_limit_with_could_not_run_naming_it() {
     };
     assert_eq!(message(&many), "the render has 3 files, more than --max-render-files 2");
     let bytes = sample_config().len() + 70_000;
-    assert_eq!(message(&big), format!("the render has {bytes} bytes, more than --max-render-size 64KiB"));
+    assert_eq!(
+        message(&big),
+        format!("the render has {bytes} bytes, more than --max-render-size 64KiB")
+    );
     let deep = message(&deep);
-    assert!(deep.ends_with("lands 40 components deep, more than the 32 a render path may have"), "{deep}");
+    assert!(
+        deep.ends_with("lands 40 components deep, more than the 32 a render path may have"),
+        "{deep}"
+    );
     assert!(tree(work.path()).is_empty(), "{:?}", tree(work.path()));
 }
 
@@ -89,12 +107,16 @@ fn check_refuses_a_directory_past_a_limit_with_exit_2_naming_it() {
     std::fs::write(dir.path().join("maps/b.map"), "a b\n").unwrap();
     let path = dir.path().to_str().unwrap();
     let haproxy = haproxy();
-    let out = measured(&["check", "--haproxy", &haproxy, "--max-render-files", "1", path], work.path());
+    let out =
+        measured(&["check", "--haproxy", &haproxy, "--max-render-files", "1", path], work.path());
     assert_eq!(out.code, Some(2), "{}", out.stderr);
-    let expected = format!("error: {path}/maps: the render has at least 2 files, more than --max-render-files 1");
+    let expected = format!(
+        "error: {path}/maps: the render has at least 2 files, more than --max-render-files 1"
+    );
     assert!(out.stderr.contains(&expected), "{}", out.stderr);
     // raised by the flag, it passes
-    let out = measured(&["check", "--haproxy", &haproxy, "--max-render-files", "2", path], work.path());
+    let out =
+        measured(&["check", "--haproxy", &haproxy, "--max-render-files", "2", path], work.path());
     assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
 }
 
@@ -128,8 +150,10 @@ fn a_refused_config_of_many_lines_costs_memory_proportional_to_it_not_16x() {
     let work = tempfile::tempdir().unwrap();
     let config = format!("{}{}    bogus-keyword\n", sample_config(), "\n".repeat(8 << 20));
     let dir = render_dir(&config);
-    let out =
-        measured(&["check", "--haproxy", &haproxy(), "--timeout", "120s", dir.path().to_str().unwrap()], work.path());
+    let out = measured(
+        &["check", "--haproxy", &haproxy(), "--timeout", "120s", dir.path().to_str().unwrap()],
+        work.path(),
+    );
     assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
     let line = config.lines().count();
     assert!(out.stdout.contains(&format!("  → {line}      bogus-keyword")), "{}", out.stdout);
@@ -143,11 +167,18 @@ fn a_huge_render_times_out_while_preparing_and_the_loop_answers_meanwhile() {
     // than the 2 s timeout. The check gives up at the timeout, the event
     // loop answers while the files are written, and nothing is left behind.
     let work = tempfile::tempdir().unwrap();
-    let mut child = serve_command(&["--check-timeout", "2s", "--max-render-files", "2000000", "--log-level", "debug"])
-        .env("TMPDIR", work.path())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start rendergate serve");
+    let mut child = serve_command(&[
+        "--check-timeout",
+        "2s",
+        "--max-render-files",
+        "2000000",
+        "--log-level",
+        "debug",
+    ])
+    .env("TMPDIR", work.path())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("start rendergate serve");
     let (started_tx, started_rx) = mpsc::channel();
     let stderr = BufReader::new(child.stderr.take().unwrap());
     std::thread::spawn(move || {
@@ -161,22 +192,29 @@ fn a_huge_render_times_out_while_preparing_and_the_loop_answers_meanwhile() {
     let stdout = BufReader::new(child.stdout.take().unwrap());
     std::thread::spawn(move || {
         for line in stdout.lines().map_while(Result::ok) {
-            let _ = lines_tx.send((Instant::now(), serde_json::from_str::<serde_json::Value>(&line).unwrap()));
+            let _ = lines_tx
+                .send((Instant::now(), serde_json::from_str::<serde_json::Value>(&line).unwrap()));
         }
     });
     let mut stdin = child.stdin.take().unwrap();
     let config = serde_json::to_string(&sample_config()).unwrap();
-    let mut line = format!(r#"{{"type":"rendered","plan":"plan-1","render":"r-1","config":{config},"files":["#);
+    let mut line = format!(
+        r#"{{"type":"rendered","plan":"plan-1","render":"r-1","config":{config},"files":["#
+    );
     for n in 0..1_000_000 {
         let comma = if n == 0 { "" } else { "," };
-        line.push_str(&format!(r#"{comma}{{"kind":"general","path":"d{}/f{n}","content":""}}"#, n % 100));
+        line.push_str(&format!(
+            r#"{comma}{{"kind":"general","path":"d{}/f{n}","content":""}}"#,
+            n % 100
+        ));
     }
     line.push_str("]}\n");
     stdin.write_all(line.as_bytes()).unwrap();
     stdin.flush().unwrap();
     drop(line);
 
-    let check_started = started_rx.recv_timeout(Duration::from_secs(120)).expect("the check starts");
+    let check_started =
+        started_rx.recv_timeout(Duration::from_secs(120)).expect("the check starts");
     // the loop answers a bad line at once while the directory is prepared
     std::thread::sleep(Duration::from_millis(300));
     let sent = Instant::now();
@@ -195,7 +233,11 @@ fn a_huge_render_times_out_while_preparing_and_the_loop_answers_meanwhile() {
     let message = verdict["message"].as_str().unwrap();
     // the gate's own bound on the check, or the checker's, whichever spoke first
     assert!(message.contains("timed out after 2"), "{message}");
-    assert!(at - check_started < Duration::from_secs(3), "the verdict took {:?}", at - check_started);
+    assert!(
+        at - check_started < Duration::from_secs(3),
+        "the verdict took {:?}",
+        at - check_started
+    );
     let (_, latch) = outputs.recv_timeout(Duration::from_secs(5)).unwrap();
     assert_eq!(latch, json!({"type": "latch", "state": "pessimistic", "reason": "unavailable"}));
 
@@ -204,7 +246,11 @@ fn a_huge_render_times_out_while_preparing_and_the_loop_answers_meanwhile() {
     writeln!(stdin, "{}", rendered("plan-2", "r-2", &sample_config())).unwrap();
     stdin.flush().unwrap();
     let (at, verdict) = outputs.recv_timeout(Duration::from_secs(20)).unwrap();
-    assert_eq!((verdict["render"].as_str(), verdict["ok"].as_bool()), (Some("r-2"), Some(true)), "{verdict}");
+    assert_eq!(
+        (verdict["render"].as_str(), verdict["ok"].as_bool()),
+        (Some("r-2"), Some(true)),
+        "{verdict}"
+    );
     assert!(at - sent < Duration::from_secs(3), "the next verdict took {:?}", at - sent);
 
     drop(stdin);

@@ -28,7 +28,10 @@ fn a_valid_render_passes_and_an_invalid_one_is_refused_with_context() {
     assert_eq!((v["ok"].as_bool(), v["refused"].as_bool()), (Some(false), Some(true)));
     let message = v["message"].as_str().unwrap();
     assert!(message.contains("→ [ALERT]") && message.contains("bogus-action"), "{message}");
-    assert!(message.contains("  Config context:") && message.contains("http-request bogus-action"), "{message}");
+    assert!(
+        message.contains("  Config context:") && message.contains("http-request bogus-action"),
+        "{message}"
+    );
     assert!(!message.contains("/tmp/"), "no host paths: {message}");
     assert_eq!(gate.next(), json!({"type": "latch", "state": "pessimistic", "reason": "refused"}));
 
@@ -57,7 +60,10 @@ fn a_missing_binary_could_not_run_and_never_reverts() {
     let v = gate.next();
     assert_eq!((v["ok"].as_bool(), v["refused"].as_bool()), (Some(false), Some(false)));
     assert!(v["message"].as_str().unwrap().contains("/nonexistent/haproxy"));
-    assert_eq!(gate.next(), json!({"type": "latch", "state": "pessimistic", "reason": "unavailable"}));
+    assert_eq!(
+        gate.next(),
+        json!({"type": "latch", "state": "pessimistic", "reason": "unavailable"})
+    );
     let (rest, status) = gate.finish();
     assert!(status.success());
     assert!(rest.iter().all(|l| l["type"] != "revert"), "{rest:?}");
@@ -74,7 +80,11 @@ fn a_traversal_path_could_not_run_naming_it_and_writes_nothing_outside() {
         {"kind": "map", "path": "maps/ok.map", "content": "a b\n"},
         {"kind": "general", "path": format!("../../{marker}"), "content": "escaped\n"},
     ]);
-    let out = run(&["serve", "--haproxy", &haproxy()], &format!("{line}\n"), &[("TMPDIR", work.as_path())]);
+    let out = run(
+        &["serve", "--haproxy", &haproxy()],
+        &format!("{line}\n"),
+        &[("TMPDIR", work.as_path())],
+    );
     assert!(out.status.success());
     let v = &lines(&out)[0];
     assert_eq!((v["ok"].as_bool(), v["refused"].as_bool()), (Some(false), Some(false)));
@@ -95,7 +105,11 @@ fn a_bad_line_gets_an_error_naming_it_and_the_next_line_still_works() {
         rendered("plan-1", "r-1", &sample_config()).to_string(),
     ]
     .join("\n");
-    let out = run(&["serve", "--haproxy", &haproxy(), "--check-interval", "0s"], &format!("{input}\n"), &[]);
+    let out = run(
+        &["serve", "--haproxy", &haproxy(), "--check-interval", "0s"],
+        &format!("{input}\n"),
+        &[],
+    );
     assert!(out.status.success());
     let out = lines(&out);
     let errors: Vec<_> = out.iter().filter(|l| l["type"] == "error").collect();
@@ -104,7 +118,9 @@ fn a_bad_line_gets_an_error_naming_it_and_the_next_line_still_works() {
     for n in [2, 3, 4] {
         assert!(numbers.contains(&n), "line {n}: {out:?}");
     }
-    let message = |n: u64| errors.iter().find(|e| e["line"] == n).unwrap()["message"].as_str().unwrap().to_owned();
+    let message = |n: u64| {
+        errors.iter().find(|e| e["line"] == n).unwrap()["message"].as_str().unwrap().to_owned()
+    };
     assert!(message(2).contains("JSON"), "{}", message(2));
     assert!(message(3).contains("render"), "{}", message(3));
     assert!(message(4).contains("launch"), "{}", message(4));
@@ -116,7 +132,9 @@ fn a_bad_line_gets_an_error_naming_it_and_the_next_line_still_works() {
 #[test]
 fn the_default_policy_reverts_and_promotes_a_fleet_fed_by_applied_events() {
     let mut gate = Serve::start(&[]);
-    gate.send(&json!({"type": "pods_discovered", "pods": ["haptic/haproxy-0", "haptic/haproxy-1"]}));
+    gate.send(
+        &json!({"type": "pods_discovered", "pods": ["haptic/haproxy-0", "haptic/haproxy-1"]}),
+    );
     // plan-1 passes; both pods hold it and run it: both may promote.
     gate.send(&applied("haptic/haproxy-0", "r-1", "plan-1", "plan-1", "plan-0"));
     gate.send(&applied("haptic/haproxy-1", "r-1", "plan-1", "plan-1", "plan-0"));
@@ -135,11 +153,17 @@ fn the_default_policy_reverts_and_promotes_a_fleet_fed_by_applied_events() {
     let v = gate.next();
     assert_eq!((v["type"].as_str(), v["refused"].as_bool()), (Some("verdict"), Some(true)));
     assert_eq!(gate.next()["type"], "latch");
-    assert_eq!(gate.next(), json!({"type": "revert", "pod": "haptic/haproxy-0", "plan": "plan-2", "to": "baseline"}));
+    assert_eq!(
+        gate.next(),
+        json!({"type": "revert", "pod": "haptic/haproxy-0", "plan": "plan-2", "to": "baseline"})
+    );
 
     // A pod that reports plan-1 later still gets its promotion.
     gate.send(&applied("haptic/haproxy-0", "r-1", "plan-1", "plan-1", "plan-0"));
-    assert_eq!(gate.next(), json!({"type": "promote", "pod": "haptic/haproxy-0", "plan": "plan-1"}));
+    assert_eq!(
+        gate.next(),
+        json!({"type": "promote", "pod": "haptic/haproxy-0", "plan": "plan-1"})
+    );
     let (rest, status) = gate.finish();
     assert!(status.success());
     assert!(rest.is_empty(), "pod 1 loaded plan-2 itself and is left alone: {rest:?}");
@@ -156,29 +180,50 @@ fn end_of_input_drains_queued_checks_and_exits_0() {
     ]
     .map(|l| l.to_string())
     .join("\n");
-    let out = run(&["serve", "--haproxy", &haproxy(), "--check-interval", "200ms"], &format!("{input}\n"), &[]);
+    let out = run(
+        &["serve", "--haproxy", &haproxy(), "--check-interval", "200ms"],
+        &format!("{input}\n"),
+        &[],
+    );
     assert!(out.status.success());
     let verdicts: Vec<_> = lines(&out).into_iter().filter(|l| l["type"] == "verdict").collect();
-    let renders: Vec<_> = verdicts.iter().map(|v| v["render"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(renders, ["r-1", "r-3"], "the first in flight, then the newest; r-2 is held by no pod");
+    let renders: Vec<_> =
+        verdicts.iter().map(|v| v["render"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(
+        renders,
+        ["r-1", "r-3"],
+        "the first in flight, then the newest; r-2 is held by no pod"
+    );
     assert_eq!(verdicts[1]["newest"], true);
 
-    let out = run(&["serve", "--haproxy", "/nonexistent/haproxy"], &format!("{}\n", rendered("p", "r", "x")), &[]);
+    let out = run(
+        &["serve", "--haproxy", "/nonexistent/haproxy"],
+        &format!("{}\n", rendered("p", "r", "x")),
+        &[],
+    );
     assert!(out.status.success());
-    assert_eq!(lines(&out).iter().filter(|l| l["type"] == "verdict").count(), 1, "no retries while draining");
+    assert_eq!(
+        lines(&out).iter().filter(|l| l["type"] == "verdict").count(),
+        1,
+        "no retries while draining"
+    );
 }
 
 #[test]
 fn json_log_lines_parse_and_carry_the_render_and_the_check() {
     let mut line = rendered("plan-1", "r-1", &broken_config());
     line["correlation"] = json!("c-9");
-    let out = run(&["serve", "--haproxy", &haproxy(), "--log-format", "json"], &format!("{line}\n"), &[]);
+    let out =
+        run(&["serve", "--haproxy", &haproxy(), "--log-format", "json"], &format!("{line}\n"), &[]);
     assert!(out.status.success());
     let logs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stderr)
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON log line: {l}: {e}")))
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON log line: {l}: {e}"))
+        })
         .collect();
-    let refusal = logs.iter().find(|l| l["outcome"] == "refused").unwrap_or_else(|| panic!("{logs:?}"));
+    let refusal =
+        logs.iter().find(|l| l["outcome"] == "refused").unwrap_or_else(|| panic!("{logs:?}"));
     assert_eq!(
         (refusal["plan"].as_str(), refusal["render"].as_str(), refusal["correlation"].as_str()),
         (Some("plan-1"), Some("r-1"), Some("c-9"))
@@ -190,11 +235,16 @@ fn json_log_lines_parse_and_carry_the_render_and_the_check() {
 
 #[test]
 fn the_python_driver_example_runs_against_the_real_binary() {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/drive_serve.py");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/drive_serve.py");
     let dir = tempfile::tempdir().unwrap();
     // The example runs `rendergate` and `haproxy` by name; put both on its PATH.
     std::os::unix::fs::symlink(BIN, dir.path().join("rendergate")).unwrap();
-    let path = format!("{}:{}:/usr/sbin:/sbin", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}:/usr/sbin:/sbin",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let out = std::process::Command::new("python3")
         .arg(&script)
         .arg(dir.path().join("rendergate"))

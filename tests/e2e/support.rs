@@ -16,7 +16,10 @@ pub fn haproxy() -> String {
 
 /// The test haproxy's absolute path (for copies and wrappers of it).
 pub fn real_haproxy() -> PathBuf {
-    let out = Command::new("/bin/sh").args(["-c", r#"command -v "$1""#, "sh", &haproxy()]).output().unwrap();
+    let out = Command::new("/bin/sh")
+        .args(["-c", r#"command -v "$1""#, "sh", &haproxy()])
+        .output()
+        .unwrap();
     let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
     assert!(path.is_absolute(), "no haproxy found: {}", path.display());
     path
@@ -85,7 +88,9 @@ pub fn run(args: &[&str], stdin: &str, envs: &[(&str, &Path)]) -> Output {
     // A command that refuses its arguments exits without reading its input:
     // the pipe is then closed, which is not the test's failure.
     match child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("write to rendergate's stdin: {e}"),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            panic!("write to rendergate's stdin: {e}")
+        }
         _ => {}
     }
     child.wait_with_output().unwrap()
@@ -119,7 +124,8 @@ pub struct Serve {
 
 impl Serve {
     pub fn start(extra: &[&str]) -> Serve {
-        let mut child = serve_command(extra).stderr(Stdio::inherit()).spawn().expect("start rendergate serve");
+        let mut child =
+            serve_command(extra).stderr(Stdio::inherit()).spawn().expect("start rendergate serve");
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -153,7 +159,8 @@ impl Serve {
 
     /// The next output line; fails the test after 20 s.
     pub fn next(&mut self) -> Value {
-        let line = self.lines.recv_timeout(Duration::from_secs(20)).expect("an output line within 20 s");
+        let line =
+            self.lines.recv_timeout(Duration::from_secs(20)).expect("an output line within 20 s");
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
     }
 

@@ -33,7 +33,8 @@ fn canary_fixtures_leak_unsandboxed() {
             continue; // not a leaking fixture
         }
         for (leak, happened) in seen {
-            table.push(format!("{name:32} {:7} {leak:?}", if happened { "LEAKS" } else { "STALE" }));
+            table
+                .push(format!("{name:32} {:7} {leak:?}", if happened { "LEAKS" } else { "STALE" }));
             if !happened {
                 stale.push(format!("{name}: {leak:?}"));
             }

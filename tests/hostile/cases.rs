@@ -30,7 +30,8 @@ pub fn valid_minimal(_: &mut Scene) -> Spec {
 
 pub fn tls_in_directory(_: &mut Scene) -> Spec {
     let Some((cert, key)) = self_signed() else { return Spec::missing(NO_OPENSSL) };
-    let frontend = "  bind 127.0.0.1:18443 ssl crt ssl/site.pem ca-file ssl/ca.pem verify optional\n";
+    let frontend =
+        "  bind 127.0.0.1:18443 ssl crt ssl/site.pem ca-file ssl/ca.pem verify optional\n";
     Spec::check(config("", frontend, ""), PASS)
         .files(vec![file("ssl/site.pem", format!("{cert}{key}")), file("ssl/ca.pem", cert.clone())])
 }
@@ -73,12 +74,20 @@ pub fn user_group_spellings(_: &mut Scene) -> Spec {
 
 pub fn stats_socket_user_group(s: &mut Scene) -> Spec {
     let sock = s.outside.join(format!("stats-{}.sock", s.tag));
-    let global = format!("  stats socket {} mode 660 level admin user nobody group {}\n", sock.display(), nogroup());
+    let global = format!(
+        "  stats socket {} mode 660 level admin user nobody group {}\n",
+        sock.display(),
+        nogroup()
+    );
     Spec::check(config(&global, "", ""), PASS).watch(sock)
 }
 
 pub fn unix_bind_user_group(s: &mut Scene) -> Spec {
-    let global = format!("  unix-bind prefix {} mode 770 user nobody group {}\n", s.outside.display(), nogroup());
+    let global = format!(
+        "  unix-bind prefix {} mode 770 user nobody group {}\n",
+        s.outside.display(),
+        nogroup()
+    );
     Spec::check(config(&global, "", ""), PASS)
 }
 
@@ -87,8 +96,7 @@ pub fn parse_resolv_conf(_: &mut Scene) -> Spec {
     if !std::path::Path::new("/etc/resolv.conf").exists() {
         return Spec::nothing_here("no /etc/resolv.conf on this host");
     }
-    let tail =
-        "resolvers dns\n  parse-resolv-conf\nbackend app\n  server s1 127.0.0.1:8080 resolvers dns init-addr none\n";
+    let tail = "resolvers dns\n  parse-resolv-conf\nbackend app\n  server s1 127.0.0.1:8080 resolvers dns init-addr none\n";
     Spec::check(config("", "  default_backend app\n", tail), PASS)
 }
 
@@ -102,12 +110,18 @@ pub fn setenv_in_global(_: &mut Scene) -> Spec {
 pub fn tls_crt_directory(_: &mut Scene) -> Spec {
     let Some((cert, key)) = self_signed() else { return Spec::missing(NO_OPENSSL) };
     let frontend = "  bind 127.0.0.1:18443 ssl crt ssl/certs/\n";
-    Spec::check(config("", frontend, ""), PASS)
-        .files(vec![file("ssl/certs/a.pem", format!("{cert}{key}")), file("ssl/certs/b.pem", format!("{cert}{key}"))])
+    Spec::check(config("", frontend, ""), PASS).files(vec![
+        file("ssl/certs/a.pem", format!("{cert}{key}")),
+        file("ssl/certs/b.pem", format!("{cert}{key}")),
+    ])
 }
 
 fn nogroup() -> &'static str {
-    if std::fs::read_to_string("/etc/group").unwrap_or_default().contains("\nnogroup:") { "nogroup" } else { "nobody" }
+    if std::fs::read_to_string("/etc/group").unwrap_or_default().contains("\nnogroup:") {
+        "nogroup"
+    } else {
+        "nobody"
+    }
 }
 
 // -- host paths named by the config -----------------------------------------
@@ -123,9 +137,13 @@ pub fn acl_file_outside(s: &mut Scene) -> Spec {
 
 /// A well-formed HTTP response outside: unsandboxed HAProxy reads it and passes.
 pub fn errorfile_host_path(s: &mut Scene) -> Spec {
-    let body = format!("HTTP/1.0 503 Service Unavailable\r\ncontent-type: text/plain\r\n\r\n{}\n", s.secret);
+    let body = format!(
+        "HTTP/1.0 503 Service Unavailable\r\ncontent-type: text/plain\r\n\r\n{}\n",
+        s.secret
+    );
     let path = s.plant("errorfile.http", body);
-    Spec::check(config("", &format!("  errorfile 503 {}\n", path.display()), ""), REFUSED).leaks(vec![Leak::Passes])
+    Spec::check(config("", &format!("  errorfile 503 {}\n", path.display()), ""), REFUSED)
+        .leaks(vec![Leak::Passes])
 }
 
 pub fn crt_host_path(s: &mut Scene) -> Spec {
@@ -138,7 +156,10 @@ pub fn crt_host_path(s: &mut Scene) -> Spec {
 pub fn ca_file_host_path(s: &mut Scene) -> Spec {
     let Some((cert, key)) = self_signed() else { return Spec::missing(NO_OPENSSL) };
     let ca = s.plant("host-ca.pem", cert.clone());
-    let frontend = format!("  bind 127.0.0.1:18443 ssl crt site.pem ca-file {} verify required\n", ca.display());
+    let frontend = format!(
+        "  bind 127.0.0.1:18443 ssl crt site.pem ca-file {} verify required\n",
+        ca.display()
+    );
     Spec::check(config("", &frontend, ""), REFUSED)
         .files(vec![file("site.pem", format!("{cert}{key}"))])
         .leaks(vec![Leak::Passes])
@@ -152,8 +173,10 @@ pub fn crt_list_host_path(s: &mut Scene) -> Spec {
 
 /// `return … file` reads any file and is happy with any content.
 pub fn http_return_file_host_path(s: &mut Scene) -> Spec {
-    let frontend =
-        format!("  http-request return status 200 content-type text/plain file {} if {{ path /x }}\n", s.secret());
+    let frontend = format!(
+        "  http-request return status 200 content-type text/plain file {} if {{ path /x }}\n",
+        s.secret()
+    );
     Spec::check(config("", &frontend, ""), REFUSED).leaks(vec![Leak::Passes])
 }
 
@@ -170,11 +193,13 @@ pub fn proc_gate_environ(_: &mut Scene) -> Spec {
 }
 
 pub fn proc_self_root_passwd(_: &mut Scene) -> Spec {
-    Spec::check(acl_file("/proc/self/root/etc/passwd"), REFUSED).leaks(vec![Leak::Text(PASSWD_ROOT.into())])
+    Spec::check(acl_file("/proc/self/root/etc/passwd"), REFUSED)
+        .leaks(vec![Leak::Text(PASSWD_ROOT.into())])
 }
 
 pub fn proc_self_root_secret(s: &mut Scene) -> Spec {
-    Spec::check(acl_file(&format!("/proc/self/root{}", s.secret())), REFUSED).leaks(vec![Leak::Marker])
+    Spec::check(acl_file(&format!("/proc/self/root{}", s.secret())), REFUSED)
+        .leaks(vec![Leak::Marker])
 }
 
 /// Enough `../` to reach `/` from any check directory, then the secret.
@@ -194,7 +219,11 @@ pub fn dotdot_in_render_path(s: &mut Scene) -> Spec {
         s.host_path(std::path::Path::new("/").join(&name)),
     ];
     let mut spec = Spec::serve(config("", "", ""), COULD_NOT_RUN)
-        .files(vec![RFile { kind: "general", path: format!("../../{name}"), content: "escaped\n".into() }])
+        .files(vec![RFile {
+            kind: "general",
+            path: format!("../../{name}"),
+            content: "escaped\n".into(),
+        }])
         .must_say(&name);
     for p in escaped {
         spec = spec.watch(p);
@@ -206,7 +235,8 @@ pub fn dotdot_in_render_path(s: &mut Scene) -> Spec {
 /// render's own config, or not run at all.
 pub fn render_file_over_the_config(_: &mut Scene) -> Spec {
     let broken = config("", "  http-request bogus-action\n", "");
-    Spec::serve(broken, &[Kind::Refused, Kind::CouldNotRun]).files(vec![file("./haproxy.cfg", config("", "", ""))])
+    Spec::serve(broken, &[Kind::Refused, Kind::CouldNotRun])
+        .files(vec![file("./haproxy.cfg", config("", "", ""))])
 }
 
 /// A NUL byte in a render path: refused before anything is written.
@@ -227,10 +257,12 @@ pub fn double_slash_secret(s: &mut Scene) -> Spec {
 
 /// `check DIR` refuses a symlink inside DIR before anything runs.
 pub fn symlink_in_directory(s: &mut Scene) -> Spec {
-    let mut spec =
-        Spec::check(config("", "  acl bad src -f maps/evil.map\n  http-request deny if bad\n", ""), NO_VERDICT)
-            .must_say("symlink")
-            .must_say("evil.map");
+    let mut spec = Spec::check(
+        config("", "  acl bad src -f maps/evil.map\n  http-request deny if bad\n", ""),
+        NO_VERDICT,
+    )
+    .must_say("symlink")
+    .must_say("evil.map");
     spec.symlinks.push(("maps/evil.map".into(), s.secret_path.clone()));
     spec
 }
@@ -257,7 +289,8 @@ pub fn dev_stdin_serve(_: &mut Scene) -> Spec {
 
 pub fn fifo_errorfile(s: &mut Scene) -> Spec {
     let fifo = s.plant_fifo("fifo");
-    Spec::check(config("", &format!("  errorfile 503 {}\n", fifo.display()), ""), NOT_PASS).leaks(vec![Leak::Blocks])
+    Spec::check(config("", &format!("  errorfile 503 {}\n", fifo.display()), ""), NOT_PASS)
+        .leaks(vec![Leak::Blocks])
 }
 
 // -- the gate's environment -------------------------------------------------
@@ -299,7 +332,11 @@ backend app\n  server s1 {}.hostile.invalid:80 resolvers dns init-addr last,libc
         while listener.recv_from(&mut buf).is_ok() {
             got += 1;
         }
-        if got > 0 { vec![format!("{got} datagram(s) reached the test's name server")] } else { vec![] }
+        if got > 0 {
+            vec![format!("{got} datagram(s) reached the test's name server")]
+        } else {
+            vec![]
+        }
     })
 }
 
@@ -313,7 +350,9 @@ pub fn alert_flood(_: &mut Scene) -> Spec {
     for i in 0..300 {
         frontend.push_str(&format!("  use_backend nosuch_{long}_{i} if {{ path /{i} }}\n"));
     }
-    Spec::check(config("", &frontend, ""), REFUSED).must_say("cut|cap|truncat").must_say("65536|64 kib|64kib")
+    Spec::check(config("", &frontend, ""), REFUSED)
+        .must_say("cut|cap|truncat")
+        .must_say("65536|64 kib|64kib")
 }
 
 // -- what a grant brings along ----------------------------------------------
@@ -327,7 +366,10 @@ pub fn system_ca_keeps_private_keys(_: &mut Scene) -> Spec {
     let Some(key) = readable_private_key() else {
         return Spec::nothing_here(NO_PRIVATE_KEY);
     };
-    let frontend = format!("  acl bad src -f {}\n  http-request deny if bad\n  default_backend tls\n", key.display());
+    let frontend = format!(
+        "  acl bad src -f {}\n  http-request deny if bad\n  default_backend tls\n",
+        key.display()
+    );
     let tail = "backend tls\n  server s1 127.0.0.1:8443 ssl verify required ca-file @system-ca sni str(hostile.test)\n";
     Spec::check(config("", &frontend, tail), REFUSED)
         .forbid("PRIVATE KEY")

@@ -33,7 +33,8 @@ fn host_lines(path: &str) -> Vec<String> {
 pub fn host_name_as_local_peer(_: &mut Scene) -> Spec {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_owned();
     let global = "  .warning \"peer=[${HAPROXY_LOCALPEER}]\"\n";
-    let mut spec = Spec::check(config(global, "", ""), PASS).must_say(format!("peer=[{FIXED_NAME}]"));
+    let mut spec =
+        Spec::check(config(global, "", ""), PASS).must_say(format!("peer=[{FIXED_NAME}]"));
     if host != FIXED_NAME {
         spec = spec.forbid(format!("peer=[{host}]"));
     }
@@ -50,16 +51,18 @@ pub fn resolv_conf_and_hosts_are_stand_ins(_: &mut Scene) -> Spec {
     }
     let frontend = "  acl resolv src -f /etc/resolv.conf\n  acl hosts src -f /etc/hosts\n  \
                     http-request deny if resolv || hosts\n  default_backend app\n";
-    let tail =
-        "resolvers dns\n  parse-resolv-conf\nbackend app\n  server s1 127.0.0.1:8080 resolvers dns init-addr none\n";
+    let tail = "resolvers dns\n  parse-resolv-conf\nbackend app\n  server s1 127.0.0.1:8080 resolvers dns init-addr none\n";
     let stand_in = ["nameserver 127.0.0.1", "127.0.0.1 localhost", "::1 localhost"];
-    let mut spec = Spec::check(config("", frontend, tail), REFUSED).must_say("nameserver 127.0.0.1");
+    let mut spec =
+        Spec::check(config("", frontend, tail), REFUSED).must_say("nameserver 127.0.0.1");
     let mut leaks = vec![];
     for lines in [resolv, host_lines("/etc/hosts")] {
         let own = |l: &String| !stand_in.contains(&l.as_str());
         // HAProxy quotes the file's first line: that one leaks unsandboxed,
         // unless the stand-in has it too
-        leaks.extend(lines.first().filter(|l| own(l)).map(|l| Leak::Text(in_json(&format!("'{l}'")))));
+        leaks.extend(
+            lines.first().filter(|l| own(l)).map(|l| Leak::Text(in_json(&format!("'{l}'")))),
+        );
         for line in lines.into_iter().filter(own) {
             spec = spec.forbid(in_json(&format!("'{line}'")));
         }
@@ -101,7 +104,9 @@ pub fn accounts_are_not_the_hosts(s: &mut Scene) -> Spec {
         "program known\n  command /bin/true\n  user root\n  group root\n\
 program unknown\n  command /bin/true\n  user {user}\n  group {group}\n"
     );
-    Spec::check(config(&global, "", &programs), PASS).forbid("cannot find user").forbid("cannot find group")
+    Spec::check(config(&global, "", &programs), PASS)
+        .forbid("cannot find user")
+        .forbid("cannot find group")
 }
 
 /// Lua's module paths, printed and tried by a failing `require`: the check
@@ -112,5 +117,8 @@ pub fn lua_paths_are_the_check_directorys(s: &mut Scene) -> Spec {
 error(\"lua-paths: \" .. package.path .. \" | \" .. package.cpath .. \" | \" .. tostring(err))\n",
         s.tag
     );
-    lua_render("lua-load", script).must_say("./?.lua").forbid("/lua/5.").leaks(vec![Leak::Text("/lua/5.".into())])
+    lua_render("lua-load", script)
+        .must_say("./?.lua")
+        .forbid("/lua/5.")
+        .leaks(vec![Leak::Text("/lua/5.".into())])
 }

@@ -10,16 +10,26 @@ use std::process::Command;
 
 fn strict_missing(layer: &'static str) {
     let run = Run { mode: Mode::Default, disable: Some(layer) };
-    let r = attempt(&format!("valid_minimal, strict, {layer} absent"), cases::valid_minimal, run, |spec| {
-        spec.expect = COULD_NOT_RUN;
-        spec.must_contain.push(layer.to_owned());
-    });
+    let r = attempt(
+        &format!("valid_minimal, strict, {layer} absent"),
+        cases::valid_minimal,
+        run,
+        |spec| {
+            spec.expect = COULD_NOT_RUN;
+            spec.must_contain.push(layer.to_owned());
+        },
+    );
     r.unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn best_effort_missing(layer: &'static str) {
     let run = Run { mode: Mode::BestEffort, disable: Some(layer) };
-    let r = attempt(&format!("valid_minimal, best-effort, {layer} absent"), cases::valid_minimal, run, |_| {});
+    let r = attempt(
+        &format!("valid_minimal, best-effort, {layer} absent"),
+        cases::valid_minimal,
+        run,
+        |_| {},
+    );
     r.unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -49,9 +59,10 @@ fn best_effort_without_seccomp_runs() {
 #[test]
 fn strict_without_a_mount_namespace_runs() {
     let run = Run { mode: Mode::Default, disable: Some("mountns") };
-    for (name, case) in
-        [("valid_minimal", cases::valid_minimal as Build), ("parse_resolv_conf", cases::parse_resolv_conf)]
-    {
+    for (name, case) in [
+        ("valid_minimal", cases::valid_minimal as Build),
+        ("parse_resolv_conf", cases::parse_resolv_conf),
+    ] {
         let r = attempt(&format!("{name}, strict, mountns absent"), case, run, |_| {});
         r.unwrap_or_else(|e| panic!("{e}"));
     }
@@ -83,22 +94,37 @@ fn explain_reports_the_layers() {
             cmd.env("RENDERGATE_SANDBOX_DISABLE", d);
         }
         let out = cmd.output().unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(text.contains("landlock=") && text.contains("seccomp="), "{disable:?}: {text}");
         match expect_off {
             None => assert!(text.contains("landlock=enforced"), "{text}"),
             Some(off) => assert!(text.contains(off), "{text}"),
         }
-        assert!(out.status.success() || out.status.code() == Some(2), "{disable:?}: {:?}: {text}", out.status);
+        assert!(
+            out.status.success() || out.status.code() == Some(2),
+            "{disable:?}: {:?}: {text}",
+            out.status
+        );
     }
 }
 
 /// Runs `cases` under `run`, all of them, and fails with every failure.
 fn all_hold(run: Run, cases: &[(&'static str, Build)]) {
-    let jobs: Vec<Job<Result<(), String>>> =
-        cases.iter().map(|&(name, build)| Box::new(move || attempt(name, build, run, |_| {})) as _).collect();
+    let jobs: Vec<Job<Result<(), String>>> = cases
+        .iter()
+        .map(|&(name, build)| Box::new(move || attempt(name, build, run, |_| {})) as _)
+        .collect();
     let fails: Vec<String> = parallel(3, jobs).into_iter().filter_map(Result::err).collect();
-    assert!(fails.is_empty(), "{} case(s) failed under {run:?}:\n\n{}", fails.len(), fails.join("\n\n"));
+    assert!(
+        fails.is_empty(),
+        "{} case(s) failed under {run:?}:\n\n{}",
+        fails.len(),
+        fails.join("\n\n")
+    );
 }
 
 /// Landlock off (best-effort): seccomp and the namespaces alone must stop

@@ -70,8 +70,11 @@ pub fn lua_read_outside(s: &mut Scene) -> Spec {
 }
 
 pub fn lua_getenv(_: &mut Scene) -> Spec {
-    lua_render("lua-load", "error(\"lua-getenv: \" .. tostring(os.getenv(\"SECRET_TOKEN\")))\n".into())
-        .leaks(vec![Leak::Marker])
+    lua_render(
+        "lua-load",
+        "error(\"lua-getenv: \" .. tostring(os.getenv(\"SECRET_TOKEN\")))\n".into(),
+    )
+    .leaks(vec![Leak::Marker])
 }
 
 /// `CMD-RAN-$((6*7))` prints `CMD-RAN-42`, a text found nowhere in the render.
@@ -98,7 +101,9 @@ if p then p:close() end\n\
 error(\"lua-popen: \" .. (out:gsub(\"\\n\", \" | \")))\n",
         s.secret()
     );
-    lua_render("lua-load", script).forbid("CMD-RAN-42").leaks(vec![Leak::Marker, Leak::Text("CMD-RAN-42".into())])
+    lua_render("lua-load", script)
+        .forbid("CMD-RAN-42")
+        .leaks(vec![Leak::Marker, Leak::Text("CMD-RAN-42".into())])
 }
 
 /// A background loop in HAProxy's group, and one in a session of its own
@@ -120,8 +125,10 @@ pub fn lua_background(s: &mut Scene) -> Spec {
 }
 
 pub fn lua_load_per_thread(s: &mut Scene) -> Spec {
-    let script =
-        format!("local function probe()\n{}end\nerror(\"per-thread: \" .. probe())\n", read_and_getenv(s.secret()));
+    let script = format!(
+        "local function probe()\n{}end\nerror(\"per-thread: \" .. probe())\n",
+        read_and_getenv(s.secret())
+    );
     lua_render("lua-load-per-thread", script).leaks(vec![Leak::Marker])
 }
 
@@ -135,9 +142,13 @@ pub fn lua_require_in_directory(s: &mut Scene) -> Spec {
 /// `require` of a module planted on the host, via `package.path`.
 pub fn lua_require_outside(s: &mut Scene) -> Spec {
     s.plant("evil.lua", "error(\"EVIL-RAN-\" .. 6 * 7)\n");
-    let script =
-        format!("package.path = [[{}/?.lua]]\nrequire(\"evil\")\nerror(\"evil was not run\")\n", s.outside.display());
-    lua_render("lua-load", script).forbid("EVIL-RAN-42").leaks(vec![Leak::Text("EVIL-RAN-42".into())])
+    let script = format!(
+        "package.path = [[{}/?.lua]]\nrequire(\"evil\")\nerror(\"evil was not run\")\n",
+        s.outside.display()
+    );
+    lua_render("lua-load", script)
+        .forbid("EVIL-RAN-42")
+        .leaks(vec![Leak::Text("EVIL-RAN-42".into())])
 }
 
 /// A known limitation, pinned down: a script that ends `haproxy -c` itself,
@@ -151,8 +162,10 @@ pub fn lua_os_exit_forges_a_pass_known_limitation(_: &mut Scene) -> Spec {
     }
     let frontend = "  http-request bogus-action\n";
     let config = crate::cases::config("  lua-load exit.lua\n", frontend, "");
-    Spec::check(config, PASS)
-        .files(vec![file("exit.lua", "io.stdout:write(\"Configuration file is valid\\n\")\nos.exit(0)\n")])
+    Spec::check(config, PASS).files(vec![file(
+        "exit.lua",
+        "io.stdout:write(\"Configuration file is valid\\n\")\nos.exit(0)\n",
+    )])
 }
 
 pub fn lua_infinite_loop(_: &mut Scene) -> Spec {
@@ -192,8 +205,9 @@ error(\"lua-flood: done\")\n";
 /// other bits on anything under the gate's TMPDIR.
 pub fn check_directory_is_private(_: &mut Scene) -> Spec {
     let script = "local stop = os.clock() + 1.5\nwhile os.clock() < stop do end\nerror(\"lua-busy: done\")\n";
-    lua_render("lua-load", script.into()).files(vec![file("maps/hosts.map", "example.com app\n")]).observe(
-        |tmp: &std::path::Path, done: &std::sync::atomic::AtomicBool| {
+    lua_render("lua-load", script.into())
+        .files(vec![file("maps/hosts.map", "example.com app\n")])
+        .observe(|tmp: &std::path::Path, done: &std::sync::atomic::AtomicBool| {
             use std::os::unix::fs::PermissionsExt;
             let mut seen = std::collections::BTreeMap::new();
             while !done.load(std::sync::atomic::Ordering::SeqCst) {
@@ -215,11 +229,12 @@ pub fn check_directory_is_private(_: &mut Scene) -> Spec {
                 .map(|(p, mode)| format!("{} has mode {mode:o} while the check runs", p.display()))
                 .collect();
             if !seen.keys().any(|p| p.ends_with("hosts.map")) {
-                fails.push(format!("never saw the render's files under the gate's TMPDIR: {seen:?}"));
+                fails.push(format!(
+                    "never saw the render's files under the gate's TMPDIR: {seen:?}"
+                ));
             }
             fails
-        },
-    )
+        })
 }
 
 /// `@system-ca` anywhere in the render (here: a Lua comment) asks for the
@@ -237,5 +252,7 @@ if f then error(\"SSL-PRIVATE-READ \" .. #f:read(\"a\") .. \" bytes\") end\n\
 error(\"lua-ssl-private: \" .. tostring(err))\n",
         key.display()
     );
-    lua_render("lua-load", script).forbid("SSL-PRIVATE-READ").leaks(vec![Leak::Text("SSL-PRIVATE-READ".into())])
+    lua_render("lua-load", script)
+        .forbid("SSL-PRIVATE-READ")
+        .leaks(vec![Leak::Text("SSL-PRIVATE-READ".into())])
 }

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The probes that must fail under the full sandbox.
-pub const ALL_PROBES: &[&str] = &["open", "connect", "udp", "unix", "fork", "kill", "ptrace", "exec"];
+pub const ALL_PROBES: &[&str] =
+    &["open", "connect", "udp", "unix", "fork", "kill", "ptrace", "exec"];
 /// The probes seccomp (with the namespaces) stops on its own, without Landlock.
 pub const SECCOMP_PROBES: &[&str] = &["connect", "udp", "unix", "fork", "ptrace"];
 
@@ -119,7 +120,8 @@ impl Listeners {
         let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
         udp.set_nonblocking(true).unwrap();
         let abstract_name = format!("rendergate-{tag}");
-        let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
+        let addr =
+            std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
         let unix = UnixListener::bind_addr(&addr).unwrap();
         unix.set_nonblocking(true).unwrap();
         Listeners { tcp, udp, unix, abstract_name }
@@ -180,7 +182,9 @@ pub fn probe_results(text: &str) -> Option<Vec<(String, bool)>> {
 
 /// Failures unless each of `required` is reported denied.
 pub fn all_denied(text: &str, required: &[&str]) -> Vec<String> {
-    let Some(results) = probe_results(text) else { return vec!["no probe report in the output".into()] };
+    let Some(results) = probe_results(text) else {
+        return vec!["no probe report in the output".into()];
+    };
     let mut fails = Vec::new();
     for name in required {
         match results.iter().find(|(n, _)| n == name) {

@@ -41,7 +41,12 @@ pub fn haproxy() -> &'static Path {
         }
         // Debian puts it in /usr/sbin, which a user's PATH may lack
         which(&name)
-            .or_else(|| ["/usr/sbin", "/usr/local/sbin"].iter().map(|d| Path::new(d).join(&name)).find(|p| p.is_file()))
+            .or_else(|| {
+                ["/usr/sbin", "/usr/local/sbin"]
+                    .iter()
+                    .map(|d| Path::new(d).join(&name))
+                    .find(|p| p.is_file())
+            })
             .unwrap_or_else(|| panic!("no {name} on PATH: the hostile suite needs haproxy"))
     })
 }
@@ -74,7 +79,17 @@ pub fn self_signed() -> Option<&'static (String, String)> {
         let dir = tempfile::tempdir().ok()?;
         let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
         let status = Command::new(openssl)
-            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-days",
+                "2",
+            ])
             .args(["-subj", "/CN=hostile.test", "-keyout"])
             .arg(&key)
             .arg("-out")
@@ -108,7 +123,9 @@ pub fn random_hex() -> String {
     use std::hash::{BuildHasher, Hasher};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    h.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos(),
+    );
     h.write_u32(std::process::id());
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     format!("{:016x}", h.finish())
@@ -161,7 +178,8 @@ impl Scene {
         let secret_path = outside.join(&secret_name);
         std::fs::write(&secret_path, format!("{secret}\n")).unwrap();
         // as secrets are: readable by their owner (the gate's user) only
-        std::fs::set_permissions(&secret_path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(&secret_path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
         Scene {
             _root: dir,
             root,
@@ -567,7 +585,11 @@ fn run_check(scene: &Scene, spec: &mut Spec, run: Run) -> Outcome {
                 Kind::Refused => 1,
                 _ => 2,
             };
-            if code == want { Ok(k) } else { Err(format!("exit {code} does not match the verdict {k:?}")) }
+            if code == want {
+                Ok(k)
+            } else {
+                Err(format!("exit {code} does not match the verdict {k:?}"))
+            }
         }),
         (Some(2), None) if stdout.trim().is_empty() => Ok(Kind::NoVerdict),
         (Some(code), None) => Err(format!("exit {code} without a verdict object")),
@@ -594,7 +616,8 @@ fn verdict_kind(v: &Value) -> Result<Kind, String> {
 /// `rendergate serve`, one `rendered` line, its verdict, end of input.
 fn run_serve(scene: &Scene, spec: &Spec, run: Run) -> Outcome {
     let mut cmd = gate_command(scene, run, spec.rlimit_as);
-    cmd.args(["serve", "--check-interval", "0s", "--check-timeout", TIMEOUT_FLAG, "--haproxy"]).arg(haproxy());
+    cmd.args(["serve", "--check-interval", "0s", "--check-timeout", TIMEOUT_FLAG, "--haproxy"])
+        .arg(haproxy());
     cmd.args(run.flags()).stdin(Stdio::piped());
     let mut child = cmd.spawn().expect("start rendergate serve");
     let pid = child.id();
@@ -608,8 +631,11 @@ fn run_serve(scene: &Scene, spec: &Spec, run: Run) -> Outcome {
             }
         }
     });
-    let files: Vec<Value> =
-        spec.files.iter().map(|f| json!({"kind": f.kind, "path": f.path, "content": f.content})).collect();
+    let files: Vec<Value> = spec
+        .files
+        .iter()
+        .map(|f| json!({"kind": f.kind, "path": f.path, "content": f.content}))
+        .collect();
     let config = spec.config.replace("{GATE_PID}", &pid.to_string());
     let line = json!({"type": "rendered", "plan": "plan-1", "render": "r-1", "config": config, "files": files});
     let mut stdin = child.stdin.take().unwrap();
@@ -648,7 +674,8 @@ fn run_serve(scene: &Scene, spec: &Spec, run: Run) -> Outcome {
         (Some(_), None) => Err("serve did not end at end of input".to_owned()),
         (Some(v), Some(_)) => verdict_kind(v),
     };
-    let message = verdict.as_ref().and_then(|v| v["message"].as_str()).unwrap_or_default().to_owned();
+    let message =
+        verdict.as_ref().and_then(|v| v["message"].as_str()).unwrap_or_default().to_owned();
     Outcome { kind, observed: vec![], message, stdout: lines.join("\n"), stderr, wall, status }
 }
 
@@ -670,7 +697,9 @@ pub fn leftovers(scene: &Scene) -> Vec<(i32, String)> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else { return found };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
         if pid == me {
             continue;
         }
@@ -679,7 +708,8 @@ pub fn leftovers(scene: &Scene) -> Vec<(i32, String)> {
         if status.lines().any(|l| l.starts_with("State:") && l.contains('Z')) {
             continue;
         }
-        let cmdline = std::fs::read(dir.join("cmdline")).map(|b| String::from_utf8_lossy(&b).replace('\0', " "));
+        let cmdline = std::fs::read(dir.join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "));
         let cmdline = cmdline.unwrap_or_default();
         let cwd = std::fs::read_link(dir.join("cwd")).ok();
         let in_scene = cwd.as_ref().is_some_and(|c| c.starts_with(&scene.root));
@@ -799,7 +829,12 @@ pub fn hostile(name: &str, build: Build, run: Run) {
 }
 
 /// As [`hostile`], with the spec adjusted first; the failures as an error.
-pub fn attempt(name: &str, build: Build, run: Run, adjust: impl FnOnce(&mut Spec)) -> Result<(), String> {
+pub fn attempt(
+    name: &str,
+    build: Build,
+    run: Run,
+    adjust: impl FnOnce(&mut Spec),
+) -> Result<(), String> {
     let mut scene = Scene::new();
     let mut spec = build(&mut scene);
     if let Some(why) = &spec.skip {
@@ -840,13 +875,16 @@ pub type Job<'a, T> = Box<dyn FnOnce() -> T + Send + 'a>;
 pub fn parallel<T: Send>(width: usize, jobs: Vec<Job<'_, T>>) -> Vec<T> {
     let jobs: Vec<_> = jobs.into_iter().map(|j| std::sync::Mutex::new(Some(j))).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<T>>> = jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let results: Vec<std::sync::Mutex<Option<T>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|scope| {
         for _ in 0..width.max(1) {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(job) = jobs.get(i).and_then(|j| j.lock().unwrap().take()) else { break };
+                    let Some(job) = jobs.get(i).and_then(|j| j.lock().unwrap().take()) else {
+                        break;
+                    };
                     let r = job();
                     *results[i].lock().unwrap() = Some(r);
                 }

@@ -187,7 +187,11 @@ fn push_revert(decision: &mut Decision, pod: &PodState, plan: &Name) {
     if pod.running_plan.as_deref() == Some(&**plan) {
         return; // its own HAProxy loaded the plan: stronger evidence than `-c`
     }
-    decision.revert.push(Revert { pod: pod.pod.clone(), plan: plan.clone(), target: RevertTarget::Baseline });
+    decision.revert.push(Revert {
+        pod: pod.pod.clone(),
+        plan: plan.clone(),
+        target: RevertTarget::Baseline,
+    });
 }
 
 #[cfg(test)]
@@ -269,6 +273,9 @@ mod tests {
 
         // An unjudged plan: nothing either way.
         f.refused_plans = Arc::from([]);
-        assert_eq!(decide(&Trigger::Applied(pod("ns/e", "p2", "p1", "p1")), &f), Decision::default());
+        assert_eq!(
+            decide(&Trigger::Applied(pod("ns/e", "p2", "p1", "p1")), &f),
+            Decision::default()
+        );
     }
 }

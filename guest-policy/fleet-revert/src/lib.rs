@@ -12,7 +12,10 @@ impl Guest for FleetRevert {
         "fleet-revert".into()
     }
 
-    fn decide(trigger: policy_guest::Trigger, fleet: policy_guest::Fleet) -> policy_guest::Decision {
+    fn decide(
+        trigger: policy_guest::Trigger,
+        fleet: policy_guest::Fleet,
+    ) -> policy_guest::Decision {
         policy_guest::plain(trigger, fleet, decide)
     }
 }
@@ -46,7 +49,11 @@ fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
             target: RevertTarget::Plan(good.clone()),
         });
     }
-    decision.notes.push(format!("{} refused: {} pod(s) back to {good}", verdict.plan, decision.revert.len()));
+    decision.notes.push(format!(
+        "{} refused: {} pod(s) back to {good}",
+        verdict.plan,
+        decision.revert.len()
+    ));
     decision
 }
 

@@ -11,7 +11,10 @@ impl Guest for ObserveOnly {
         "observe-only".into()
     }
 
-    fn decide(trigger: policy_guest::Trigger, fleet: policy_guest::Fleet) -> policy_guest::Decision {
+    fn decide(
+        trigger: policy_guest::Trigger,
+        fleet: policy_guest::Fleet,
+    ) -> policy_guest::Decision {
         policy_guest::plain(trigger, fleet, decide)
     }
 }

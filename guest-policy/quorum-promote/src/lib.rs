@@ -12,7 +12,10 @@ impl Guest for QuorumPromote {
         "quorum-promote".into()
     }
 
-    fn decide(trigger: policy_guest::Trigger, fleet: policy_guest::Fleet) -> policy_guest::Decision {
+    fn decide(
+        trigger: policy_guest::Trigger,
+        fleet: policy_guest::Fleet,
+    ) -> policy_guest::Decision {
         policy_guest::plain(trigger, fleet, decide)
     }
 }
@@ -27,9 +30,14 @@ fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
         _ => return policy_core::decide(trigger, fleet),
     };
     let mut decision = Decision::default();
-    let holders: Vec<_> = fleet.pods.iter().filter(|p| p.applied_plan.as_deref() == Some(&*plan)).collect();
+    let holders: Vec<_> =
+        fleet.pods.iter().filter(|p| p.applied_plan.as_deref() == Some(&*plan)).collect();
     if fleet.pods.is_empty() || holders.len() * 2 < fleet.pods.len() {
-        decision.notes.push(format!("{plan}: {} of {} pods hold it, below quorum", holders.len(), fleet.pods.len()));
+        decision.notes.push(format!(
+            "{plan}: {} of {} pods hold it, below quorum",
+            holders.len(),
+            fleet.pods.len()
+        ));
         return decision;
     }
     for pod in holders {

@@ -43,7 +43,8 @@ impl Bump {
                 self.next.set(end);
                 return Some(start);
             }
-            let missing = if self.end.get() == 0 { size.checked_add(align)? } else { end - self.end.get() };
+            let missing =
+                if self.end.get() == 0 { size.checked_add(align)? } else { end - self.end.get() };
             self.grow(missing)?;
         }
     }
@@ -78,7 +79,8 @@ impl Default for Bump {
 
 unsafe impl GlobalAlloc for Bump {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        self.reserve(layout.size(), layout.align()).map_or(core::ptr::null_mut(), |at| at as *mut u8)
+        self.reserve(layout.size(), layout.align())
+            .map_or(core::ptr::null_mut(), |at| at as *mut u8)
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {

@@ -95,7 +95,11 @@ fn fleet_in(f: Fleet) -> plain::Fleet {
 
 fn decision_out(d: plain::Decision) -> Decision {
     Decision {
-        promote: d.promote.into_iter().map(|p| Promote { pod: text(p.pod), plan: text(p.plan) }).collect(),
+        promote: d
+            .promote
+            .into_iter()
+            .map(|p| Promote { pod: text(p.pod), plan: text(p.plan) })
+            .collect(),
         revert: d
             .revert
             .into_iter()

@@ -43,12 +43,21 @@ pub fn is_symlink_refusal(e: &io::Error) -> bool {
 fn open(parent: &Dir, name: &OsStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     // One name, never a path: nothing but the entry itself is resolved.
     if name.is_empty() || name == "." || name == ".." || name.as_bytes().contains(&b'/') {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{name:?} is not one entry's name")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not one entry's name"),
+        ));
     }
     let c_name = CString::new(name.as_bytes())?;
     // SAFETY: `parent` is an open directory for the call's duration and
     // `c_name` is NUL-terminated; the result is checked before it is owned.
-    let fd = unsafe { libc::openat(parent.as_raw_fd(), c_name.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::openat(
+            parent.as_raw_fd(),
+            c_name.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -91,7 +100,11 @@ mod tests {
         std::fs::write(tmp.path().join("sub/x"), "x").unwrap();
         let dir = handle(tmp.path());
         for name in ["sub/x", "..", ".", ""] {
-            assert_eq!(open_file(&dir, name.as_ref()).unwrap_err().kind(), io::ErrorKind::InvalidInput, "{name}");
+            assert_eq!(
+                open_file(&dir, name.as_ref()).unwrap_err().kind(),
+                io::ErrorKind::InvalidInput,
+                "{name}"
+            );
         }
     }
 

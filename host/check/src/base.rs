@@ -93,7 +93,9 @@ impl BaseDir {
     /// process holds in it, and makes this checker's subdirectory. The error
     /// names the problem; the checker says it for every check.
     pub fn open(parent: &Path) -> Result<BaseDir, String> {
-        let fail = |what: String| format!("cannot create a check directory in {}: {what}", parent.display());
+        let fail = |what: String| {
+            format!("cannot create a check directory in {}: {what}", parent.display())
+        };
         let parent_real = std::fs::canonicalize(parent).map_err(|e| fail(e.to_string()))?;
         // SAFETY: geteuid cannot fail.
         let euid = unsafe { libc::geteuid() };
@@ -117,9 +119,13 @@ impl BaseDir {
             }
             let base = Dir::from_std_file(file);
             for problem in wipe(&base, locking) {
-                tracing::warn!("{}: a stale check directory could not be removed: {problem}", path.display());
+                tracing::warn!(
+                    "{}: a stale check directory could not be removed: {problem}",
+                    path.display()
+                );
             }
-            let (own_name, own) = make_own(&base, locking).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            let (own_name, own) =
+                make_own(&base, locking).map_err(|e| fail(format!("{}: {e}", path.display())))?;
             if locking {
                 let _ = flock(base.as_fd(), libc::LOCK_UN);
             }
@@ -151,7 +157,9 @@ impl BaseDir {
             .filter_map(Result::ok)
             .find(|e| e.metadata().is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino()))
             .map(|e| e.file_name())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the new check directory has no name"))?;
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "the new check directory has no name")
+            })?;
         // cap-tempfile creates with the umask's mode; owner-only, since the
         // render may hold secrets (the subdirectory around it is 0700 already).
         let c_name = c_string(&name)?;
@@ -190,19 +198,27 @@ fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<
                 "{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"
             ));
         }
-        Ok(m) if !m.is_dir() => return Err(format!("{shown} exists and is not a directory; refusing it")),
+        Ok(m) if !m.is_dir() => {
+            return Err(format!("{shown} exists and is not a directory; refusing it"));
+        }
         Ok(_) => {}
         Err(e) => return Err(format!("{shown}: {e}")),
     }
     let c_path = c_string(path.as_os_str()).map_err(|e| format!("{shown}: {e}"))?;
     // SAFETY: c_path is NUL-terminated.
-    let fd =
-        unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            c_path.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         let e = io::Error::last_os_error();
         return Err(match e.raw_os_error() {
             Some(libc::ELOOP) => {
-                format!("{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)")
+                format!(
+                    "{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"
+                )
             }
             Some(libc::ENOTDIR) => format!("{shown} exists and is not a directory; refusing it"),
             Some(libc::ENOENT) => return Ok(None),
@@ -220,7 +236,8 @@ fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<
     }
     if created {
         // made by us just now, with the umask's say in its mode
-        file.set_permissions(std::fs::Permissions::from_mode(0o700)).map_err(|e| format!("{shown}: {e}"))?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("{shown}: {e}"))?;
     } else if meta.mode() & 0o7777 != 0o700 {
         return Err(format!(
             "{shown} has mode {:04o}, not 0700; refusing it (it must be private to uid {euid})",
@@ -287,7 +304,8 @@ fn stale(base: &Dir, name: &OsStr, locking: bool) -> io::Result<bool> {
             Err(e) => return Err(e),
         }
     }
-    let pid = name.to_str().and_then(|n| n.split('.').next()).and_then(|p| p.parse::<libc::pid_t>().ok());
+    let pid =
+        name.to_str().and_then(|n| n.split('.').next()).and_then(|p| p.parse::<libc::pid_t>().ok());
     Ok(match pid {
         Some(pid) if pid > 0 => {
             // SAFETY: signal 0 only checks that the process exists.
@@ -356,7 +374,8 @@ fn unsupported(e: &io::Error) -> bool {
 }
 
 fn c_string(name: &OsStr) -> io::Result<CString> {
-    CString::new(name.as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a name"))
+    CString::new(name.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a name"))
 }
 
 fn random_hex() -> io::Result<String> {
@@ -383,8 +402,10 @@ mod tests {
     }
 
     fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> =
-            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         names.sort();
         names
     }
@@ -440,7 +461,13 @@ mod tests {
         std::fs::write(elsewhere.path().join("keep"), "x").unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), base_in(work.path())).unwrap();
         let err = BaseDir::open(work.path()).unwrap_err();
-        assert!(err.starts_with(&format!("cannot create a check directory in {}: ", work.path().display())), "{err}");
+        assert!(
+            err.starts_with(&format!(
+                "cannot create a check directory in {}: ",
+                work.path().display()
+            )),
+            "{err}"
+        );
         assert!(err.contains("is a symlink; refusing it"), "{err}");
         assert_eq!(names(elsewhere.path()), ["keep"]);
     }
@@ -464,7 +491,10 @@ mod tests {
             return;
         }
         let err = BaseDir::open(work.path()).unwrap_err();
-        assert!(err.contains(&format!("is owned by uid 65534, not by this process's uid {}", euid())), "{err}");
+        assert!(
+            err.contains(&format!("is owned by uid 65534, not by this process's uid {}", euid())),
+            "{err}"
+        );
         // nothing of theirs is touched
         assert_eq!(names(&path), ["theirs"]);
     }

@@ -241,8 +241,9 @@ pub fn checked_copy(config: &str, rewrites: &Rewrites) -> io::Result<CheckedCopy
 /// counts, as does one with a keyword as plain text. (A big render has tens
 /// of thousands of lines: these tests run on every one, so they use memchr.)
 fn mentions_a_target(body: &str) -> bool {
-    static KEYWORDS: LazyLock<[Finder<'static>; 5]> =
-        LazyLock::new(|| ["default-path", "quiet", "user", "group", "bind"].map(|k| Finder::new(k.as_bytes())));
+    static KEYWORDS: LazyLock<[Finder<'static>; 5]> = LazyLock::new(|| {
+        ["default-path", "quiet", "user", "group", "bind"].map(|k| Finder::new(k.as_bytes()))
+    });
     has_quote_or_escape(body) || KEYWORDS.iter().any(|k| k.find(body.as_bytes()).is_some())
 }
 
@@ -278,7 +279,10 @@ fn follow_section(line: &Line, section: &mut Section) {
 fn opens_a_section(body: &str) -> bool {
     let bytes = body.as_bytes();
     let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
-    let len = bytes[start..].iter().position(|b| b.is_ascii_whitespace() || *b == b'#').unwrap_or(bytes.len() - start);
+    let len = bytes[start..]
+        .iter()
+        .position(|b| b.is_ascii_whitespace() || *b == b'#')
+        .unwrap_or(bytes.len() - start);
     let first = &bytes[start..start + len];
     SECTIONS.iter().any(|s| s.as_bytes() == first)
 }
@@ -346,7 +350,10 @@ impl Environment {
                 depth = depth.saturating_sub(1);
             }
             static ENV: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"env"));
-            if ENV.find(body.as_bytes()).is_none() && !opens_a_section(body) && !has_quote_or_escape(body) {
+            if ENV.find(body.as_bytes()).is_none()
+                && !opens_a_section(body)
+                && !has_quote_or_escape(body)
+            {
                 continue;
             }
             let line = tokenize::line(body.as_bytes());
@@ -355,7 +362,9 @@ impl Environment {
             if section != Section::Global {
                 continue;
             }
-            let directive = ["setenv", "presetenv", "unsetenv", "resetenv"].into_iter().find(|d| line.arg_is(0, d));
+            let directive = ["setenv", "presetenv", "unsetenv", "resetenv"]
+                .into_iter()
+                .find(|d| line.arg_is(0, d));
             let Some(directive) = directive else {
                 if !line.is_exact() && line.words.first().is_none_or(|w| w.text.ends_with(b"env")) {
                     env.lost = true; // a directive that cannot be read
@@ -367,15 +376,22 @@ impl Environment {
                 continue;
             }
             let mut record = |name: &Word, change: Change| {
-                let directives =
-                    env.changes.entry(name.text.clone()).or_insert(Directives { last: index, value: After::Inherited });
+                let directives = env
+                    .changes
+                    .entry(name.text.clone())
+                    .or_insert(Directives { last: index, value: After::Inherited });
                 directives.last = index;
-                directives.value = std::mem::replace(&mut directives.value, After::Unset).then(change);
+                directives.value =
+                    std::mem::replace(&mut directives.value, After::Unset).then(change);
             };
             match (directive, args) {
                 ("setenv", [_, name, value]) => record(name, Change::Set(value.text.clone())),
-                ("presetenv", [_, name, value]) => record(name, Change::SetIfUnset(value.text.clone())),
-                ("unsetenv", [_, names @ ..]) => names.iter().for_each(|n| record(n, Change::Unset)),
+                ("presetenv", [_, name, value]) => {
+                    record(name, Change::SetIfUnset(value.text.clone()))
+                }
+                ("unsetenv", [_, names @ ..]) => {
+                    names.iter().for_each(|n| record(n, Change::Unset))
+                }
                 // a malformed directive: HAProxy refuses it; nothing to follow
                 _ => {}
             }
@@ -406,12 +422,18 @@ impl Environment {
 }
 
 fn forgeable(config: &str) -> bool {
-    let escapes = config.contains('\\') && ["\\n", "\\x0a", "\\x0A"].iter().any(|e| config.contains(e));
+    let escapes =
+        config.contains('\\') && ["\\n", "\\x0a", "\\x0A"].iter().any(|e| config.contains(e));
     escapes || config.contains("lua-")
 }
 
 /// The user and group rewrites of one exact line.
-fn ids<'l>(line: &'l Line, section: Section, resolve: ResolveId, edits: &mut Vec<(&'l Word, String)>) {
+fn ids<'l>(
+    line: &'l Line,
+    section: Section,
+    resolve: ResolveId,
+    edits: &mut Vec<(&'l Word, String)>,
+) {
     let args = line.args();
     let in_global = section == Section::Global;
     // A program's `user`/`group` take a name only; HAProxy looks it up while
@@ -510,8 +532,11 @@ mod tests {
     }
 
     fn copy(config: &str) -> CheckedCopy {
-        checked_copy(config, &Rewrites { check_dir: Path::new(DIR), resolve_ids: Some(&ids_of), inherit_env: false })
-            .unwrap()
+        checked_copy(
+            config,
+            &Rewrites { check_dir: Path::new(DIR), resolve_ids: Some(&ids_of), inherit_env: false },
+        )
+        .unwrap()
     }
 
     fn rewritten(config: &str) -> String {
@@ -542,7 +567,10 @@ mod tests {
             )
         );
         // too many words stay too many: HAProxy's alert is not rewritten away
-        assert_eq!(rewritten("default-path origin /x extra\n"), format!("default-path origin {DIR} extra\n"));
+        assert_eq!(
+            rewritten("default-path origin /x extra\n"),
+            format!("default-path origin {DIR} extra\n")
+        );
     }
 
     #[test]
@@ -561,8 +589,12 @@ mod tests {
 
     #[test]
     fn quiet_in_global_is_set_aside_and_said() {
-        let c = copy("global\n  quiet\n  \"quiet\" # x\ndefaults\n  quiet\nglobal\n  quiet extra\n");
-        assert_eq!(c.config, "global\n  #quiet\n  #quiet # x\ndefaults\n  quiet\nglobal\n  quiet extra\n");
+        let c =
+            copy("global\n  quiet\n  \"quiet\" # x\ndefaults\n  quiet\nglobal\n  quiet extra\n");
+        assert_eq!(
+            c.config,
+            "global\n  #quiet\n  #quiet # x\ndefaults\n  quiet\nglobal\n  quiet extra\n"
+        );
         assert_eq!(c.quiet_lines, [2, 3]);
         assert!(c.note().unwrap().contains("line 2, 3"), "{:?}", c.note());
         assert_eq!(copy("global\n  daemon\n").note(), None);
@@ -633,7 +665,10 @@ mod tests {
 
     #[test]
     fn names_from_the_environment_the_config_sets_are_resolved() {
-        assert_eq!(rewritten("global\n  setenv U root\n  user \"${U}\"\n"), "global\n  setenv U root\n  uid 0\n");
+        assert_eq!(
+            rewritten("global\n  setenv U root\n  user \"${U}\"\n"),
+            "global\n  setenv U root\n  uid 0\n"
+        );
         assert_eq!(
             rewritten("global\n  presetenv G root\n  presetenv G other\n  group \"${G}\"\n"),
             "global\n  presetenv G root\n  presetenv G other\n  gid 0\n"

@@ -41,11 +41,17 @@ pub enum DirError {
 }
 
 /// Reads `dir` as one render with the given plan and render ids, within `limits`.
-pub fn load(dir: &Path, plan: &str, render_id: &str, limits: &RenderLimits) -> Result<Render, DirError> {
+pub fn load(
+    dir: &Path,
+    plan: &str,
+    render_id: &str,
+    limits: &RenderLimits,
+) -> Result<Render, DirError> {
     // DIR itself was named by the user and may be a symlink; nothing inside it may.
     let root = Dir::open_ambient_dir(dir, cap_std::ambient_authority())
         .map_err(|source| DirError::Io { path: dir.to_path_buf(), source })?;
-    let mut walk = Walk { top: dir, limits, bytes: 0, files: Vec::new(), entries: 0, directories: 0 };
+    let mut walk =
+        Walk { top: dir, limits, bytes: 0, files: Vec::new(), entries: 0, directories: 0 };
     let config_path = dir.join(CONFIG_NAME);
     let config = match root.symlink_metadata(CONFIG_NAME) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -112,11 +118,15 @@ impl Walk<'_> {
         for name in names {
             let rel = relative.join(&name);
             let path = self.top.join(&rel);
-            let meta = here.symlink_metadata(&name).map_err(|source| DirError::Io { path: path.clone(), source })?;
+            let meta = here
+                .symlink_metadata(&name)
+                .map_err(|source| DirError::Io { path: path.clone(), source })?;
             if meta.is_dir() {
                 // its files would land deeper than a render path may
                 if rel.components().count() >= MAX_PATH_DEPTH {
-                    let reason = format!("deeper than the {MAX_PATH_DEPTH} components a render path may have");
+                    let reason = format!(
+                        "deeper than the {MAX_PATH_DEPTH} components a render path may have"
+                    );
                     return Err(DirError::Limit { path, reason });
                 }
                 let sub = at::open_dir(here, &name).map_err(|e| refusal(&path, e))?;
@@ -249,7 +259,10 @@ mod tests {
         let tmp = tree(&[("maps/a.map", "a")]);
         let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
         assert!(matches!(err, DirError::NoConfig { .. }), "{err:?}");
-        assert_eq!(err.to_string(), format!("{}: no haproxy.cfg in this directory", tmp.path().display()));
+        assert_eq!(
+            err.to_string(),
+            format!("{}: no haproxy.cfg in this directory", tmp.path().display())
+        );
     }
 
     #[test]
@@ -257,17 +270,28 @@ mod tests {
         let outside = tree(&[("secret", "s")]);
         // a symlinked file, deep down
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("maps/a.map", "a")]);
-        std::os::unix::fs::symlink(outside.path().join("secret"), tmp.path().join("maps/link.map")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), tmp.path().join("maps/link.map"))
+            .unwrap();
         let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
-        assert_eq!(err.to_string(), format!("{}: symlinks are refused", tmp.path().join("maps/link.map").display()));
+        assert_eq!(
+            err.to_string(),
+            format!("{}: symlinks are refused", tmp.path().join("maps/link.map").display())
+        );
         // a symlinked directory
         let tmp = tree(&[("haproxy.cfg", "global\n")]);
         std::os::unix::fs::symlink(outside.path(), tmp.path().join("d")).unwrap();
-        assert!(matches!(load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(), DirError::Symlink { .. }));
+        assert!(matches!(
+            load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(),
+            DirError::Symlink { .. }
+        ));
         // the config itself
         let tmp = tree(&[("real.cfg", "global\n")]);
-        std::os::unix::fs::symlink(tmp.path().join("real.cfg"), tmp.path().join("haproxy.cfg")).unwrap();
-        assert!(matches!(load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(), DirError::Symlink { .. }));
+        std::os::unix::fs::symlink(tmp.path().join("real.cfg"), tmp.path().join("haproxy.cfg"))
+            .unwrap();
+        assert!(matches!(
+            load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(),
+            DirError::Symlink { .. }
+        ));
     }
 
     #[test]
@@ -278,10 +302,16 @@ mod tests {
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
         let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
-        assert_eq!(err.to_string(), format!("{}: special files (FIFO, socket, device) are refused", fifo.display()));
+        assert_eq!(
+            err.to_string(),
+            format!("{}: special files (FIFO, socket, device) are refused", fifo.display())
+        );
         let tmp = tree(&[("haproxy.cfg", "global\n")]);
         let _socket = std::os::unix::net::UnixListener::bind(tmp.path().join("sock")).unwrap();
-        assert!(matches!(load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(), DirError::Special { .. }));
+        assert!(matches!(
+            load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(),
+            DirError::Special { .. }
+        ));
     }
 
     #[test]
@@ -289,7 +319,10 @@ mod tests {
         let tmp = tree(&[("haproxy.cfg", "global\n")]);
         fs::write(tmp.path().join("bin.map"), [0xff, 0xfe, 0x00]).unwrap();
         let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
-        assert_eq!(err.to_string(), format!("{}: the content is not UTF-8 text", tmp.path().join("bin.map").display()));
+        assert_eq!(
+            err.to_string(),
+            format!("{}: the content is not UTF-8 text", tmp.path().join("bin.map").display())
+        );
         let tmp = tree(&[]);
         fs::write(tmp.path().join("haproxy.cfg"), [0xc3]).unwrap();
         assert!(matches!(
@@ -322,7 +355,8 @@ mod tests {
     #[test]
     fn past_the_file_count_is_refused_as_listed() {
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("a", "1"), ("d/b", "2"), ("d/c", "3")]);
-        let at = |files| load(tmp.path(), "p", "r", &RenderLimits { files, ..RenderLimits::default() });
+        let at =
+            |files| load(tmp.path(), "p", "r", &RenderLimits { files, ..RenderLimits::default() });
         assert_eq!(at(3).unwrap().files().len(), 3);
         let err = at(2).unwrap_err();
         assert_eq!(
@@ -337,7 +371,8 @@ mod tests {
     #[test]
     fn past_the_size_a_file_is_refused_by_its_size_unread() {
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("a", "0123456789")]);
-        let at = |bytes| load(tmp.path(), "p", "r", &RenderLimits { bytes, ..RenderLimits::default() });
+        let at =
+            |bytes| load(tmp.path(), "p", "r", &RenderLimits { bytes, ..RenderLimits::default() });
         assert_eq!(at(17).unwrap().files().len(), 1);
         let err = at(16).unwrap_err();
         assert_eq!(
@@ -355,7 +390,9 @@ mod tests {
         let started = std::time::Instant::now();
         let err = at(1 << 30).unwrap_err().to_string();
         assert!(
-            err.ends_with("the render has at least 1099511627793 bytes, more than --max-render-size 1GiB"),
+            err.ends_with(
+                "the render has at least 1099511627793 bytes, more than --max-render-size 1GiB"
+            ),
             "{err}"
         );
         assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
@@ -370,6 +407,9 @@ mod tests {
         layout::arrange(&render).unwrap();
         let tmp = tree(&[("haproxy.cfg", "global\n"), (&format!("{deep}/d/f"), "x")]);
         let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
-        assert!(err.to_string().ends_with("deeper than the 32 components a render path may have"), "{err}");
+        assert!(
+            err.to_string().ends_with("deeper than the 32 components a render path may have"),
+            "{err}"
+        );
     }
 }

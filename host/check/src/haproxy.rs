@@ -114,7 +114,9 @@ impl HaproxyChecker {
         let base = BaseDir::open(&work_dir)
             .and_then(|base| {
                 let made = sandbox::host_view::HostView::create(base.own_path());
-                view = Some(Arc::new(made.map_err(|e| format!("cannot write the host view's stand-ins: {e}"))?));
+                view = Some(Arc::new(
+                    made.map_err(|e| format!("cannot write the host view's stand-ins: {e}"))?,
+                ));
                 Ok(base)
             })
             .map(Arc::new);
@@ -123,7 +125,15 @@ impl HaproxyChecker {
         }
         let binary = BinaryIdentity::new(&opts.binary);
         let in_flight = Arc::default();
-        let checker = HaproxyChecker { binary, opts, probe, sandbox: Mutex::new(None), base, view, in_flight };
+        let checker = HaproxyChecker {
+            binary,
+            opts,
+            probe,
+            sandbox: Mutex::new(None),
+            base,
+            view,
+            in_flight,
+        };
         // The first check need not hash the binary nor read its loader.
         let _ = checker.setup();
         checker
@@ -136,7 +146,8 @@ impl HaproxyChecker {
         let sandbox = match made.as_ref().filter(|(identity, _)| *identity == binary.identity) {
             Some((_, sandbox)) => sandbox.clone(),
             None => {
-                let (opts, probe, view) = (self.opts.sandbox.clone(), self.probe.clone(), self.view.clone());
+                let (opts, probe, view) =
+                    (self.opts.sandbox.clone(), self.probe.clone(), self.view.clone());
                 let sandbox = Arc::new(Sandbox::with_probe(opts, &binary.path, probe, view));
                 *made = Some((binary.identity.clone(), sandbox.clone()));
                 sandbox
@@ -181,7 +192,9 @@ impl HaproxyChecker {
         for _ in 0..RUNS_PER_CHECK {
             let setup = match self.setup() {
                 Ok(setup) => setup,
-                Err(problem) => return Checked { outcome: unavailable(problem), judge: self.binary.missing() },
+                Err(problem) => {
+                    return Checked { outcome: unavailable(problem), judge: self.binary.missing() };
+                }
             };
             let outcome = self.run(&setup, render, deadline).await;
             if setup.binary.unchanged() {
@@ -189,7 +202,9 @@ impl HaproxyChecker {
             }
             tracing::info!(binary = %setup.binary.path.display(), "the haproxy binary changed during the check; checking again");
         }
-        let outcome = unavailable(format!("the haproxy binary kept changing during the check ({RUNS_PER_CHECK} runs)"));
+        let outcome = unavailable(format!(
+            "the haproxy binary kept changing during the check ({RUNS_PER_CHECK} runs)"
+        ));
         Checked { outcome, judge: self.binary.identity() }
     }
 
@@ -213,7 +228,12 @@ impl HaproxyChecker {
 
     /// Lays the render out in a fresh check directory, off the runtime and
     /// by the deadline ([`prepare`]).
-    async fn prepare_check_dir(&self, setup: &Setup, render: &Render, deadline: Instant) -> Result<Prepared, String> {
+    async fn prepare_check_dir(
+        &self,
+        setup: &Setup,
+        render: &Render,
+        deadline: Instant,
+    ) -> Result<Prepared, String> {
         let base = self.base.clone()?;
         let job = Job {
             render: render.clone(),
@@ -253,7 +273,12 @@ impl HaproxyChecker {
 
     /// Prepares the sandbox for this check directory, then starts `haproxy
     /// -c` in it ([`process`]).
-    fn spawn_in_sandbox(&self, setup: &Setup, ready: &Prepared, deadline: Instant) -> Result<Running, String> {
+    fn spawn_in_sandbox(
+        &self,
+        setup: &Setup,
+        ready: &Prepared,
+        deadline: Instant,
+    ) -> Result<Running, String> {
         let binary = &setup.binary.path;
         let time_left = deadline.saturating_duration_since(Instant::now());
         let sandboxed = setup
@@ -269,7 +294,9 @@ impl HaproxyChecker {
     fn read_verdict(&self, transcript: Transcript, exit: Exit, copy: &CheckedCopy) -> CheckOutcome {
         let outcome = self.explain_out_of_memory(transcript.finish(exit));
         let outcome = match copy.note() {
-            Some(note) => outcome.map_message(|m| if m.is_empty() { note } else { format!("{m}\n{note}") }),
+            Some(note) => {
+                outcome.map_message(|m| if m.is_empty() { note } else { format!("{m}\n{note}") })
+            }
             None => outcome,
         };
         cap_message(outcome, self.opts.output_cap)
@@ -282,7 +309,9 @@ impl HaproxyChecker {
         let sandboxed = self.opts.sandbox.mode != sandbox::Mode::Off;
         let outcome = if sandboxed { sandbox::explain_file_size(outcome) } else { outcome };
         match outcome {
-            CheckOutcome::Unavailable { reason } if sandboxed && reason.starts_with(verdict::OUT_OF_MEMORY_REASON) => {
+            CheckOutcome::Unavailable { reason }
+                if sandboxed && reason.starts_with(verdict::OUT_OF_MEMORY_REASON) =>
+            {
                 CheckOutcome::Unavailable {
                     reason: format!(
                         "{reason}\n(the check's address space is limited to {} MiB: --check-memory)",
@@ -306,7 +335,9 @@ impl Drop for HaproxyChecker {
     /// after (on a signal, without waiting for the runtime's threads).
     fn drop(&mut self) {
         if !self.in_flight.wait_idle(IN_FLIGHT_GRACE) {
-            tracing::warn!("a check directory was still being removed after {IN_FLIGHT_GRACE:?}; leaving it");
+            tracing::warn!(
+                "a check directory was still being removed after {IN_FLIGHT_GRACE:?}; leaving it"
+            );
         }
     }
 }
@@ -450,7 +481,8 @@ frontend f
     fn alive(pid: i32) -> bool {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             Ok(stat) => {
-                let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next()).unwrap_or_default();
+                let state =
+                    stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next()).unwrap_or_default();
                 !matches!(state, Some('Z') | Some('X'))
             }
             Err(_) => false,
@@ -480,7 +512,8 @@ frontend f
         let expected = format!("{} sha256:{}", binary.display(), sha256(&binary));
         assert_eq!(*f.checker.identity(), *expected);
         assert_eq!(f.checker.identity().len(), binary.as_os_str().len() + 8 + 64);
-        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked =
+            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
         assert_eq!(*checked.judge, *expected);
     }
 
@@ -491,14 +524,22 @@ frontend f
         let f = fixture(path.to_str().unwrap());
         let first = f.checker.identity();
         assert_eq!(*first, format!("{} sha256:{}", path.display(), sha256(&path)));
-        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
-        assert_eq!(checked, Checked { outcome: CheckOutcome::Passed { message: String::new() }, judge: first.clone() });
+        let checked =
+            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        assert_eq!(
+            checked,
+            Checked {
+                outcome: CheckOutcome::Passed { message: String::new() },
+                judge: first.clone()
+            }
+        );
 
         script(tools.path(), "echo '[ALERT] (1) : config : refused by the new binary'\nexit 1");
         let second = f.checker.identity();
         assert_ne!(second, first);
         assert_eq!(*second, format!("{} sha256:{}", path.display(), sha256(&path)));
-        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked =
+            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
         assert_eq!(checked.judge, second);
         assert_eq!(checked.outcome.label(), "refused", "{checked:?}");
     }
@@ -510,21 +551,29 @@ frontend f
         let f = fixture(path.to_str().unwrap());
         assert_eq!(*f.checker.identity(), format!("{} missing", path.display()));
         assert!(f.checker.sandbox().is_none());
-        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked =
+            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
         let CheckOutcome::Unavailable { reason } = &checked.outcome else { panic!("{checked:?}") };
-        assert!(reason.starts_with(&format!("haproxy binary not found: {}", path.display())), "{reason}");
+        assert!(
+            reason.starts_with(&format!("haproxy binary not found: {}", path.display())),
+            "{reason}"
+        );
         assert_eq!(*checked.judge, format!("{} missing", path.display()));
 
         script(tools.path(), "exit 0");
         assert!(f.checker.sandbox().is_some(), "a sandbox is made for the binary once it is there");
-        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked =
+            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
         assert_eq!(checked.outcome, CheckOutcome::Passed { message: String::new() });
         assert_eq!(*checked.judge, format!("{} sha256:{}", path.display(), sha256(&path)));
 
         std::fs::remove_file(&path).unwrap();
         let out = f.check(&render(VALID, vec![])).await;
         let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
-        assert!(reason.starts_with(&format!("haproxy binary not found: {}", path.display())), "{reason}");
+        assert!(
+            reason.starts_with(&format!("haproxy binary not found: {}", path.display())),
+            "{reason}"
+        );
     }
 
     #[tokio::test]
@@ -534,11 +583,15 @@ frontend f
         // answer is the second's, under the second's identity
         let tools = tempfile::tempdir().unwrap();
         let next_dir = tempfile::tempdir().unwrap();
-        let next = script(next_dir.path(), "echo '[ALERT] (1) : config : refused by the second binary'\nexit 1");
+        let next = script(
+            next_dir.path(),
+            "echo '[ALERT] (1) : config : refused by the second binary'\nexit 1",
+        );
         let path = script(tools.path(), &format!("mv {} \"$0\"\nexit 0", next.display()));
         let f = fixture(path.to_str().unwrap());
         let first = f.checker.identity();
-        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked =
+            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
         assert!(!next.exists(), "the first binary ran");
         assert_ne!(checked.judge, first);
         assert_eq!(*checked.judge, format!("{} sha256:{}", path.display(), sha256(&path)));
@@ -547,13 +600,18 @@ frontend f
 
         // one that replaces itself at every run never gets a judge
         let copy = next_dir.path().join("copy");
-        let restless =
-            format!("cp \"$0\" {copy}\necho \"# $$\" >> {copy}\nmv {copy} \"$0\"\nexit 0", copy = copy.display());
+        let restless = format!(
+            "cp \"$0\" {copy}\necho \"# $$\" >> {copy}\nmv {copy} \"$0\"\nexit 0",
+            copy = copy.display()
+        );
         script(tools.path(), &restless);
-        let checked = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked =
+            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
         assert_eq!(
             checked.outcome,
-            CheckOutcome::Unavailable { reason: "the haproxy binary kept changing during the check (3 runs)".into() }
+            CheckOutcome::Unavailable {
+                reason: "the haproxy binary kept changing during the check (3 runs)".into()
+            }
         );
     }
 
@@ -588,7 +646,9 @@ frontend f
         let out = f.check(&render("global\ndefaults\n  mode http\n", vec![])).await;
         assert_eq!(
             out,
-            CheckOutcome::Passed { message: "valid, but HAProxy would not start it: no listener (exit 2)".into() }
+            CheckOutcome::Passed {
+                message: "valid, but HAProxy would not start it: no listener (exit 2)".into()
+            }
         );
     }
 
@@ -597,7 +657,11 @@ frontend f
         let f = fixture("haproxy");
         let config = VALID.replace("global\n", "global\n  default-path origin /etc/haproxy\n")
             + "  http-request set-header X-Backend %[req.hdr(host),lower,map(maps/hosts.map,none)]\n";
-        let map = RenderFile { kind: FileKind::Map, path: "maps/hosts.map".into(), content: "example.com b1\n".into() };
+        let map = RenderFile {
+            kind: FileKind::Map,
+            path: "maps/hosts.map".into(),
+            content: "example.com b1\n".into(),
+        };
         let out = f.check(&render(&config, vec![map])).await;
         assert_eq!(out, CheckOutcome::Passed { message: String::new() });
         // the same config without the file: HAProxy cannot open the map
@@ -621,7 +685,9 @@ frontend f
         let out = f.check(&render(VALID, vec![])).await;
         assert_eq!(
             out,
-            CheckOutcome::Unavailable { reason: "haproxy binary not found: no no-such-haproxy-binary on PATH".into() }
+            CheckOutcome::Unavailable {
+                reason: "haproxy binary not found: no no-such-haproxy-binary on PATH".into()
+            }
         );
         assert!(f.leftovers().is_empty());
     }
@@ -639,7 +705,9 @@ frontend f
         let out = f.check(&render(VALID, files)).await;
         assert_eq!(
             out,
-            CheckOutcome::Unavailable { reason: r#"render file path "../../x" escapes the check directory"#.into() }
+            CheckOutcome::Unavailable {
+                reason: r#"render file path "../../x" escapes the check directory"#.into()
+            }
         );
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
         assert!(!escape_target.exists());
@@ -648,11 +716,16 @@ frontend f
     #[tokio::test]
     async fn a_deadline_that_has_nearly_passed_times_out() {
         let f = fixture("haproxy");
-        let out = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(1)).await.outcome;
+        let out = f
+            .checker
+            .check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(1))
+            .await
+            .outcome;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         // in haproxy, or still preparing its directory
         assert!(
-            reason.starts_with("haproxy -c timed out after") || reason.starts_with("the check timed out after"),
+            reason.starts_with("haproxy -c timed out after")
+                || reason.starts_with("the check timed out after"),
             "{reason}"
         );
         assert!(f.gone_soon().await, "{:?}", f.leftovers());
@@ -674,7 +747,11 @@ frontend f
     /// `n` small files in 100 directories.
     fn many_files(n: usize) -> Vec<RenderFile> {
         (0..n)
-            .map(|i| RenderFile { kind: FileKind::General, path: format!("d{}/f{i}", i % 100), content: "x".into() })
+            .map(|i| RenderFile {
+                kind: FileKind::General,
+                path: format!("d{}/f{i}", i % 100),
+                content: "x".into(),
+            })
             .collect()
     }
 
@@ -693,9 +770,15 @@ frontend f
         let out = f.check(&render(VALID, many_files(3))).await;
         assert_eq!(
             out,
-            CheckOutcome::Unavailable { reason: "the render has 3 files, more than --max-render-files 2".into() }
+            CheckOutcome::Unavailable {
+                reason: "the render has 3 files, more than --max-render-files 2".into()
+            }
         );
-        let big = vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "k v\n".repeat(250) }];
+        let big = vec![RenderFile {
+            kind: FileKind::Map,
+            path: "a.map".into(),
+            content: "k v\n".repeat(250),
+        }];
         let out = f.check(&render(VALID, big)).await;
         let bytes = VALID.len() + 1000;
         assert_eq!(
@@ -704,10 +787,17 @@ frontend f
                 reason: format!("the render has {bytes} bytes, more than --max-render-size 1000")
             }
         );
-        let deep = vec![RenderFile { kind: FileKind::General, path: vec!["a"; 33].join("/"), content: String::new() }];
+        let deep = vec![RenderFile {
+            kind: FileKind::General,
+            path: vec!["a"; 33].join("/"),
+            content: String::new(),
+        }];
         let out = f.check(&render(VALID, deep)).await;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
-        assert!(reason.ends_with("lands 33 components deep, more than the 32 a render path may have"), "{reason}");
+        assert!(
+            reason.ends_with("lands 33 components deep, more than the 32 a render path may have"),
+            "{reason}"
+        );
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
     }
 
@@ -729,7 +819,11 @@ frontend f
         let took = started.elapsed();
         ticker.abort();
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
-        assert!(reason.starts_with("the check timed out after ") && reason.contains("s while preparing"), "{reason}");
+        assert!(
+            reason.starts_with("the check timed out after ")
+                && reason.contains("s while preparing"),
+            "{reason}"
+        );
         assert!(reason.ends_with(" of 200000 files written)"), "{reason}");
         assert!(took < Duration::from_millis(3000), "{took:?}");
         // this test's runtime has one thread: it ticked while the files were written
@@ -777,14 +871,20 @@ frontend f
     async fn a_timeout_kills_the_whole_group() {
         let tools = tempfile::tempdir().unwrap();
         let pidfile = tools.path().join("bg.pid");
-        let binary = script(tools.path(), &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()));
+        let binary =
+            script(tools.path(), &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()));
         let f = fixture(binary.to_str().unwrap());
         let started = std::time::Instant::now();
-        let out = f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(500)).await.outcome;
+        let out = f
+            .checker
+            .check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(500))
+            .await
+            .outcome;
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(
-            reason.starts_with("haproxy -c timed out after 4") || reason.starts_with("haproxy -c timed out after 500"),
+            reason.starts_with("haproxy -c timed out after 4")
+                || reason.starts_with("haproxy -c timed out after 500"),
             "{reason}"
         );
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
@@ -797,7 +897,8 @@ frontend f
         let tools = tempfile::tempdir().unwrap();
         let pidfile = tools.path().join("bg.pid");
         // exits at once, leaving a child holding the output pipe
-        let binary = script(tools.path(), &format!("sleep 300 &\necho $! > {}\nexit 0", pidfile.display()));
+        let binary =
+            script(tools.path(), &format!("sleep 300 &\necho $! > {}\nexit 0", pidfile.display()));
         let f = fixture(binary.to_str().unwrap());
         let started = std::time::Instant::now();
         let out = f.check(&render(VALID, vec![])).await;
@@ -811,7 +912,8 @@ frontend f
     async fn dropping_the_check_kills_the_group_and_removes_the_directory() {
         let tools = tempfile::tempdir().unwrap();
         let pidfile = tools.path().join("bg.pid");
-        let binary = script(tools.path(), &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()));
+        let binary =
+            script(tools.path(), &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()));
         let f = fixture(binary.to_str().unwrap());
         let r = render(VALID, vec![]);
         let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(60));
@@ -828,11 +930,17 @@ frontend f
         let record = tools.path().join("record");
         let binary = script(
             tools.path(),
-            &format!("{{ echo \"$@\"; pwd; ls -R; cat haproxy.cfg; }} > {}\nexit 0", record.display()),
+            &format!(
+                "{{ echo \"$@\"; pwd; ls -R; cat haproxy.cfg; }} > {}\nexit 0",
+                record.display()
+            ),
         );
         let f = fixture(binary.to_str().unwrap());
-        let files =
-            vec![RenderFile { kind: FileKind::Map, path: "/etc/haproxy/maps/a.map".into(), content: "k v\n".into() }];
+        let files = vec![RenderFile {
+            kind: FileKind::Map,
+            path: "/etc/haproxy/maps/a.map".into(),
+            content: "k v\n".into(),
+        }];
         let out = f.check(&render("global\n  default-path origin /etc/haproxy\n", files)).await;
         assert_eq!(out, CheckOutcome::Passed { message: String::new() });
         let seen = std::fs::read_to_string(&record).unwrap();
@@ -863,17 +971,29 @@ frontend f
     #[tokio::test]
     async fn stdout_and_stderr_keep_their_order_and_output_is_capped() {
         let tools = tempfile::tempdir().unwrap();
-        let binary = script(tools.path(), "echo '[NOTICE] one'\necho '[ALERT] two' >&2\necho '[NOTICE] three'\nexit 1");
+        let binary = script(
+            tools.path(),
+            "echo '[NOTICE] one'\necho '[ALERT] two' >&2\necho '[NOTICE] three'\nexit 1",
+        );
         let f = fixture(binary.to_str().unwrap());
         let out = f.check(&render(VALID, vec![])).await;
-        assert_eq!(out, CheckOutcome::Refused { message: "  [NOTICE] one\n→ [ALERT] two\n  [NOTICE] three".into() });
+        assert_eq!(
+            out,
+            CheckOutcome::Refused {
+                message: "  [NOTICE] one\n→ [ALERT] two\n  [NOTICE] three".into()
+            }
+        );
 
         // 200 KiB of output: nothing blocks, the reason quotes a bounded head
         let binary = script(tools.path(), "head -c 204800 /dev/zero | tr '\\0' 'x'\nexit 1");
         let f = fixture(binary.to_str().unwrap());
         let out = f.check(&render(VALID, vec![])).await;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
-        assert!(reason.starts_with("haproxy -c exited 1 without judging the config: xxx"), "{}", &reason[..80]);
+        assert!(
+            reason.starts_with("haproxy -c exited 1 without judging the config: xxx"),
+            "{}",
+            &reason[..80]
+        );
         assert!(reason.len() < 4096 && reason.ends_with(" more bytes)"), "{}", reason.len());
 
         // 8 MiB of warnings with the alert at the very end: refused, as bare haproxy -c says
@@ -884,7 +1004,10 @@ frontend f
         let f = fixture(binary.to_str().unwrap());
         let out = f.check(&render(VALID, vec![])).await;
         let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
-        assert!(message.contains("→ [ALERT]    (1) : config : unable to find required use_backend"), "{message}");
+        assert!(
+            message.contains("→ [ALERT]    (1) : config : unable to find required use_backend"),
+            "{message}"
+        );
     }
 
     #[tokio::test]
@@ -893,7 +1016,12 @@ frontend f
         let binary = script(tools.path(), "kill -SEGV $$");
         let f = fixture(binary.to_str().unwrap());
         let out = f.check(&render(VALID, vec![])).await;
-        assert_eq!(out, CheckOutcome::Unavailable { reason: "haproxy was killed by signal 11 (SIGSEGV)".into() });
+        assert_eq!(
+            out,
+            CheckOutcome::Unavailable {
+                reason: "haproxy was killed by signal 11 (SIGSEGV)".into()
+            }
+        );
     }
 
     #[tokio::test]
@@ -903,7 +1031,10 @@ frontend f
             work_dir: Some(f.work.path().join("does-not-exist")),
             ..HaproxyOptions::default()
         });
-        let out = checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
+        let out = checker
+            .check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20))
+            .await
+            .outcome;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(reason.starts_with("cannot create a check directory in "), "{reason}");
     }
@@ -911,14 +1042,24 @@ frontend f
     #[tokio::test]
     async fn the_base_directory_is_private_and_goes_with_the_checker() {
         let f = fixture("haproxy");
-        let base = std::fs::canonicalize(f.work.path()).unwrap().join(format!("rendergate-{}", euid()));
+        let base =
+            std::fs::canonicalize(f.work.path()).unwrap().join(format!("rendergate-{}", euid()));
         let meta = std::fs::symlink_metadata(&base).unwrap();
         assert!(meta.is_dir());
         assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777, 0o700);
         let own = f.checker.check_dirs().unwrap().to_path_buf();
         assert_eq!(own.parent(), Some(base.as_path()));
-        assert!(own.file_name().unwrap().to_str().unwrap().starts_with(&format!("{}.", std::process::id())));
-        assert_eq!(f.check(&render(VALID, vec![])).await, CheckOutcome::Passed { message: String::new() });
+        assert!(
+            own.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(&format!("{}.", std::process::id()))
+        );
+        assert_eq!(
+            f.check(&render(VALID, vec![])).await,
+            CheckOutcome::Passed { message: String::new() }
+        );
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
         // a clean exit leaves nothing in the work directory
         let Fixture { work, checker } = f;
@@ -930,7 +1071,8 @@ frontend f
     async fn a_refused_base_directory_makes_every_check_could_not_run() {
         let work = tempfile::tempdir().unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(work.path()).unwrap().join(format!("rendergate-{}", euid()));
+        let base =
+            std::fs::canonicalize(work.path()).unwrap().join(format!("rendergate-{}", euid()));
         std::os::unix::fs::symlink(elsewhere.path(), &base).unwrap();
         let checker = |work: &Path| {
             HaproxyChecker::new(HaproxyOptions {
@@ -942,7 +1084,10 @@ frontend f
         let c = checker(work.path());
         assert_eq!(c.check_dirs(), None);
         for _ in 0..2 {
-            let out = c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
+            let out = c
+                .check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20))
+                .await
+                .outcome;
             let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
             assert_eq!(
                 reason,
@@ -959,16 +1104,22 @@ frontend f
 
         // a real directory of another user (root can give it away)
         std::fs::remove_file(&base).unwrap();
-        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(&base).unwrap();
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&base)
+            .unwrap();
         if std::os::unix::fs::chown(&base, Some(65534), Some(65534)).is_err() {
             eprintln!("note: not root, cannot give the base directory away; that half skipped");
             return;
         }
         let c = checker(work.path());
-        let out = c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
+        let out =
+            c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(
-            reason.contains(&format!("{} is owned by uid 65534, not by this process's uid", base.display())),
+            reason.contains(&format!(
+                "{} is owned by uid 65534, not by this process's uid",
+                base.display()
+            )),
             "{reason}"
         );
     }
@@ -1002,14 +1153,19 @@ frontend f
         });
         assert!(!dead.exists(), "a dead run's directory survived start-up");
         assert!(own.join("in-flight").exists(), "a live checker's directory was wiped");
-        let mut names: Vec<_> = std::fs::read_dir(&base).unwrap().map(|e| e.unwrap().path()).collect();
+        let mut names: Vec<_> =
+            std::fs::read_dir(&base).unwrap().map(|e| e.unwrap().path()).collect();
         names.sort();
         let mut expected = vec![own.clone(), second.check_dirs().unwrap().to_path_buf()];
         expected.sort();
         assert_eq!(names, expected);
         // both check, side by side
         assert_eq!(
-            second.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome.label(),
+            second
+                .check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20))
+                .await
+                .outcome
+                .label(),
             "pass"
         );
         drop(second);
@@ -1035,7 +1191,11 @@ exit 0",
             ),
         );
         let f = fixture(binary.to_str().unwrap());
-        let files = vec![RenderFile { kind: FileKind::Map, path: "maps/a.map".into(), content: "k v\n".into() }];
+        let files = vec![RenderFile {
+            kind: FileKind::Map,
+            path: "maps/a.map".into(),
+            content: "k v\n".into(),
+        }];
         assert_eq!(f.check(&render(VALID, files.clone())).await.label(), "pass");
         let seen = std::fs::read_to_string(&record).unwrap();
         let cwd = PathBuf::from(seen.lines().next().unwrap());

@@ -93,8 +93,8 @@ impl BinaryIdentity {
     /// ("haproxy binary not found: …"). Hashes only a changed file.
     pub fn current(&self) -> Result<Arc<Binary>, String> {
         let path = resolve_binary(&self.configured, self.search.as_deref())?;
-        let meta =
-            std::fs::metadata(&path).map_err(|e| format!("haproxy binary not found: {}: {e}", path.display()))?;
+        let meta = std::fs::metadata(&path)
+            .map_err(|e| format!("haproxy binary not found: {}: {e}", path.display()))?;
         let stamp = Stamp::of(&meta);
         // Held while hashing: a second caller waits for this hash, not a second one.
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
@@ -102,9 +102,13 @@ impl BinaryIdentity {
             return Ok(known.clone());
         }
         self.hashes.fetch_add(1, Ordering::Relaxed);
-        let (hash, stamp) =
-            hash_file(&path).map_err(|e| format!("haproxy binary not readable: {}: {e}", path.display()))?;
-        let binary = Arc::new(Binary { identity: format!("{} sha256:{hash}", path.display()).into(), path, stamp });
+        let (hash, stamp) = hash_file(&path)
+            .map_err(|e| format!("haproxy binary not readable: {}: {e}", path.display()))?;
+        let binary = Arc::new(Binary {
+            identity: format!("{} sha256:{hash}", path.display()).into(),
+            path,
+            stamp,
+        });
         *last = Some(binary.clone());
         Ok(binary)
     }
@@ -124,15 +128,16 @@ fn resolve_binary(binary: &Path, search: Option<&std::ffi::OsStr>) -> Result<Pat
         return Err("haproxy binary not found: no binary configured".into());
     }
     if text.contains(&b'/') {
-        let path =
-            std::path::absolute(binary).map_err(|e| format!("haproxy binary not found: {}: {e}", binary.display()))?;
+        let path = std::path::absolute(binary)
+            .map_err(|e| format!("haproxy binary not found: {}: {e}", binary.display()))?;
         return match std::fs::metadata(&path) {
             Ok(meta) if meta.is_file() => Ok(path),
             Ok(_) => Err(format!("haproxy binary not found: {} is not a file", path.display())),
             Err(e) => Err(format!("haproxy binary not found: {}: {e}", path.display())),
         };
     }
-    let search = search.map_or_else(|| std::env::var_os("PATH").unwrap_or_default(), |s| s.to_os_string());
+    let search =
+        search.map_or_else(|| std::env::var_os("PATH").unwrap_or_default(), |s| s.to_os_string());
     std::env::split_paths(&search)
         // an empty entry means "the current directory": never trusted
         .filter(|dir| dir.is_absolute())
@@ -252,7 +257,10 @@ mod tests {
         let path = dir.path().join("haproxy");
         let ids = BinaryIdentity::new(&path);
         let problem = ids.current().unwrap_err();
-        assert!(problem.starts_with(&format!("haproxy binary not found: {}: ", path.display())), "{problem}");
+        assert!(
+            problem.starts_with(&format!("haproxy binary not found: {}: ", path.display())),
+            "{problem}"
+        );
         assert_eq!(&*ids.identity(), format!("{} missing", path.display()));
 
         write(&path, "one");
@@ -268,7 +276,8 @@ mod tests {
         let early = tempfile::tempdir().unwrap();
         let late = tempfile::tempdir().unwrap();
         let search = std::env::join_paths([early.path(), late.path()]).unwrap();
-        let ids = BinaryIdentity { search: Some(search), ..BinaryIdentity::new(Path::new("haproxy")) };
+        let ids =
+            BinaryIdentity { search: Some(search), ..BinaryIdentity::new(Path::new("haproxy")) };
         assert_eq!(ids.current().unwrap_err(), "haproxy binary not found: no haproxy on PATH");
         assert_eq!(&*ids.identity(), "haproxy missing");
 
@@ -279,10 +288,17 @@ mod tests {
         write(&early.path().join("haproxy"), "early");
         let found = ids.current().unwrap();
         assert_eq!(found.path, early.path().join("haproxy"));
-        assert_eq!(&*found.identity, format!("{} sha256:{}", early.path().join("haproxy").display(), sha("early")));
+        assert_eq!(
+            &*found.identity,
+            format!("{} sha256:{}", early.path().join("haproxy").display(), sha("early"))
+        );
 
         // not executable: not a match on PATH
-        std::fs::set_permissions(early.path().join("haproxy"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(
+            early.path().join("haproxy"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
         assert_eq!(ids.current().unwrap().path, late.path().join("haproxy"));
     }
 
@@ -297,7 +313,10 @@ mod tests {
         let relative = BinaryIdentity::new(Path::new("./no-such-haproxy"));
         let problem = relative.current().unwrap_err();
         let absolute = std::env::current_dir().unwrap().join("no-such-haproxy");
-        assert!(problem.starts_with(&format!("haproxy binary not found: {}", absolute.display())), "{problem}");
+        assert!(
+            problem.starts_with(&format!("haproxy binary not found: {}", absolute.display())),
+            "{problem}"
+        );
         assert_eq!(
             BinaryIdentity::new(Path::new("")).current().unwrap_err(),
             "haproxy binary not found: no binary configured"

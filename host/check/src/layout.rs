@@ -36,9 +36,13 @@ pub enum RenderPathError {
     Duplicate { path: String, other: String, resolved: String },
     #[error("render file path {path:?} is a file, but {other:?} needs it to be a directory")]
     Nested { path: String, other: String },
-    #[error("render file path {path:?}… is {bytes} bytes long, more than the {limit} a render path may have")]
+    #[error(
+        "render file path {path:?}… is {bytes} bytes long, more than the {limit} a render path may have"
+    )]
     TooLong { path: String, bytes: usize, limit: usize },
-    #[error("render file path {path:?} lands {depth} components deep, more than the {limit} a render path may have")]
+    #[error(
+        "render file path {path:?} lands {depth} components deep, more than the {limit} a render path may have"
+    )]
     TooDeep { path: String, depth: usize, limit: usize },
 }
 
@@ -105,7 +109,8 @@ fn arrange_within(render: &Render, limits: PathLimits) -> Result<Arrangement<'_>
             // `haproxy.cfg` itself, or anything that needs it to be a directory
             return Err(RenderPathError::Reserved { path: file.path.clone() });
         }
-        let (name, directories) = components.split_last().expect("resolve gives at least one component");
+        let (name, directories) =
+            components.split_last().expect("resolve gives at least one component");
         let mut parent = 0;
         for directory in directories {
             parent = match index.get(&(parent, *directory)) {
@@ -130,7 +135,10 @@ fn arrange_within(render: &Render, limits: PathLimits) -> Result<Arrangement<'_>
                 });
             }
             Some((None, needing)) => {
-                return Err(RenderPathError::Nested { path: file.path.clone(), other: sent[needing].path.clone() });
+                return Err(RenderPathError::Nested {
+                    path: file.path.clone(),
+                    other: sent[needing].path.clone(),
+                });
             }
             None => {
                 add(&mut nodes, &mut index, parent, Node::new(name, Some(at_file), at_file));
@@ -166,7 +174,11 @@ fn resolve(kind: FileKind, path: &str, limits: PathLimits) -> Result<Vec<&str>, 
     let err_path = || path.to_owned();
     // First, so that nothing else reads a path of any length.
     if path.len() > limits.bytes {
-        return Err(RenderPathError::TooLong { path: shown(path), bytes: path.len(), limit: limits.bytes });
+        return Err(RenderPathError::TooLong {
+            path: shown(path),
+            bytes: path.len(),
+            limit: limits.bytes,
+        });
     }
     if path.contains('\0') {
         return Err(RenderPathError::NulByte { path: err_path() });
@@ -191,7 +203,11 @@ fn resolve(kind: FileKind, path: &str, limits: PathLimits) -> Result<Vec<&str>, 
     // relative with a `/`: the path itself, without `.` or empty components
     let components: Vec<&str> = path.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
     if components.len() > limits.depth {
-        return Err(RenderPathError::TooDeep { path: err_path(), depth: components.len(), limit: limits.depth });
+        return Err(RenderPathError::TooDeep {
+            path: err_path(),
+            depth: components.len(),
+            limit: limits.depth,
+        });
     }
     Ok(components)
 }
@@ -225,12 +241,18 @@ impl<'a> Arrangement<'a> {
     /// `go_on` is asked, with the number of files written so far, before
     /// every file, directory and chunk of a file; when it says no, writing
     /// stops with [`io::ErrorKind::Interrupted`] (the caller knows why).
-    pub fn write(&self, dir: &Dir, config: &str, go_on: &mut dyn FnMut(usize) -> bool) -> io::Result<()> {
+    pub fn write(
+        &self,
+        dir: &Dir,
+        config: &str,
+        go_on: &mut dyn FnMut(usize) -> bool,
+    ) -> io::Result<()> {
         let mut written = 0;
         create_file(dir, CONFIG_NAME, config.as_bytes(), &mut || go_on(written))
             .map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
         // Depth first; a stack of open directories, at most as deep as a path.
-        let mut stack: Vec<(Option<Dir>, std::slice::Iter<'_, usize>)> = vec![(None, self.nodes[0].children.iter())];
+        let mut stack: Vec<(Option<Dir>, std::slice::Iter<'_, usize>)> =
+            vec![(None, self.nodes[0].children.iter())];
         while let Some((handle, children)) = stack.last_mut() {
             let Some(&at) = children.next() else {
                 stack.pop();
@@ -285,7 +307,10 @@ fn create_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
     }
     at::open_dir(parent, name.as_ref()).map_err(|e| {
         if at::is_symlink_refusal(&e) || e.raw_os_error() == Some(libc::ENOTDIR) {
-            io::Error::new(io::ErrorKind::AlreadyExists, format!("{name} exists and is not a directory"))
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{name} exists and is not a directory"),
+            )
         } else {
             e
         }
@@ -296,7 +321,12 @@ fn create_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
 /// regular file, never a FIFO or device) + `O_NOFOLLOW` (never write through
 /// a symlink), owner-only, one name in `dir`. Written a chunk at a time,
 /// asking `go_on` before each.
-fn create_file(dir: &Dir, name: &str, content: &[u8], go_on: &mut dyn FnMut() -> bool) -> io::Result<()> {
+fn create_file(
+    dir: &Dir,
+    name: &str,
+    content: &[u8],
+    go_on: &mut dyn FnMut() -> bool,
+) -> io::Result<()> {
     let mut options = OpenOptions::new();
     options.write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
     let mut file = dir.open_with(name, &options)?;
@@ -322,14 +352,23 @@ mod tests {
     fn render(files: &[(FileKind, &str)]) -> Render {
         let files = files
             .iter()
-            .map(|(kind, path)| RenderFile { kind: *kind, path: (*path).into(), content: format!("content of {path}") })
+            .map(|(kind, path)| RenderFile {
+                kind: *kind,
+                path: (*path).into(),
+                content: format!("content of {path}"),
+            })
             .collect();
         Render::new("plan", "r1", "global\n", files)
     }
 
     fn placed(files: &[(FileKind, &str)]) -> Vec<String> {
         let r = render(files);
-        arrange(&r).unwrap().files().iter().map(|f| f.relative.to_str().unwrap().to_owned()).collect()
+        arrange(&r)
+            .unwrap()
+            .files()
+            .iter()
+            .map(|f| f.relative.to_str().unwrap().to_owned())
+            .collect()
     }
 
     fn refused(files: &[(FileKind, &str)]) -> RenderPathError {
@@ -353,7 +392,11 @@ mod tests {
     #[test]
     fn bare_names_land_in_the_kind_directory() {
         assert_eq!(
-            placed(&[(FileKind::Map, "a.map"), (FileKind::Cert, "c.pem"), (FileKind::General, "haproxy.cfg")]),
+            placed(&[
+                (FileKind::Map, "a.map"),
+                (FileKind::Cert, "c.pem"),
+                (FileKind::General, "haproxy.cfg")
+            ]),
             ["maps/a.map", "ssl/c.pem", "general/haproxy.cfg"]
         );
     }
@@ -374,7 +417,11 @@ mod tests {
     #[test]
     fn climbing_is_refused_in_every_form() {
         for path in ["../x", "../../x", "maps/../../x", "/etc/../x.map", "..", "a/..", "./.."] {
-            assert_eq!(refused(&[(FileKind::Map, path)]), RenderPathError::Escapes { path: path.into() }, "{path}");
+            assert_eq!(
+                refused(&[(FileKind::Map, path)]),
+                RenderPathError::Escapes { path: path.into() },
+                "{path}"
+            );
         }
     }
 
@@ -393,7 +440,11 @@ mod tests {
         assert!(matches!(refused(&[(FileKind::Map, "a\0.map")]), RenderPathError::NulByte { .. }));
         assert!(matches!(refused(&[(FileKind::Map, "/\0/../a")]), RenderPathError::NulByte { .. }));
         for path in ["", "/", ".", "./", "maps/", "/etc/haproxy/", "a/.", "/etc/."] {
-            assert_eq!(refused(&[(FileKind::Map, path)]), RenderPathError::Empty { path: path.into() }, "{path:?}");
+            assert_eq!(
+                refused(&[(FileKind::Map, path)]),
+                RenderPathError::Empty { path: path.into() },
+                "{path:?}"
+            );
         }
     }
 
@@ -438,12 +489,18 @@ mod tests {
             [(FileKind::General, "a/b/c"), (FileKind::General, "a/b")],
             [(FileKind::General, "./maps"), (FileKind::Map, "x.map")],
         ] {
-            assert!(matches!(arrange(&render(&files)).unwrap_err(), RenderPathError::Nested { .. }), "{files:?}");
+            assert!(
+                matches!(arrange(&render(&files)).unwrap_err(), RenderPathError::Nested { .. }),
+                "{files:?}"
+            );
         }
         let err = refused(&[(FileKind::General, "a/b"), (FileKind::General, "a/b/c")]);
         assert_eq!(err, RenderPathError::Nested { path: "a/b".into(), other: "a/b/c".into() });
         // siblings sharing a directory are fine
-        assert_eq!(placed(&[(FileKind::General, "a/b"), (FileKind::General, "a/c")]), ["a/b", "a/c"]);
+        assert_eq!(
+            placed(&[(FileKind::General, "a/b"), (FileKind::General, "a/c")]),
+            ["a/b", "a/c"]
+        );
     }
 
     #[test]
@@ -452,21 +509,36 @@ mod tests {
         let err = refused(&[(FileKind::Map, long.as_str())]);
         assert_eq!(
             err,
-            RenderPathError::TooLong { path: long[..64].to_owned(), bytes: MAX_PATH_BYTES + 5, limit: MAX_PATH_BYTES }
+            RenderPathError::TooLong {
+                path: long[..64].to_owned(),
+                bytes: MAX_PATH_BYTES + 5,
+                limit: MAX_PATH_BYTES
+            }
         );
-        assert!(err.to_string().ends_with("is 1029 bytes long, more than the 1024 a render path may have"), "{err}");
+        assert!(
+            err.to_string()
+                .ends_with("is 1029 bytes long, more than the 1024 a render path may have"),
+            "{err}"
+        );
         let deep = vec!["d"; MAX_PATH_DEPTH].join("/");
         assert_eq!(placed(&[(FileKind::General, deep.as_str())]), std::slice::from_ref(&deep));
         let deeper = format!("{deep}/x");
         assert_eq!(
             refused(&[(FileKind::General, deeper.as_str())]),
-            RenderPathError::TooDeep { path: deeper.clone(), depth: MAX_PATH_DEPTH + 1, limit: MAX_PATH_DEPTH }
+            RenderPathError::TooDeep {
+                path: deeper.clone(),
+                depth: MAX_PATH_DEPTH + 1,
+                limit: MAX_PATH_DEPTH
+            }
         );
         // `.` and empty components do not count; an absolute path lands two deep
         let dotted = format!("{}/x", vec!["."; 200].join("/"));
         assert_eq!(placed(&[(FileKind::General, dotted.as_str())]), ["x"]);
         assert_eq!(
-            placed(&[(FileKind::Map, "/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/0/1/2/3/4/5/6/x")]),
+            placed(&[(
+                FileKind::Map,
+                "/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/0/1/2/3/4/5/6/x"
+            )]),
             ["maps/x"]
         );
     }
@@ -480,7 +552,8 @@ mod tests {
         let unlimited = PathLimits { bytes: usize::MAX, depth: usize::MAX };
         let deep = format!("{}/x", vec!["a"; 120_000].join("/"));
         let shared = vec!["s"; 100].join("/");
-        let mut files = vec![RenderFile { kind: FileKind::General, path: deep, content: String::new() }];
+        let mut files =
+            vec![RenderFile { kind: FileKind::General, path: deep, content: String::new() }];
         files.extend((0..2_000).map(|n| RenderFile {
             kind: FileKind::General,
             path: format!("{shared}/f{n}"),
@@ -493,15 +566,23 @@ mod tests {
         // one node per distinct component: 120,000 + 1, 100, 2,000, and the root
         assert_eq!(arrangement.nodes.len(), 120_001 + 100 + 2_000 + 1);
         // and a clash deep down is still found
-        let clash = RenderFile { kind: FileKind::General, path: format!("{shared}/f7/under"), content: String::new() };
+        let clash = RenderFile {
+            kind: FileKind::General,
+            path: format!("{shared}/f7/under"),
+            content: String::new(),
+        };
         let r = Render::new("p", "r", "global\n", [r.files(), &[clash]].concat());
-        assert!(matches!(arrange_within(&r, unlimited).unwrap_err(), RenderPathError::Nested { .. }));
+        assert!(matches!(
+            arrange_within(&r, unlimited).unwrap_err(),
+            RenderPathError::Nested { .. }
+        ));
     }
 
     #[test]
     fn writing_stops_when_told_and_says_how_far_it_got() {
         let tmp = tempfile::tempdir().unwrap();
-        let files: Vec<(FileKind, String)> = (0..10).map(|n| (FileKind::General, format!("d{}/f{n}", n % 3))).collect();
+        let files: Vec<(FileKind, String)> =
+            (0..10).map(|n| (FileKind::General, format!("d{}/f{n}", n % 3))).collect();
         let files: Vec<(FileKind, &str)> = files.iter().map(|(k, p)| (*k, p.as_str())).collect();
         let r = render(&files);
         let arrangement = arrange(&r).unwrap();
@@ -517,7 +598,11 @@ mod tests {
         let count = walkdir_files(tmp.path());
         assert_eq!(count, 1 + 4, "the config and four files");
         // a large file is written a chunk at a time, asking between chunks
-        let big = vec![RenderFile { kind: FileKind::Map, path: "big".into(), content: "x".repeat(3 * WRITE_CHUNK) }];
+        let big = vec![RenderFile {
+            kind: FileKind::Map,
+            path: "big".into(),
+            content: "x".repeat(3 * WRITE_CHUNK),
+        }];
         let r = Render::new("p", "r", "", big);
         let tmp = tempfile::tempdir().unwrap();
         let mut asked = 0;
@@ -529,7 +614,10 @@ mod tests {
             })
             .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::Interrupted, "{err}");
-        assert_eq!(std::fs::metadata(tmp.path().join("maps/big")).unwrap().len(), WRITE_CHUNK as u64);
+        assert_eq!(
+            std::fs::metadata(tmp.path().join("maps/big")).unwrap().len(),
+            WRITE_CHUNK as u64
+        );
     }
 
     fn walkdir_files(dir: &Path) -> usize {
@@ -550,8 +638,16 @@ mod tests {
             "r",
             "global\n  default-path origin /etc/haproxy\n",
             vec![
-                RenderFile { kind: FileKind::Map, path: "/etc/haproxy/maps/a.map".into(), content: "k v\n".into() },
-                RenderFile { kind: FileKind::General, path: "deep/er/x.lua".into(), content: "-- lua".into() },
+                RenderFile {
+                    kind: FileKind::Map,
+                    path: "/etc/haproxy/maps/a.map".into(),
+                    content: "k v\n".into(),
+                },
+                RenderFile {
+                    kind: FileKind::General,
+                    path: "deep/er/x.lua".into(),
+                    content: "-- lua".into(),
+                },
             ],
         );
         let arrangement = arrange(&r).unwrap();
@@ -562,7 +658,11 @@ mod tests {
         assert_eq!(std::fs::read_to_string(dir.join("maps/a.map")).unwrap(), "k v\n");
         assert_eq!(std::fs::read_to_string(dir.join("deep/er/x.lua")).unwrap(), "-- lua");
         for file in ["haproxy.cfg", "maps/a.map", "deep/er/x.lua"] {
-            assert_eq!(std::fs::metadata(dir.join(file)).unwrap().permissions().mode() & 0o777, 0o600, "{file}");
+            assert_eq!(
+                std::fs::metadata(dir.join(file)).unwrap().permissions().mode() & 0o777,
+                0o600,
+                "{file}"
+            );
         }
         for d in ["maps", "deep", "deep/er"] {
             assert_eq!(std::fs::metadata(dir.join(d)).unwrap().mode() & 0o777, 0o700, "{d}");
@@ -591,7 +691,8 @@ mod tests {
         std::fs::create_dir(&dir2).unwrap();
         std::fs::create_dir(dir2.join("maps")).unwrap();
         std::os::unix::fs::symlink(outside.join("victim"), dir2.join("maps/a.map")).unwrap();
-        let err = arrange(&r).unwrap().write(&handle(&dir2), "global\n", &mut |_| true).unwrap_err();
+        let err =
+            arrange(&r).unwrap().write(&handle(&dir2), "global\n", &mut |_| true).unwrap_err();
         assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
         assert!(!outside.join("victim").exists());
 
@@ -601,7 +702,8 @@ mod tests {
             std::fs::create_dir(&dir).unwrap();
             std::fs::create_dir(dir.join("real")).unwrap();
             std::os::unix::fs::symlink(target, dir.join("maps")).unwrap();
-            let err = arrange(&r).unwrap().write(&handle(&dir), "global\n", &mut |_| true).unwrap_err();
+            let err =
+                arrange(&r).unwrap().write(&handle(&dir), "global\n", &mut |_| true).unwrap_err();
             assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
             assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
             assert_eq!(std::fs::read_dir(dir.join("real")).unwrap().count(), 0);
@@ -613,7 +715,8 @@ mod tests {
         let fifo = std::ffi::CString::new(dir5.join("maps/a.map").to_str().unwrap()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let err = arrange(&r).unwrap().write(&handle(&dir5), "global\n", &mut |_| true).unwrap_err();
+        let err =
+            arrange(&r).unwrap().write(&handle(&dir5), "global\n", &mut |_| true).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
     }
 }

@@ -49,7 +49,10 @@ impl RenderLimits {
         if files > self.files {
             return Err(self.too_many_files(&files.to_string()));
         }
-        let bytes = render.files().iter().fold(render.config().len() as u64, |sum, f| sum + f.content.len() as u64);
+        let bytes = render
+            .files()
+            .iter()
+            .fold(render.config().len() as u64, |sum, f| sum + f.content.len() as u64);
         if bytes > self.bytes {
             return Err(self.too_many_bytes(&bytes.to_string()));
         }
@@ -77,7 +80,11 @@ mod tests {
 
     fn render(config: &str, files: usize, each: usize) -> Render {
         let files = (0..files)
-            .map(|n| RenderFile { kind: FileKind::Map, path: format!("m{n}.map"), content: "x".repeat(each) })
+            .map(|n| RenderFile {
+                kind: FileKind::Map,
+                path: format!("m{n}.map"),
+                content: "x".repeat(each),
+            })
             .collect();
         Render::new("p", "r", config, files)
     }

@@ -63,8 +63,10 @@ impl InFlight {
     /// check is gone), for at most `bound`; whether they all ended.
     pub fn wait_idle(&self, bound: Duration) -> bool {
         let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        let (running, _) =
-            self.idle.wait_timeout_while(running, bound, |n| *n > 0).unwrap_or_else(PoisonError::into_inner);
+        let (running, _) = self
+            .idle
+            .wait_timeout_while(running, bound, |n| *n > 0)
+            .unwrap_or_else(PoisonError::into_inner);
         *running == 0
     }
 }
@@ -88,10 +90,12 @@ pub struct Prepared {
 pub async fn prepare(job: Job, deadline: Instant) -> Result<Prepared, String> {
     let budget = deadline.saturating_duration_since(Instant::now());
     let files = job.render.files().len();
-    let progress = Arc::new(Progress { cancel: AtomicBool::new(false), written: AtomicUsize::new(0) });
+    let progress =
+        Arc::new(Progress { cancel: AtomicBool::new(false), written: AtomicUsize::new(0) });
     let (tx, rx) = oneshot::channel();
     // Raises the flag on every way out, and removes an unwanted directory.
-    let mut pending = Pending { progress: progress.clone(), answer: Some(rx), in_flight: job.in_flight.clone() };
+    let mut pending =
+        Pending { progress: progress.clone(), answer: Some(rx), in_flight: job.in_flight.clone() };
     let until = deadline.into_std();
     let token = job.in_flight.enter();
     tokio::task::spawn_blocking(move || {
@@ -165,9 +169,15 @@ impl Drop for Pending {
 impl Job {
     /// Runs on the blocking thread. Every way out after the directory was
     /// made but before it is handed over drops it here, which removes it.
-    fn run(self, progress: &Progress, until: std::time::Instant, budget: Duration) -> Result<Prepared, String> {
+    fn run(
+        self,
+        progress: &Progress,
+        until: std::time::Instant,
+        budget: Duration,
+    ) -> Result<Prepared, String> {
         let files = self.render.files().len();
-        let go_on = || !progress.cancel.load(Ordering::Relaxed) && std::time::Instant::now() < until;
+        let go_on =
+            || !progress.cancel.load(Ordering::Relaxed) && std::time::Instant::now() < until;
         let stopped = || timed_out(budget, progress.written.load(Ordering::Relaxed), files);
         // Every limit and every path is validated before the directory even exists.
         self.limits.admit(&self.render)?;
@@ -175,15 +185,18 @@ impl Job {
         if !go_on() {
             return Err(stopped());
         }
-        let dir = self
-            .base
-            .check_dir()
-            .map_err(|e| format!("cannot create a check directory in {}: {e}", self.base.own_path().display()))?;
+        let dir = self.base.check_dir().map_err(|e| {
+            format!("cannot create a check directory in {}: {e}", self.base.own_path().display())
+        })?;
         // HAProxy is told this exact path (default-path origin), so it is
         // also the one to take out of messages. Nothing is opened by it:
         // files are written through the handle.
         let sanitised = |e: std::io::Error| {
-            verdict::sanitise(&format!("cannot write the check directory: {e}"), dir.path(), &self.binary)
+            verdict::sanitise(
+                &format!("cannot write the check directory: {e}"),
+                dir.path(),
+                &self.binary,
+            )
         };
         let lookup = |kind, name: &[u8]| sandbox::ids::lookup(kind, name);
         let rewrites = Rewrites {

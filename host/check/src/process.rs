@@ -17,10 +17,17 @@ use tokio::time::Instant;
 
 /// Starts `binary -c` in the check directory `sandboxed` was prepared for,
 /// in a process group of its own (`-dr` with `dns_skip`).
-pub fn spawn(binary: &Path, dns_skip: bool, sandboxed: &sandbox::Prepared) -> Result<Running, String> {
-    let (reader, writer) = pipe().map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
+pub fn spawn(
+    binary: &Path,
+    dns_skip: bool,
+    sandboxed: &sandbox::Prepared,
+) -> Result<Running, String> {
+    let (reader, writer) =
+        pipe().map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
     let spawned = {
-        let stderr = writer.try_clone().map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
+        let stderr = writer
+            .try_clone()
+            .map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
         let mut cmd = tokio::process::Command::new(binary);
         if dns_skip {
             cmd.arg("-dr");
@@ -40,8 +47,10 @@ pub fn spawn(binary: &Path, dns_skip: bool, sandboxed: &sandbox::Prepared) -> Re
         // `cmd` drops here with our copies of the write end, so the reader
         // sees end-of-file once HAProxy's group is gone.
     };
-    let child = spawned
-        .map_err(|e| sandbox::spawn_failure(&e).unwrap_or_else(|| format!("cannot start {}: {e}", binary.display())))?;
+    let child = spawned.map_err(|e| {
+        sandbox::spawn_failure(&e)
+            .unwrap_or_else(|| format!("cannot start {}: {e}", binary.display()))
+    })?;
     let Some(pid) = child.id() else {
         return Err("haproxy exited before it could be watched".into());
     };

@@ -6,7 +6,8 @@ pub fn parse(text: &str) -> Result<usize, String> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: usize = number.parse().map_err(|_| format!("{text:?} is not a size (try 65536, 64KiB, 32MiB)"))?;
+    let value: usize =
+        number.parse().map_err(|_| format!("{text:?} is not a size (try 65536, 64KiB, 32MiB)"))?;
     let shift = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
@@ -46,8 +47,13 @@ mod tests {
 
     #[test]
     fn formats_as_parsed() {
-        for (bytes, text) in [(64 << 20, "64MiB"), (1 << 30, "1GiB"), (1536 << 10, "1536KiB"), (1000, "1000"), (0, "0")]
-        {
+        for (bytes, text) in [
+            (64 << 20, "64MiB"),
+            (1 << 30, "1GiB"),
+            (1536 << 10, "1536KiB"),
+            (1000, "1000"),
+            (0, "0"),
+        ] {
             assert_eq!(format(bytes), text);
             assert_eq!(parse(text), Ok(bytes));
         }

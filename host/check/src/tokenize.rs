@@ -140,7 +140,10 @@ pub fn line_in(line: &[u8], env: &dyn Fn(&[u8]) -> Lookup) -> Line {
                 b'n' => (b'\n', 2),
                 b'r' => (b'\r', 2),
                 b'$' if dquote => (b'$', 2),
-                b'x' => match (line.get(at + 2).copied().and_then(hex), line.get(at + 3).copied().and_then(hex)) {
+                b'x' => match (
+                    line.get(at + 2).copied().and_then(hex),
+                    line.get(at + 3).copied().and_then(hex),
+                ) {
                     (Some(hi), Some(lo)) => ((hi << 4) | lo, 4),
                     _ => {
                         inexact = Some(Inexact::Error);
@@ -165,7 +168,8 @@ pub fn line_in(line: &[u8], env: &dyn Fn(&[u8]) -> Lookup) -> Line {
             };
             at = var.end;
             let name = &line[var.name.clone()];
-            let lookup = if name.starts_with(b".") || var.split_words { Lookup::Unknown } else { env(name) };
+            let lookup =
+                if name.starts_with(b".") || var.split_words { Lookup::Unknown } else { env(name) };
             let value = match (lookup, &var.default) {
                 (Lookup::Unset, Some(default)) => Some(line[default.clone()].to_vec()),
                 (Lookup::Value(v), _) => Some(v),
@@ -235,7 +239,9 @@ fn variable(line: &[u8], dollar: usize) -> Option<Variable> {
         at += 1;
     }
     let name = name_start..at;
-    if line[name.clone()].starts_with(b".") && !matches!(&line[name.clone()], b".LINE" | b".FILE" | b".SECTION") {
+    if line[name.clone()].starts_with(b".")
+        && !matches!(&line[name.clone()], b".LINE" | b".FILE" | b".SECTION")
+    {
         return None;
     }
     let mut split_words = false;
@@ -277,7 +283,11 @@ mod tests {
     use super::*;
 
     fn texts(l: &str) -> Vec<String> {
-        line(l.as_bytes()).words.iter().map(|w| String::from_utf8_lossy(&w.text).into_owned()).collect()
+        line(l.as_bytes())
+            .words
+            .iter()
+            .map(|w| String::from_utf8_lossy(&w.text).into_owned())
+            .collect()
     }
 
     fn spans(l: &str) -> Vec<&str> {

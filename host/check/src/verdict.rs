@@ -50,7 +50,8 @@ const REMARKS: [&[u8]; 3] = [
     b"Configuration file is valid",
 ];
 /// HAProxy's closing words after the real alerts; they add nothing.
-const SUMMARIES: [&str; 2] = ["Error(s) found in configuration file", "Fatal errors found in configuration"];
+const SUMMARIES: [&str; 2] =
+    ["Error(s) found in configuration file", "Fatal errors found in configuration"];
 /// How HAProxy says an allocation failed (lower case). 3.0 and 3.2 print
 /// `(null)` where a message could not be allocated (glibc's rendering of a
 /// null string), often several on one line.
@@ -65,13 +66,14 @@ const OUT_OF_MEMORY: [&str; 6] = [
 /// How a "could not run" for lack of memory starts.
 pub const OUT_OF_MEMORY_REASON: &str = "haproxy -c ran out of memory";
 /// Cheap first tests for [`OUT_OF_MEMORY`] (lower and upper case alike).
-static OOM_HINTS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> = std::sync::LazyLock::new(|| {
-    [
-        memchr::memmem::Finder::new(b"(null)"),
-        memchr::memmem::Finder::new(b"emory"),
-        memchr::memmem::Finder::new(b"llocat"),
-    ]
-});
+static OOM_HINTS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
+    std::sync::LazyLock::new(|| {
+        [
+            memchr::memmem::Finder::new(b"(null)"),
+            memchr::memmem::Finder::new(b"emory"),
+            memchr::memmem::Finder::new(b"llocat"),
+        ]
+    });
 /// Bytes of a tag: enough to recognise the longest (`[WARNING]`) and the remarks.
 const HEAD: usize = 72;
 
@@ -210,8 +212,10 @@ impl<'a> Transcript<'a> {
             }
             piece = &piece[blanks..];
         }
-        let room = (LINE_LIMIT + self.ctx.check_dir.as_os_str().len() + self.ctx.haproxy_path.as_os_str().len())
-            .saturating_sub(self.partial.len());
+        let room = (LINE_LIMIT
+            + self.ctx.check_dir.as_os_str().len()
+            + self.ctx.haproxy_path.as_os_str().len())
+        .saturating_sub(self.partial.len());
         if piece.len() > room {
             self.partial.extend_from_slice(&piece[..room]);
             self.partial_cut = true;
@@ -277,7 +281,9 @@ impl<'a> Transcript<'a> {
         }
         if self.blocks.iter().chain(&self.summary_blocks).any(|b| b.after > 0) {
             let k = kept.get_or_insert_with(|| self.keep(raw)).clone();
-            for block in self.blocks.iter_mut().chain(self.summary_blocks.iter_mut()).filter(|b| b.after > 0) {
+            for block in
+                self.blocks.iter_mut().chain(self.summary_blocks.iter_mut()).filter(|b| b.after > 0)
+            {
                 block.lines.push(k.clone());
                 block.after -= 1;
             }
@@ -290,7 +296,8 @@ impl<'a> Transcript<'a> {
             }
             let open = if summary { self.summary_blocks.len() } else { self.blocks.len() };
             if open < MAX_BLOCKS {
-                let mut lines: Vec<Kept> = self.recent.iter().map(|(raw, cut)| self.keep_as(raw, *cut)).collect();
+                let mut lines: Vec<Kept> =
+                    self.recent.iter().map(|(raw, cut)| self.keep_as(raw, *cut)).collect();
                 let alert = lines.len();
                 lines.push(k);
                 let block = Block { lines, alert, after: OUTPUT_CONTEXT };
@@ -346,7 +353,11 @@ impl<'a> Transcript<'a> {
         let code = match exit {
             Exit::Signal(signal) => {
                 return CheckOutcome::Unavailable {
-                    reason: format!("haproxy was killed by signal {signal}{}{}", signal_name(signal), self.quoted()),
+                    reason: format!(
+                        "haproxy was killed by signal {signal}{}{}",
+                        signal_name(signal),
+                        self.quoted()
+                    ),
                 };
             }
             Exit::Code(code) => code,
@@ -366,16 +377,18 @@ impl<'a> Transcript<'a> {
                 }
                 CheckOutcome::Passed { message }
             }
-            _ if self.lines == 0 => {
-                CheckOutcome::Unavailable { reason: format!("haproxy -c exited {code} with no output") }
-            }
+            _ if self.lines == 0 => CheckOutcome::Unavailable {
+                reason: format!("haproxy -c exited {code} with no output"),
+            },
             _ if self.out_of_memory() => CheckOutcome::Unavailable {
                 reason: format!(
                     "{OUT_OF_MEMORY_REASON} (exit {code}): this is not a judgement of the config{}",
                     self.quoted()
                 ),
             },
-            _ if self.alerts + self.summaries > 0 => CheckOutcome::Refused { message: self.refusal_message() },
+            _ if self.alerts + self.summaries > 0 => {
+                CheckOutcome::Refused { message: self.refusal_message() }
+            }
             // HAProxy ran, spoke, and said "invalid" without an alert (a Lua
             // `os.exit(1)` after a warning does this): its exit status is its
             // judgement, and a pass is never reported against it.
@@ -386,7 +399,10 @@ impl<'a> Transcript<'a> {
                 ),
             },
             _ => CheckOutcome::Unavailable {
-                reason: format!("haproxy -c exited {code} without judging the config{}", self.quoted()),
+                reason: format!(
+                    "haproxy -c exited {code} without judging the config{}",
+                    self.quoted()
+                ),
             },
         }
     }
@@ -421,9 +437,13 @@ impl<'a> Transcript<'a> {
     /// the line it names. Summary lines get no block of their own unless
     /// there is nothing else to show.
     fn refusal_message(&self) -> String {
-        let (blocks, count) =
-            if self.blocks.is_empty() { (&self.summary_blocks, self.summaries) } else { (&self.blocks, self.alerts) };
-        let mut shown: Vec<String> = blocks.iter().map(|b| block_text(b, self.ctx.config)).collect();
+        let (blocks, count) = if self.blocks.is_empty() {
+            (&self.summary_blocks, self.summaries)
+        } else {
+            (&self.blocks, self.alerts)
+        };
+        let mut shown: Vec<String> =
+            blocks.iter().map(|b| block_text(b, self.ctx.config)).collect();
         if count > blocks.len() {
             shown.push(format!("… and {} more alerts", count - blocks.len()));
         }
@@ -469,8 +489,11 @@ fn block_text(block: &Block, config: &str) -> String {
     }
     if let Some(number) = config_line_named(&block.lines[block.alert]).filter(|n| *n >= 1) {
         let first = number.saturating_sub(CONFIG_BEFORE).max(1);
-        let shown: Vec<&str> =
-            config.lines().skip(first - 1).take(number.saturating_add(CONFIG_AFTER) - first + 1).collect();
+        let shown: Vec<&str> = config
+            .lines()
+            .skip(first - 1)
+            .take(number.saturating_add(CONFIG_AFTER) - first + 1)
+            .collect();
         // the named line exists
         if shown.len() > number - first {
             out.push("  Config context:".to_owned());
@@ -568,7 +591,10 @@ fn config_line_named(line: &str) -> Option<usize> {
         let inside = &rest[..close];
         if let Some((file, number)) = inside.rsplit_once(':') {
             let file = file.trim_start_matches("./");
-            if file == super::layout::CONFIG_NAME && !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
+            if file == super::layout::CONFIG_NAME
+                && !number.is_empty()
+                && number.bytes().all(|b| b.is_ascii_digit())
+            {
                 return number.parse().ok();
             }
         }
@@ -584,7 +610,12 @@ mod tests {
     const BIN: &str = "/usr/sbin/haproxy";
 
     fn ctx(config: &str) -> Context<'_> {
-        Context { config, check_dir: Path::new(DIR), haproxy_path: Path::new(BIN), forgeable: false }
+        Context {
+            config,
+            check_dir: Path::new(DIR),
+            haproxy_path: Path::new(BIN),
+            forgeable: false,
+        }
     }
 
     fn run(exit: Exit, output: &str, config: &str) -> CheckOutcome {
@@ -620,7 +651,10 @@ Warnings were found.
 Configuration file is valid
 ";
         let CheckOutcome::Passed { message } = run(Exit::Code(0), output, CONFIG) else { panic!() };
-        assert!(message.starts_with("HAProxy warned:\n[WARNING]  (3521) : config : missing timeouts"), "{message}");
+        assert!(
+            message.starts_with("HAProxy warned:\n[WARNING]  (3521) : config : missing timeouts"),
+            "{message}"
+        );
         assert!(message.contains("   | timeouts are set to a non-zero value"), "{message}");
         assert!(!message.contains("NOTICE"), "{message}");
         assert!(!message.contains("Configuration file is valid"), "{message}");
@@ -628,7 +662,9 @@ Configuration file is valid
 
     #[test]
     fn an_alert_refuses_with_output_and_config_context() {
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), UNKNOWN_KEYWORD, CONFIG) else { panic!() };
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), UNKNOWN_KEYWORD, CONFIG) else {
+            panic!()
+        };
         let expected = [
             "  [NOTICE]   (1913) : haproxy version is 2.6.12-1+deb12u3",
             "  [NOTICE]   (1913) : path to executable is haproxy",
@@ -655,17 +691,25 @@ Configuration file is valid
         let long = "x".repeat(1 << 20);
         let config = format!("{}{long}\nlast\n", "\n".repeat(1_000_000));
         let output = "[ALERT] (1) : config : parsing [haproxy.cfg:1000001] : unknown keyword\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, &config) else { panic!() };
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, &config) else {
+            panic!()
+        };
         let context = message.split_once("  Config context:\n").unwrap().1;
         let lines: Vec<&str> = context.lines().collect();
         assert_eq!(lines.len(), 6, "{context}");
         assert_eq!(lines[0], "    999997  ");
-        assert!(lines[4].starts_with("  → 1000001  xxx") && lines[4].ends_with("x …"), "{}", &lines[4][..40]);
+        assert!(
+            lines[4].starts_with("  → 1000001  xxx") && lines[4].ends_with("x …"),
+            "{}",
+            &lines[4][..40]
+        );
         assert_eq!(lines[4].len(), "  → 1000001  ".len() + LINE_LIMIT + " …".len());
         assert_eq!(lines[5], "    1000002  last");
         // a line past the end names nothing to show
         let output = "[ALERT] (1) : config : parsing [haproxy.cfg:1000003] : unknown keyword\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, &config) else { panic!() };
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, &config) else {
+            panic!()
+        };
         assert!(!message.contains("Config context"), "{message}");
     }
 
@@ -685,7 +729,10 @@ Configuration file is valid
         // not an alert: the refusal comes from the exit status, with no alert block
         let out = run(Exit::Code(1), "[WARNING] (1) : the word [ALERT] appears here\n", CONFIG);
         let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
-        assert!(message.contains("without an alert saying why") && !message.contains('→'), "{message}");
+        assert!(
+            message.contains("without an alert saying why") && !message.contains('→'),
+            "{message}"
+        );
     }
 
     #[test]
@@ -698,7 +745,9 @@ Configuration file is valid
 [ALERT]    (7) : config : Error(s) found in configuration file : haproxy.cfg
 [ALERT]    (7) : config : Fatal errors found in configuration.
 ";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else { panic!() };
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
+            panic!()
+        };
         let blocks: Vec<&str> = message.split("\n\n").collect();
         assert_eq!(blocks.len(), 2, "{message}");
         assert!(blocks[0].contains("→ [ALERT]    (7) : config : parsing [haproxy.cfg:2]"));
@@ -718,7 +767,9 @@ Configuration file is valid
     #[test]
     fn only_summary_lines_still_refuse_with_something_to_read() {
         let output = "[ALERT]    (7) : config : Fatal errors found in configuration.\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else { panic!() };
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
+            panic!()
+        };
         assert_eq!(message, "→ [ALERT]    (7) : config : Fatal errors found in configuration.");
     }
 
@@ -728,7 +779,9 @@ Configuration file is valid
             "[ALERT]    (9) : config : parsing [{DIR}/haproxy.cfg:1] : unknown keyword 'x'\n\
              [ALERT]    (9) : config : failed to open pattern file <{DIR}/maps/hosts.map> in {DIR}\n"
         );
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), &output, CONFIG) else { panic!() };
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), &output, CONFIG) else {
+            panic!()
+        };
         assert!(!message.contains(DIR), "{message}");
         assert!(!message.contains("/tmp"), "{message}");
         assert!(message.contains("parsing [haproxy.cfg:1]"), "{message}");
@@ -739,7 +792,9 @@ Configuration file is valid
     #[test]
     fn other_files_line_numbers_get_no_config_context() {
         let output = "[ALERT]    (9) : config : parsing [general/list.txt:3] : bad crt-list line\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else { panic!() };
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
+            panic!()
+        };
         assert!(!message.contains("Config context"), "{message}");
     }
 
@@ -747,11 +802,15 @@ Configuration file is valid
     fn line_numbers_beyond_the_config_get_no_context() {
         for n in ["0", "14", "999999999999999999999999"] {
             let output = format!("[ALERT]    (9) : config : parsing [haproxy.cfg:{n}] : oops\n");
-            let CheckOutcome::Refused { message } = run(Exit::Code(1), &output, CONFIG) else { panic!() };
+            let CheckOutcome::Refused { message } = run(Exit::Code(1), &output, CONFIG) else {
+                panic!()
+            };
             assert!(!message.contains("Config context"), "{n}: {message}");
         }
         let output = "[ALERT]    (9) : config : parsing [haproxy.cfg:13] : last line\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else { panic!() };
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
+            panic!()
+        };
         assert!(message.ends_with("  →   13    server s1 127.0.0.1:80"), "{message}");
         assert!(message.contains("       9    bind :8080"), "{message}");
         assert!(!message.contains("       8  "), "{message}");
@@ -759,11 +818,14 @@ Configuration file is valid
 
     #[test]
     fn no_listener_exit_two_passes_with_a_warning() {
-        let output = "Configuration file has no error but will not start (no listener) => exit(2).\n";
+        let output =
+            "Configuration file has no error but will not start (no listener) => exit(2).\n";
         let out = run(Exit::Code(2), output, "global\n");
         assert_eq!(
             out,
-            CheckOutcome::Passed { message: "valid, but HAProxy would not start it: no listener (exit 2)".into() }
+            CheckOutcome::Passed {
+                message: "valid, but HAProxy would not start it: no listener (exit 2)".into()
+            }
         );
     }
 
@@ -779,7 +841,9 @@ Configuration file is valid
 [INFO]     (3576) : something
 [DEBUG]    (3576) : something else
 ";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else { panic!() };
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
+            panic!()
+        };
         assert!(
             message.starts_with(
                 "HAProxy exited 1 (the config is invalid) without an alert saying why; it printed:\n[NOTICE]"
@@ -815,11 +879,15 @@ Configuration file has no error but will not start (no listener) => exit(2).
             t.feed(warning.as_bytes());
             fed += warning.len();
         }
-        t.feed(b"[ALERT]    (1) : config : Proxy 'f': unable to find required use_backend: 'nope'.\n");
+        t.feed(
+            b"[ALERT]    (1) : config : Proxy 'f': unable to find required use_backend: 'nope'.\n",
+        );
         t.feed(b"[ALERT]    (1) : config : Fatal errors found in configuration.\n");
         let CheckOutcome::Refused { message } = t.finish(Exit::Code(1)) else { panic!() };
         assert!(
-            message.contains("→ [ALERT]    (1) : config : Proxy 'f': unable to find required use_backend"),
+            message.contains(
+                "→ [ALERT]    (1) : config : Proxy 'f': unable to find required use_backend"
+            ),
             "{message}"
         );
         assert!(message.len() < 8 * 1024, "{}", message.len());
@@ -836,11 +904,16 @@ Configuration file has no error but will not start (no listener) => exit(2).
     #[test]
     fn lines_are_read_whole_across_reads_and_a_long_line_is_cut_for_display_only() {
         let mut t = Transcript::new(ctx(CONFIG));
-        for piece in ["[NOT", "ICE] x\n   ", "  [AL", "ERT] (1) : parsing [haproxy.", "cfg:10] : bad\n"] {
+        for piece in
+            ["[NOT", "ICE] x\n   ", "  [AL", "ERT] (1) : parsing [haproxy.", "cfg:10] : bad\n"]
+        {
             t.feed(piece.as_bytes());
         }
         let CheckOutcome::Refused { message } = t.finish(Exit::Code(1)) else { panic!() };
-        assert!(message.contains("→      [ALERT] (1) : parsing [haproxy.cfg:10] : bad"), "{message}");
+        assert!(
+            message.contains("→      [ALERT] (1) : parsing [haproxy.cfg:10] : bad"),
+            "{message}"
+        );
         assert!(message.contains("  →   10    bogus"), "{message}");
         // a megabyte of blanks before the tag still judges
         let mut t = Transcript::new(ctx(CONFIG));
@@ -886,15 +959,18 @@ Configuration file has no error but will not start (no listener) => exit(2).
             matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")),
             "{out:?}"
         );
-        let out = run(Exit::Code(1), "[ALERT]    (1) : config : parsing [haproxy.cfg:3] : out of memory.\n", CONFIG);
+        let out = run(
+            Exit::Code(1),
+            "[ALERT]    (1) : config : parsing [haproxy.cfg:3] : out of memory.\n",
+            CONFIG,
+        );
         assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
     }
 
     #[test]
     fn the_render_cannot_dress_a_refusal_as_out_of_memory() {
         // a real error beside an out-of-memory line: refused
-        let output =
-            "[ALERT] (1) : config : parsing [haproxy.cfg:10] : unknown keyword 'bogus'\n[ALERT] (1) : out of memory\n";
+        let output = "[ALERT] (1) : config : parsing [haproxy.cfg:10] : unknown keyword 'bogus'\n[ALERT] (1) : out of memory\n";
         assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
         // the render's own words, quoted by HAProxy, are not HAProxy's
         let output = "[ALERT] (1) : config : parsing [haproxy.cfg:3]: 'out of memory'.\n[ALERT] (1) : config : parsing [haproxy.cfg:4]: '(null)'.\n";
@@ -913,19 +989,31 @@ Configuration file has no error but will not start (no listener) => exit(2).
    | While not properly invalid, you will certainly encounter various problems
 [ALERT]    (3576) : config : Some warnings were found and 'zero-warning' is set. Aborting.
 ";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else { panic!() };
-        assert!(message.contains("→ [ALERT]    (3576) : config : Some warnings were found"), "{message}");
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
+            panic!()
+        };
+        assert!(
+            message.contains("→ [ALERT]    (3576) : config : Some warnings were found"),
+            "{message}"
+        );
         assert!(message.starts_with("  [NOTICE]"), "{message}");
     }
 
     #[test]
     fn unexplained_failures_are_unavailable() {
         let out = run(Exit::Code(1), "", CONFIG);
-        assert_eq!(out, CheckOutcome::Unavailable { reason: "haproxy -c exited 1 with no output".into() });
+        assert_eq!(
+            out,
+            CheckOutcome::Unavailable { reason: "haproxy -c exited 1 with no output".into() }
+        );
         let out = run(Exit::Code(1), "\n  \n", CONFIG);
         assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
 
-        let out = run(Exit::Code(127), &format!("{BIN}: error while loading shared libraries in {DIR}\n"), CONFIG);
+        let out = run(
+            Exit::Code(127),
+            &format!("{BIN}: error while loading shared libraries in {DIR}\n"),
+            CONFIG,
+        );
         assert_eq!(
             out,
             CheckOutcome::Unavailable {
@@ -944,27 +1032,37 @@ Configuration file has no error but will not start (no listener) => exit(2).
     fn a_signal_is_unavailable_even_with_alerts() {
         let out = run(Exit::Signal(9), UNKNOWN_KEYWORD, CONFIG);
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
-        assert!(reason.starts_with("haproxy was killed by signal 9 (SIGKILL): [NOTICE]"), "{reason}");
+        assert!(
+            reason.starts_with("haproxy was killed by signal 9 (SIGKILL): [NOTICE]"),
+            "{reason}"
+        );
         assert!(!reason.contains(BIN), "{reason}");
         assert_eq!(
             run(Exit::Signal(11), "", CONFIG),
-            CheckOutcome::Unavailable { reason: "haproxy was killed by signal 11 (SIGSEGV)".into() }
+            CheckOutcome::Unavailable {
+                reason: "haproxy was killed by signal 11 (SIGSEGV)".into()
+            }
         );
     }
 
     #[test]
     fn long_unexplained_output_is_cut() {
         let output = "é".repeat(5000);
-        let CheckOutcome::Unavailable { reason } = run(Exit::Code(3), &output, CONFIG) else { panic!() };
+        let CheckOutcome::Unavailable { reason } = run(Exit::Code(3), &output, CONFIG) else {
+            panic!()
+        };
         assert!(reason.len() < QUOTE_LIMIT + 200, "{}", reason.len());
         assert!(reason.ends_with(" more bytes)"), "{reason}");
     }
 
     #[test]
     fn many_alerts_are_capped() {
-        let output: String =
-            (1..=30).map(|n| format!("[ALERT] (1) : config : parsing [haproxy.cfg:{n}] : bad\n")).collect();
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), &output, CONFIG) else { panic!() };
+        let output: String = (1..=30)
+            .map(|n| format!("[ALERT] (1) : config : parsing [haproxy.cfg:{n}] : bad\n"))
+            .collect();
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), &output, CONFIG) else {
+            panic!()
+        };
         assert_eq!(message.matches("→ [ALERT]").count(), MAX_BLOCKS);
         assert!(message.ends_with("… and 10 more alerts"), "{message}");
     }
@@ -972,9 +1070,15 @@ Configuration file has no error but will not start (no listener) => exit(2).
     #[test]
     fn sanitise_removes_host_paths_and_control_characters() {
         let text = format!("{DIR}/a {DIR} {DIR}/ {BIN} \x1b[31mred\r\n");
-        assert_eq!(sanitise(&text, Path::new(DIR), Path::new(BIN)), "a .  haproxy \u{FFFD}[31mred\n");
+        assert_eq!(
+            sanitise(&text, Path::new(DIR), Path::new(BIN)),
+            "a .  haproxy \u{FFFD}[31mred\n"
+        );
         // a trailing slash on the directory changes nothing
-        assert_eq!(sanitise(&format!("{DIR}/x"), Path::new(&format!("{DIR}/")), Path::new(BIN)), "x");
+        assert_eq!(
+            sanitise(&format!("{DIR}/x"), Path::new(&format!("{DIR}/")), Path::new(BIN)),
+            "x"
+        );
         // a root or relative name is never used to cut paths apart
         assert_eq!(sanitise("/usr/sbin/x", Path::new("/"), Path::new("haproxy")), "/usr/sbin/x");
     }
@@ -983,7 +1087,9 @@ Configuration file has no error but will not start (no listener) => exit(2).
     fn config_context_is_scrubbed_too() {
         let config = "global\n  bogus \x1b[2J\n";
         let output = "[ALERT] (1) : config : parsing [haproxy.cfg:2] : unknown keyword 'bogus'\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, config) else { panic!() };
+        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, config) else {
+            panic!()
+        };
         assert!(message.contains("  →    2    bogus \u{FFFD}[2J"), "{message}");
         assert!(!message.contains('\x1b'));
     }

@@ -75,7 +75,9 @@ impl Latch {
         let before = self.state;
         let (state, pinned) = match (before, verdict) {
             (_, NewestVerdict::Pass) => (LatchState::Optimistic, None),
-            (LatchState::Optimistic, NewestVerdict::Fail(reason)) => (LatchState::Pessimistic(reason), None),
+            (LatchState::Optimistic, NewestVerdict::Fail(reason)) => {
+                (LatchState::Pessimistic(reason), None)
+            }
             (LatchState::Pessimistic(previous), NewestVerdict::Fail(reason)) => {
                 let both_refused = previous == Reason::Refused && reason == Reason::Refused;
                 let pinned = if both_refused { Reason::Refused } else { Reason::Unavailable };
@@ -137,7 +139,10 @@ mod tests {
         assert_eq!(latch.apply(Pass).changed, None);
         assert_eq!(latch.apply(Fail(Refused)).changed, Some(LatchState::Pessimistic(Refused)));
         assert_eq!(latch.apply(Fail(Refused)).changed, None);
-        assert_eq!(latch.apply(Fail(Unavailable)).changed, Some(LatchState::Pessimistic(Unavailable)));
+        assert_eq!(
+            latch.apply(Fail(Unavailable)).changed,
+            Some(LatchState::Pessimistic(Unavailable))
+        );
         assert_eq!(latch.apply(Pass).changed, Some(LatchState::Optimistic));
     }
 }

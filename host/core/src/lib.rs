@@ -317,7 +317,13 @@ impl Gate {
 
     /// Publishes one verdict with everything that follows from it, in the
     /// order of docs/protocol.md: verdict, latch, release, then the policy.
-    fn publish(&mut self, render: &Arc<Render>, outcome: CheckOutcome, remembered: bool, duration: Duration) {
+    fn publish(
+        &mut self,
+        render: &Arc<Render>,
+        outcome: CheckOutcome,
+        remembered: bool,
+        duration: Duration,
+    ) {
         let newest = self.renders.is_newest(render);
         let kind = outcome.kind();
         let mut transition = None;
@@ -334,12 +340,18 @@ impl Gate {
             self.latch.pinned() // a stale verdict leaves the latch alone
         };
         match kind {
-            Outcome::Passed => {
-                record(&mut self.passed_plans, &mut self.refused_plans, render.plan(), self.config.plan_history)
-            }
-            Outcome::Refused => {
-                record(&mut self.refused_plans, &mut self.passed_plans, render.plan(), self.config.plan_history)
-            }
+            Outcome::Passed => record(
+                &mut self.passed_plans,
+                &mut self.refused_plans,
+                render.plan(),
+                self.config.plan_history,
+            ),
+            Outcome::Refused => record(
+                &mut self.refused_plans,
+                &mut self.passed_plans,
+                render.plan(),
+                self.config.plan_history,
+            ),
             Outcome::Unavailable => {}
         }
         let verdict = Verdict {
@@ -369,7 +381,10 @@ impl Gate {
             }
             if t.release {
                 let held = self.renders.newest().map(|e| &e.render).unwrap_or(render);
-                self.effects.push_back(Effect::Release { plan: held.plan().to_owned(), render: held.id().to_owned() });
+                self.effects.push_back(Effect::Release {
+                    plan: held.plan().to_owned(),
+                    render: held.id().to_owned(),
+                });
             }
         }
         self.decide(trigger);

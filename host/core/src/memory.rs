@@ -35,8 +35,10 @@ impl VerdictMemory {
     /// As [`VerdictMemory::get`], by the key's parts: the gate asks on every
     /// step while a render waits, and need not build a key to ask.
     pub fn find(&mut self, plan: &str, checksum: &Checksum, judge: &str) -> Option<CheckOutcome> {
-        let at =
-            self.entries.iter().position(|(k, _)| k.plan == plan && k.checksum == *checksum && k.judge == judge)?;
+        let at = self
+            .entries
+            .iter()
+            .position(|(k, _)| k.plan == plan && k.checksum == *checksum && k.judge == judge)?;
         let entry = self.entries.remove(at)?;
         let outcome = entry.1.clone();
         self.entries.push_back(entry);

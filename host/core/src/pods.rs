@@ -139,9 +139,13 @@ impl Pods {
     pub fn discovered(&mut self, alive: &PodList) {
         // A set of the known pods that are listed, not of the list: its
         // memory follows the fleet the gate keeps, not the line it was sent.
-        let listed: HashSet<&Name> =
-            alive.iter().filter_map(|name| self.by_name.get_key_value(name)).map(|(k, _)| k).collect();
-        let gone: Vec<Name> = self.by_name.keys().filter(|name| !listed.contains(name)).cloned().collect();
+        let listed: HashSet<&Name> = alive
+            .iter()
+            .filter_map(|name| self.by_name.get_key_value(name))
+            .map(|(k, _)| k)
+            .collect();
+        let gone: Vec<Name> =
+            self.by_name.keys().filter(|name| !listed.contains(name)).cloned().collect();
         for pod in gone {
             self.terminated(&pod);
         }
@@ -275,13 +279,21 @@ mod tests {
         pods.report(report("ns/a", Some("r-1"), "p1"));
         let before = pods.states();
         pods.report(report("ns/a", Some("r-2"), "p2"));
-        assert_eq!(before[0].applied_plan.as_deref(), Some("p1"), "a decision's fleet never changes under it");
+        assert_eq!(
+            before[0].applied_plan.as_deref(),
+            Some("p1"),
+            "a decision's fleet never changes under it"
+        );
         drop(before);
         let ptr = Arc::as_ptr(&pods.states);
         let state = pods.report(report("ns/a", Some("r-3"), "p3")).expect("a new report");
         assert_eq!(Arc::as_ptr(&pods.states), ptr, "no copy when nobody else holds the view");
         assert_eq!(state, pods.states()[0], "the trigger's copy is the view's pod");
-        assert_eq!(pods.report(report("ns/a", Some("r-3"), "p3")), None, "a repeated report changes nothing");
+        assert_eq!(
+            pods.report(report("ns/a", Some("r-3"), "p3")),
+            None,
+            "a repeated report changes nothing"
+        );
         assert!(pods.hold_render("r-3") && !pods.hold_render("r-2"));
     }
 
@@ -293,8 +305,19 @@ mod tests {
         pods.report(report("ns/a", Some("r-1"), "p1")); // and to 2
         pods.report(report("ns/c", Some("r-2"), "p2"));
         pods.report(report("ns/b", Some("r-2"), "p2"));
-        let view: Vec<_> = pods.states().iter().map(|s| (s.pod.clone(), s.applied_plan.clone().unwrap())).collect();
-        assert_eq!(view, [("ns/a".into(), "p1".into()), ("ns/b".into(), "p2".into()), ("ns/c".into(), "p2".into())]);
+        let view: Vec<_> = pods
+            .states()
+            .iter()
+            .map(|s| (s.pod.clone(), s.applied_plan.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            view,
+            [
+                ("ns/a".into(), "p1".into()),
+                ("ns/b".into(), "p2".into()),
+                ("ns/c".into(), "p2".into())
+            ]
+        );
         pods.terminated("ns/a"); // b and c shift back
         pods.terminated("ns/c");
         assert_eq!(pods.states().iter().map(|s| &*s.pod).collect::<Vec<_>>(), ["ns/b"]);

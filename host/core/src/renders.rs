@@ -141,7 +141,10 @@ impl Renders {
     /// The unjudged entry holding this very render (the same `Arc`: a
     /// re-sent render id is another entry).
     pub fn get_mut(&mut self, render: &Arc<Render>) -> Option<&mut Entry> {
-        self.newest.iter_mut().chain(self.superseded.iter_mut()).find(|e| Arc::ptr_eq(&e.render, render) && !e.judged)
+        self.newest
+            .iter_mut()
+            .chain(self.superseded.iter_mut())
+            .find(|e| Arc::ptr_eq(&e.render, render) && !e.judged)
     }
 
     /// Records a judgement of this exact render; a judged superseded render
@@ -173,7 +176,9 @@ impl Renders {
     pub fn trim(&mut self, pods: &Pods) {
         let mut waiting = self.superseded.iter().filter(|e| !e.in_flight).count();
         while waiting > self.limit {
-            let Some(at) = self.superseded.iter().position(|e| !e.in_flight && !self.held(&e.render, pods)) else {
+            let Some(at) =
+                self.superseded.iter().position(|e| !e.in_flight && !self.held(&e.render, pods))
+            else {
                 break;
             };
             self.superseded.remove(at);

@@ -44,7 +44,12 @@ impl Harness {
     }
     fn with_interval(check_interval: Duration) -> Self {
         let config = CoreConfig { check_interval, ..CoreConfig::default() };
-        Harness { gate: Gate::new(config, "haproxy sha256:test"), now: Instant::now(), checked: vec![], log: vec![] }
+        Harness {
+            gate: Gate::new(config, "haproxy sha256:test"),
+            now: Instant::now(),
+            checked: vec![],
+            log: vec![],
+        }
     }
     fn pump(&mut self) {
         while let Some(e) = self.gate.poll_effect() {
@@ -143,7 +148,9 @@ fn outputs_of_one_verdict_come_in_protocol_order() {
     let effects = h.take();
     assert!(matches!(effects[0], Effect::Verdict(_)));
     assert_eq!(effects[1], Effect::Latch(LatchState::Optimistic));
-    assert!(matches!(&effects[2], Effect::Release { plan, render } if plan == "plan-2" && render == "r-2"));
+    assert!(
+        matches!(&effects[2], Effect::Release { plan, render } if plan == "plan-2" && render == "r-2")
+    );
     assert!(matches!(effects[3], Effect::Decide { .. }));
     assert_eq!(effects.len(), 4);
 }
@@ -230,14 +237,20 @@ fn trim_keeps_four_waiting_besides_the_check_in_flight_and_every_render_a_pod_ho
             h.event(applied(&format!("ns/p{i}"), &format!("r-{i}"), &format!("plan-{i}"), "", ""));
         }
     }
-    let ids = |h: &Harness| h.gate.renders().superseded().map(|e| e.render.id().to_owned()).collect::<Vec<_>>();
+    let ids = |h: &Harness| {
+        h.gate.renders().superseded().map(|e| e.render.id().to_owned()).collect::<Vec<_>>()
+    };
     assert_eq!(ids(&h), ["r-0", "r-1", "r-2", "r-3", "r-4", "r-5", "r-6"], "r-0 is in flight");
     // Pods p1..p3 move on to plan-7: r-1..r-3 are no longer held. Six wait
     // besides r-0 in flight: the two oldest no pod holds go.
     for i in 1..=3 {
         h.event(applied(&format!("ns/p{i}"), "r-7", "plan-7", "", ""));
     }
-    assert_eq!(ids(&h), ["r-0", "r-3", "r-4", "r-5", "r-6"], "the check in flight is not one of the 4");
+    assert_eq!(
+        ids(&h),
+        ["r-0", "r-3", "r-4", "r-5", "r-6"],
+        "the check in flight is not one of the 4"
+    );
     // r-3 was kept: a pod that reports it now still gets its verdict.
     h.event(applied("ns/p1", "r-3", "plan-3", "", ""));
     h.finish(pass()); // r-0 judged: forgotten
@@ -342,11 +355,19 @@ fn an_answer_is_remembered_under_the_judge_that_gave_it() {
     h.take();
     h.event(render("plan-1", "r-3", "x"));
     let v = h.last_verdict();
-    assert_eq!((v.render.as_str(), v.remembered, v.outcome), ("r-3", true, refused()), "haproxy-2's own answer");
+    assert_eq!(
+        (v.render.as_str(), v.remembered, v.outcome),
+        ("r-3", true, refused()),
+        "haproxy-2's own answer"
+    );
     h.gate.set_judge("haproxy-1");
     h.event(render("plan-1", "r-4", "x"));
     let v = h.last_verdict();
-    assert_eq!((v.render.as_str(), v.remembered, v.outcome), ("r-4", true, pass()), "haproxy-1's own answer");
+    assert_eq!(
+        (v.render.as_str(), v.remembered, v.outcome),
+        ("r-4", true, pass()),
+        "haproxy-1's own answer"
+    );
     assert_eq!(h.checked, ["r-1", "r-2"]);
 }
 
@@ -433,14 +454,24 @@ fn terminated_and_undiscovered_pods_no_longer_keep_a_render_alive() {
     for i in 0..=6 {
         h.event(render(&format!("plan-{i}"), &format!("r-{i}"), &i.to_string()));
     }
-    let ids = |h: &Harness| h.gate.renders().superseded().map(|e| e.render.id().to_owned()).collect::<Vec<_>>();
+    let ids = |h: &Harness| {
+        h.gate.renders().superseded().map(|e| e.render.id().to_owned()).collect::<Vec<_>>()
+    };
     assert_eq!(ids(&h), ["r-0", "r-1", "r-2", "r-3", "r-4"], "held renders outlive the limit");
     h.event(Event::PodTerminated { pod: "ns/a".into() });
-    assert_eq!(ids(&h), ["r-0", "r-1", "r-2", "r-3", "r-4"], "four wait besides the one in flight: none dropped");
+    assert_eq!(
+        ids(&h),
+        ["r-0", "r-1", "r-2", "r-3", "r-4"],
+        "four wait besides the one in flight: none dropped"
+    );
     h.event(Event::PodsDiscovered { pods: ["ns/c", "ns/x"].into_iter().collect() });
     assert_eq!(h.gate.pods().len(), 1);
     h.event(render("plan-7", "r-7", "7"));
-    assert_eq!(ids(&h), ["r-0", "r-2", "r-3", "r-4", "r-6"], "r-1 lost its pod and was the oldest unheld");
+    assert_eq!(
+        ids(&h),
+        ["r-0", "r-2", "r-3", "r-4", "r-6"],
+        "r-1 lost its pod and was the oldest unheld"
+    );
     // Only a held straggler is judged: r-3 (ns/c), never r-4 or r-6.
     h.finish(pass());
     h.run_to_timer();

@@ -19,7 +19,9 @@ use common::{Mix, Op, Pools, config_text, id_name, plan_name, pod_name};
 use policy_core::{Fleet, Name, Outcome, PodState, Trigger};
 use proptest::prelude::*;
 use rendergate_core::render::{Checksum, Render};
-use rendergate_core::{CheckId, CheckOutcome, CoreConfig, Effect, Event, Gate, LatchState, PodReport, Reason, Verdict};
+use rendergate_core::{
+    CheckId, CheckOutcome, CoreConfig, Effect, Event, Gate, LatchState, PodReport, Reason, Verdict,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,8 +35,13 @@ const JUDGES: [&str; 2] = ["haproxy sha256:one", "haproxy sha256:two"];
 const CHECK_TOOK: Duration = Duration::from_millis(80);
 const POOLS: Pools = Pools { plans: PLANS, ids: IDS, contents: CONTENTS, pods: PODS };
 /// Many pod reports and "could not run" streaks; clock moves at the back-off's edges.
-const MIX: Mix =
-    Mix { applied: 7, finish: 6, unavailable: 0.35, switch_judge: 1, advance_ms: [1, 999, 1000, 2000, 16_000, 30_000] };
+const MIX: Mix = Mix {
+    applied: 7,
+    finish: 6,
+    unavailable: 0.35,
+    switch_judge: 1,
+    advance_ms: [1, 999, 1000, 2000, 16_000, 30_000],
+};
 
 #[derive(Clone, Debug)]
 struct Scenario {
@@ -175,12 +182,18 @@ impl Model {
         let Some(seq) = self.in_flight.take() else { return };
         let held = self.find(seq).expect("the render being checked is kept").clone();
         if outcome.is_judgement() {
-            self.memory.retain(|(p, c, j, _)| !(p == held.render.plan() && c == held.render.checksum() && j == judge));
+            self.memory.retain(|(p, c, j, _)| {
+                !(p == held.render.plan() && c == held.render.checksum() && j == judge)
+            });
             if self.memory_capacity > 0 {
                 if self.memory.len() == self.memory_capacity {
                     self.memory.remove(0);
                 }
-                let key = (held.render.plan().to_owned(), held.render.checksum().clone(), judge.to_owned());
+                let key = (
+                    held.render.plan().to_owned(),
+                    held.render.checksum().clone(),
+                    judge.to_owned(),
+                );
                 self.memory.push((key.0, key.1, key.2, outcome.clone()));
             }
             self.judged(seq);
@@ -221,7 +234,10 @@ impl Model {
         let latest_of_plan = || {
             let mut all: Vec<&Held> = self.superseded.iter().collect();
             all.extend(self.newest.iter());
-            all.into_iter().rev().find(|o| o.render.plan() == h.render.plan()).is_some_and(|o| o.seq == h.seq)
+            all.into_iter()
+                .rev()
+                .find(|o| o.render.plan() == h.render.plan())
+                .is_some_and(|o| o.seq == h.seq)
         };
         self.pods.values().any(|p| match &p.render {
             Some(id) => **id == *h.render.id(),
@@ -236,7 +252,9 @@ impl Model {
             if waiting <= SUPERSEDED_LIMIT {
                 return;
             }
-            let Some(at) = self.superseded.iter().position(|h| !h.in_flight && !self.held_by_a_pod(h)) else {
+            let Some(at) =
+                self.superseded.iter().position(|h| !h.in_flight && !self.held_by_a_pod(h))
+            else {
                 return;
             };
             self.superseded.remove(at);
@@ -249,7 +267,8 @@ impl Model {
             self.trim();
             // The newest first, then stragglers some pod holds, newest first.
             let mut candidates: Vec<Held> = self.newest.iter().cloned().collect();
-            candidates.extend(self.superseded.iter().rev().filter(|h| self.held_by_a_pod(h)).cloned());
+            candidates
+                .extend(self.superseded.iter().rev().filter(|h| self.held_by_a_pod(h)).cloned());
             let mut waiting_for_retry = false;
             let mut ready = None;
             for h in candidates {
@@ -269,10 +288,9 @@ impl Model {
                 }
                 return;
             };
-            let remembered = self
-                .memory
-                .iter()
-                .position(|(p, c, j, _)| p == h.render.plan() && c == h.render.checksum() && j == self.judge);
+            let remembered = self.memory.iter().position(|(p, c, j, _)| {
+                p == h.render.plan() && c == h.render.checksum() && j == self.judge
+            });
             if let Some(at) = remembered {
                 let entry = self.memory.remove(at);
                 let outcome = entry.3.clone();
@@ -297,7 +315,9 @@ impl Model {
 
     fn publish(&mut self, h: &Held, outcome: CheckOutcome, remembered: bool, duration: Duration) {
         let newest = self.newest.as_ref().is_some_and(|n| {
-            n.seq == h.seq || (n.render.plan() == h.render.plan() && n.render.checksum() == h.render.checksum())
+            n.seq == h.seq
+                || (n.render.plan() == h.render.plan()
+                    && n.render.checksum() == h.render.checksum())
         });
         let kind = outcome.kind();
         let mut after = vec![];
@@ -315,7 +335,8 @@ impl Model {
                 _ => None,
             };
             self.pessimistic = failed;
-            let state = |p: Option<Reason>| p.map_or(LatchState::Optimistic, LatchState::Pessimistic);
+            let state =
+                |p: Option<Reason>| p.map_or(LatchState::Optimistic, LatchState::Pessimistic);
             if state(before) != state(failed) {
                 after.push(Effect::Latch(state(failed)));
             }
@@ -329,8 +350,12 @@ impl Model {
         };
         let plan = h.render.plan().to_owned();
         match kind {
-            Outcome::Passed => record_plan(&mut self.passed, &mut self.refused, &plan, self.plan_history),
-            Outcome::Refused => record_plan(&mut self.refused, &mut self.passed, &plan, self.plan_history),
+            Outcome::Passed => {
+                record_plan(&mut self.passed, &mut self.refused, &plan, self.plan_history)
+            }
+            Outcome::Refused => {
+                record_plan(&mut self.refused, &mut self.passed, &plan, self.plan_history)
+            }
             Outcome::Unavailable => {}
         }
         let trigger = Trigger::Verdict(policy_core::Verdict {
@@ -358,7 +383,8 @@ impl Model {
     }
 
     fn decide(&mut self, trigger: Trigger) {
-        let names = |v: &[String]| v.iter().map(|p| Name::from(p.as_str())).collect::<Arc<[Name]>>();
+        let names =
+            |v: &[String]| v.iter().map(|p| Name::from(p.as_str())).collect::<Arc<[Name]>>();
         let fleet = Fleet {
             pods: Arc::new(self.pods.values().map(PodReport::state).collect::<Vec<PodState>>()),
             passed_plans: names(&self.passed),
@@ -432,7 +458,8 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
     };
     let contents = |r: &Render| -> (u8, u8) {
         let plan = r.plan()[5..].parse().unwrap();
-        let content = (0..CONTENTS).find(|c| r.config().ends_with(&format!("content {c}\n"))).unwrap();
+        let content =
+            (0..CONTENTS).find(|c| r.config().ends_with(&format!("content {c}\n"))).unwrap();
         (plan, content)
     };
 
@@ -472,7 +499,8 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
                 gate.handle_event(*now, Event::PodTerminated { pod: name });
             }
             Op::PodsDiscovered { alive } => {
-                let pods: Vec<String> = (0..PODS).filter(|p| alive & (1 << p) != 0).map(pod_name).collect();
+                let pods: Vec<String> =
+                    (0..PODS).filter(|p| alive & (1 << p) != 0).map(pod_name).collect();
                 model.forget_pods(|p| !pods.iter().any(|a| a == p), *now);
                 gate.handle_event(*now, Event::PodsDiscovered { pods: pods.iter().collect() });
             }

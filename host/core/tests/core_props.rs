@@ -50,7 +50,9 @@ use common::{Mix, Op, Pools, config_text, id_name, plan_name, pod_name};
 use policy_core::Trigger;
 use proptest::prelude::*;
 use rendergate_core::render::{Checksum, Render};
-use rendergate_core::{CheckId, CheckOutcome, CoreConfig, Effect, Event, Gate, LatchState, PodReport, Reason, Verdict};
+use rendergate_core::{
+    CheckId, CheckOutcome, CoreConfig, Effect, Event, Gate, LatchState, PodReport, Reason, Verdict,
+};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -63,8 +65,13 @@ const CHECK_TOOK: Duration = Duration::from_millis(80);
 const JUDGE: &str = "haproxy sha256:props";
 const POOLS: Pools = Pools { plans: PLANS, ids: IDS, contents: CONTENTS, pods: PODS };
 /// One judge; clock moves at the check interval's edges and past the back-off's cap.
-const MIX: Mix =
-    Mix { applied: 4, finish: 5, unavailable: 0.25, switch_judge: 0, advance_ms: [1, 499, 500, 1000, 2000, 30_000] };
+const MIX: Mix = Mix {
+    applied: 4,
+    finish: 5,
+    unavailable: 0.25,
+    switch_judge: 0,
+    advance_ms: [1, 499, 500, 1000, 2000, 30_000],
+};
 
 /// Content as HAProxy sees it: the plan and the config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -90,7 +97,12 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop::collection::vec(prop::bool::weighted(0.4), (PLANS * CONTENTS) as usize),
         prop::collection::vec(common::op(POOLS, MIX), 1..200),
     )
-        .prop_map(|(interval_ms, memory, refuse, ops)| Scenario { interval_ms, memory, refuse, ops })
+        .prop_map(|(interval_ms, memory, refuse, ops)| Scenario {
+            interval_ms,
+            memory,
+            refuse,
+            ops,
+        })
 }
 
 /// The reference model.
@@ -126,15 +138,21 @@ struct Model {
 impl Model {
     fn answer(&self, c: Content) -> CheckOutcome {
         if self.refuse[(c.plan * CONTENTS + c.content) as usize] {
-            CheckOutcome::Refused { message: format!("[ALERT] plan-{} content {} is bad", c.plan, c.content) }
+            CheckOutcome::Refused {
+                message: format!("[ALERT] plan-{} content {} is bad", c.plan, c.content),
+            }
         } else {
             CheckOutcome::Passed { message: String::new() }
         }
     }
 
     fn content_of(&self, plan: &str, checksum: &Checksum) -> Content {
-        let plan = (0..PLANS).find(|p| plan_name(*p) == plan).unwrap_or_else(|| panic!("unknown plan {plan}"));
-        let content = self.checksums.iter().position(|c| c == checksum).expect("a checksum of the pool") as u8;
+        let plan = (0..PLANS)
+            .find(|p| plan_name(*p) == plan)
+            .unwrap_or_else(|| panic!("unknown plan {plan}"));
+        let content =
+            self.checksums.iter().position(|c| c == checksum).expect("a checksum of the pool")
+                as u8;
         Content { plan, content }
     }
 
@@ -157,8 +175,9 @@ impl Model {
     /// A hit refreshes.
     fn refresh(&mut self, c: Content) {
         let at = self.memory.iter().position(|m| *m == c);
-        let at =
-            at.unwrap_or_else(|| panic!("remembered verdict for {c:?}, which memory does not hold: {:?}", self.memory));
+        let at = at.unwrap_or_else(|| {
+            panic!("remembered verdict for {c:?}, which memory does not hold: {:?}", self.memory)
+        });
         self.memory.remove(at);
         self.memory.push_back(c);
     }
@@ -172,7 +191,10 @@ impl Model {
 
     /// docs/behaviour.md's latch table, with the "pinned says why" fix. Returns
     /// (pinned on the verdict, the new state if it changed, release).
-    fn apply_to_latch(&mut self, outcome: &CheckOutcome) -> (Option<Reason>, Option<LatchState>, bool) {
+    fn apply_to_latch(
+        &mut self,
+        outcome: &CheckOutcome,
+    ) -> (Option<Reason>, Option<LatchState>, bool) {
         let before = self.latch;
         let fail = match outcome {
             CheckOutcome::Passed { .. } => None,
@@ -183,8 +205,11 @@ impl Model {
             (_, None) => (LatchState::Optimistic, None),
             (LatchState::Optimistic, Some(r)) => (LatchState::Pessimistic(r), None),
             (LatchState::Pessimistic(prev), Some(r)) => {
-                let why =
-                    if prev == Reason::Refused && r == Reason::Refused { Reason::Refused } else { Reason::Unavailable };
+                let why = if prev == Reason::Refused && r == Reason::Refused {
+                    Reason::Refused
+                } else {
+                    Reason::Unavailable
+                };
                 (LatchState::Pessimistic(r), Some(why))
             }
         };
@@ -221,8 +246,9 @@ impl Run {
         };
         assert_eq!(config.superseded_limit, 4, "docs/behaviour.md keeps 4 superseded renders");
         let limit = config.superseded_limit;
-        let checksums =
-            (0..CONTENTS).map(|c| Render::new("any", "any", config_text(c), vec![]).checksum().clone()).collect();
+        let checksums = (0..CONTENTS)
+            .map(|c| Render::new("any", "any", config_text(c), vec![]).checksum().clone())
+            .collect();
         Run {
             gate: Gate::new(config, JUDGE),
             model: Model {
@@ -266,7 +292,8 @@ impl Run {
         let now = self.now;
         match *op {
             Op::Rendered { plan, id, content } => {
-                let render = Render::new(plan_name(plan), id_name(id), config_text(content), vec![]);
+                let render =
+                    Render::new(plan_name(plan), id_name(id), config_text(content), vec![]);
                 self.model.newest = Some((id_name(id), Content { plan, content }));
                 self.model.newest_judged = false;
                 self.model.rendered.push((id, plan));
@@ -298,7 +325,8 @@ impl Run {
                 self.absorb(Expect::default());
             }
             Op::PodsDiscovered { alive } => {
-                let alive: Vec<String> = (0..PODS).filter(|p| alive & (1 << p) != 0).map(pod_name).collect();
+                let alive: Vec<String> =
+                    (0..PODS).filter(|p| alive & (1 << p) != 0).map(pod_name).collect();
                 self.model.pods.retain(|name, _| alive.iter().any(|a| **a == **name));
                 self.gate.handle_event(now, Event::PodsDiscovered { pods: alive.iter().collect() });
                 self.absorb(Expect::default());
@@ -318,16 +346,25 @@ impl Run {
                 }
                 self.gate.handle_event(now, Event::LostLeadership);
                 let effects = self.effects();
-                let expected = if was_pessimistic { vec![Effect::Latch(LatchState::Optimistic)] } else { vec![] };
+                let expected = if was_pessimistic {
+                    vec![Effect::Latch(LatchState::Optimistic)]
+                } else {
+                    vec![]
+                };
                 assert_eq!(effects, expected, "a lost leadership only drops the latch");
-                assert!(self.gate.renders().is_empty() && self.gate.memory().is_empty() && self.gate.pods().is_empty());
+                assert!(
+                    self.gate.renders().is_empty()
+                        && self.gate.memory().is_empty()
+                        && self.gate.pods().is_empty()
+                );
             }
             Op::Finish { unavailable } => {
                 let Some(request) = self.gate.in_flight().cloned() else {
                     assert!(self.model.in_flight.is_none(), "the gate forgot its check in flight");
                     return self.check_state();
                 };
-                let (id, render, content) = self.model.in_flight.take().expect("the model knows the check in flight");
+                let (id, render, content) =
+                    self.model.in_flight.take().expect("the model knows the check in flight");
                 assert_eq!(request.id, id);
                 assert_eq!(request.render.id(), render);
                 let outcome = if unavailable {
@@ -339,7 +376,10 @@ impl Run {
                     self.model.remember(content);
                 }
                 self.gate.handle_check_result(now, id, outcome.clone(), JUDGE, CHECK_TOOK);
-                self.absorb(Expect { fresh: Some((render, content, outcome)), ..Expect::default() });
+                self.absorb(Expect {
+                    fresh: Some((render, content, outcome)),
+                    ..Expect::default()
+                });
             }
             Op::StaleResult { pick } => {
                 if !self.model.stale.is_empty() {
@@ -398,16 +438,28 @@ impl Run {
             match effect {
                 Effect::StartCheck(request) => {
                     // 6: one check at a time, spaced.
-                    assert!(self.model.in_flight.is_none(), "StartCheck while {:?} is in flight", self.model.in_flight);
+                    assert!(
+                        self.model.in_flight.is_none(),
+                        "StartCheck while {:?} is in flight",
+                        self.model.in_flight
+                    );
                     if let Some(last) = self.model.last_start {
-                        assert!(self.now - last >= self.interval, "checks started {:?} apart", self.now - last);
+                        assert!(
+                            self.now - last >= self.interval,
+                            "checks started {:?} apart",
+                            self.now - last
+                        );
                     }
                     let render = &request.render;
                     let content = self.model.content_of(render.plan(), render.checksum());
                     // 4: never ask for what memory knows.
-                    assert!(!self.model.remembers(content), "checker asked for {content:?}, which memory holds");
+                    assert!(
+                        !self.model.remembers(content),
+                        "checker asked for {content:?}, which memory holds"
+                    );
                     // Only the newest, or a superseded render some pod holds.
-                    let newest = self.model.newest.as_ref().is_some_and(|(id, _)| id == render.id());
+                    let newest =
+                        self.model.newest.as_ref().is_some_and(|(id, _)| id == render.id());
                     assert!(
                         newest || self.model.holds(render.id(), render.plan()),
                         "checking {} {}: neither newest nor held by a pod",
@@ -423,15 +475,22 @@ impl Run {
                     let content = self.model.content_of(&v.plan, &v.checksum);
                     if v.remembered {
                         self.model.refresh(content);
-                        assert_eq!(v.outcome, self.model.answer(content), "memory changed HAProxy's answer");
+                        assert_eq!(
+                            v.outcome,
+                            self.model.answer(content),
+                            "memory changed HAProxy's answer"
+                        );
                         assert_eq!(v.duration, Duration::ZERO);
                     } else {
                         // 7: a fresh verdict answers the check just reported.
-                        let (render, c, outcome) = fresh
-                            .take()
-                            .unwrap_or_else(|| panic!("fresh verdict {v:?} that no reported check explains"));
+                        let (render, c, outcome) = fresh.take().unwrap_or_else(|| {
+                            panic!("fresh verdict {v:?} that no reported check explains")
+                        });
                         assert!(first, "the reported check's verdict opens the batch");
-                        assert_eq!((v.render.as_str(), content, &v.outcome), (render.as_str(), c, &outcome));
+                        assert_eq!(
+                            (v.render.as_str(), content, &v.outcome),
+                            (render.as_str(), c, &outcome)
+                        );
                         assert_eq!(v.duration, CHECK_TOOK);
                         assert!(
                             self.model.started.contains(&v.render),
@@ -445,7 +504,9 @@ impl Run {
                 Effect::Release { plan, render } => {
                     panic!("release of {plan} {render} without a newest pass while pessimistic")
                 }
-                Effect::Decide { trigger, .. } => panic!("policy asked about {trigger:?} without a cause"),
+                Effect::Decide { trigger, .. } => {
+                    panic!("policy asked about {trigger:?} without a cause")
+                }
             }
             first = false;
         }
@@ -476,19 +537,32 @@ impl Run {
         // 1: the latch moves only here, and announces it.
         match changed {
             Some(state) => assert_eq!(it.next(), Some(Effect::Latch(state)), "after {v:?}"),
-            None => assert!(!matches!(it.peek(), Some(Effect::Latch(_))), "latch moved by {v:?} ({latch_before:?})"),
+            None => assert!(
+                !matches!(it.peek(), Some(Effect::Latch(_))),
+                "latch moved by {v:?} ({latch_before:?})"
+            ),
         }
         // 3: a release follows a newest pass while pessimistic, names the newest.
         if release {
             let (id, c) = newest.expect("a newest verdict has a newest render");
             self.model.released.push(id.clone());
-            assert_eq!(it.next(), Some(Effect::Release { plan: plan_name(c.plan), render: id }), "after {v:?}");
+            assert_eq!(
+                it.next(),
+                Some(Effect::Release { plan: plan_name(c.plan), render: id }),
+                "after {v:?}"
+            );
         } else {
-            assert!(!matches!(it.peek(), Some(Effect::Release { .. })), "release after {v:?} ({latch_before:?})");
+            assert!(
+                !matches!(it.peek(), Some(Effect::Release { .. })),
+                "release after {v:?} ({latch_before:?})"
+            );
         }
         match it.next() {
             Some(Effect::Decide { trigger: Trigger::Verdict(pv), fleet }) => {
-                assert_eq!((pv.render.as_str(), pv.newest, pv.remembered), (v.render.as_str(), v.newest, v.remembered));
+                assert_eq!(
+                    (pv.render.as_str(), pv.newest, pv.remembered),
+                    (v.render.as_str(), v.newest, v.remembered)
+                );
                 assert_eq!(pv.pinned, v.pinned.is_some());
                 assert_eq!(fleet.pods.len(), self.model.pods.len());
             }
@@ -503,13 +577,16 @@ impl Run {
         let m = &self.model;
         assert_eq!(g.latch().state(), m.latch, "latch");
         assert_eq!(g.latch().pinned(), m.pinned, "pinned");
-        assert_eq!(g.in_flight().map(|r| r.id), m.in_flight.as_ref().map(|f| f.0), "check in flight");
+        assert_eq!(
+            g.in_flight().map(|r| r.id),
+            m.in_flight.as_ref().map(|f| f.0),
+            "check in flight"
+        );
         assert_eq!(g.memory().len(), m.memory.len(), "memory size");
         assert_eq!(g.pods().len(), m.pods.len(), "pods");
-        let newest = g
-            .renders()
-            .newest()
-            .map(|e| (e.render.id().to_owned(), m.content_of(e.render.plan(), e.render.checksum())));
+        let newest = g.renders().newest().map(|e| {
+            (e.render.id().to_owned(), m.content_of(e.render.plan(), e.render.checksum()))
+        });
         assert_eq!(newest, m.newest, "newest render");
         // 5
         let renders = g.renders();
@@ -520,7 +597,10 @@ impl Run {
             g.pods().len(),
             renders.superseded().map(|e| e.render.id()).collect::<Vec<_>>()
         );
-        let loose = renders.superseded().filter(|e| !e.in_flight && !m.holds(e.render.id(), e.render.plan())).count();
+        let loose = renders
+            .superseded()
+            .filter(|e| !e.in_flight && !m.holds(e.render.id(), e.render.plan()))
+            .count();
         assert!(loose <= self.limit, "{loose} superseded renders neither held nor in flight");
         assert!(
             renders.superseded().filter(|e| e.in_flight).count()
@@ -651,8 +731,12 @@ fn seed_pinned_reasons_retry_and_release() {
         ],
     );
     let run = Run::through(&s);
-    let seen: Vec<_> =
-        run.model.published.iter().map(|v| (v.render.as_str(), v.outcome.label(), v.newest, v.pinned)).collect();
+    let seen: Vec<_> = run
+        .model
+        .published
+        .iter()
+        .map(|v| (v.render.as_str(), v.outcome.label(), v.newest, v.pinned))
+        .collect();
     use Reason::*;
     assert_eq!(
         seen,
@@ -674,8 +758,10 @@ fn seed_pinned_reasons_retry_and_release() {
 /// every render of it: retention stays bounded by `1 + 4 + pods + 1`.
 #[test]
 fn seed_plan_only_report_holds_the_latest_render_of_its_plan() {
-    let mut ops =
-        vec![rendered(0, 0, 0), Op::Applied { pod: 0, pick: 0, with_id: false, running: None, baseline: None }];
+    let mut ops = vec![
+        rendered(0, 0, 0),
+        Op::Applied { pod: 0, pick: 0, with_id: false, running: None, baseline: None },
+    ];
     ops.extend((1..IDS).map(|id| rendered(0, id, id % CONTENTS)));
     let run = Run::through(&seed(0, 16, &[], ops));
     let renders = run.gate.renders();
@@ -693,24 +779,42 @@ fn seed_plan_only_report_holds_the_latest_render_of_its_plan() {
 /// whose content HAProxy never passed (here it refuses it).
 #[test]
 fn resent_id_with_other_content_is_not_released_unchecked() {
-    let mut gate = Gate::new(CoreConfig { check_interval: Duration::ZERO, ..CoreConfig::default() }, "haproxy");
+    let mut gate = Gate::new(
+        CoreConfig { check_interval: Duration::ZERO, ..CoreConfig::default() },
+        "haproxy",
+    );
     let now = Instant::now();
     let effects = |gate: &mut Gate| std::iter::from_fn(|| gate.poll_effect()).collect::<Vec<_>>();
     let start = |gate: &mut Gate| gate.in_flight().expect("a check in flight").id;
 
     gate.handle_event(now, Event::Rendered(Render::new("plan-1", "r-1", "bad", vec![])));
     let id = start(&mut gate);
-    gate.handle_check_result(now, id, CheckOutcome::Refused { message: "[ALERT] bad".into() }, "haproxy", CHECK_TOOK);
+    gate.handle_check_result(
+        now,
+        id,
+        CheckOutcome::Refused { message: "[ALERT] bad".into() },
+        "haproxy",
+        CHECK_TOOK,
+    );
     assert!(gate.latch().is_pessimistic());
 
     gate.handle_event(now, Event::Rendered(Render::new("plan-2", "r-2", "good", vec![])));
     let id = start(&mut gate); // r-2 "good" in flight
     gate.handle_event(now, Event::Rendered(Render::new("plan-2", "r-2", "also bad", vec![])));
     effects(&mut gate);
-    gate.handle_check_result(now, id, CheckOutcome::Passed { message: String::new() }, "haproxy", CHECK_TOOK);
+    gate.handle_check_result(
+        now,
+        id,
+        CheckOutcome::Passed { message: String::new() },
+        "haproxy",
+        CHECK_TOOK,
+    );
     let out = effects(&mut gate);
     let Some(Effect::Verdict(v)) = out.first() else { panic!("{out:?}") };
-    assert!(!v.newest, "a pass on content \"good\" is not a pass on the newest render (content \"also bad\")");
+    assert!(
+        !v.newest,
+        "a pass on content \"good\" is not a pass on the newest render (content \"also bad\")"
+    );
     assert!(
         !out.iter().any(|e| matches!(e, Effect::Release { .. })),
         "released r-2 (\"also bad\") on a pass for other content: {out:?}"

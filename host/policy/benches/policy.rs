@@ -67,9 +67,15 @@ fn us(d: Duration) -> String {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let limits = PolicyLimits { deadline: Duration::from_secs(5), ..PolicyLimits::default() };
-    let wasm =
-        ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits.clone(), None).unwrap();
-    let seated = ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits, None).unwrap();
+    let wasm = ComponentPolicy::load(
+        std::path::Path::new(policy_artifacts::SCOPED_REVERT),
+        limits.clone(),
+        None,
+    )
+    .unwrap();
+    let seated =
+        ComponentPolicy::load(std::path::Path::new(policy_artifacts::SCOPED_REVERT), limits, None)
+            .unwrap();
     let metrics = Arc::new(PolicyMetrics::default());
     let mut seat = PolicySeat::new(Arc::new(seated));
     let mut worker = PolicyWorker::start(seat.clone(), metrics.clone());
@@ -89,7 +95,11 @@ fn main() {
         let f = fleet(pods);
         let t = refusal();
         let (_, fuel) = wasm.decide_metered(&t, &f).unwrap();
-        assert_eq!(wasm.decide(&t, &f).unwrap(), NativeDefault.decide(&t, &f).unwrap(), "same decision");
+        assert_eq!(
+            wasm.decide(&t, &f).unwrap(),
+            NativeDefault.decide(&t, &f).unwrap(),
+            "same decision"
+        );
         let (wp50, wp99) = measure(rounds, || {
             wasm.decide(&t, &f).unwrap();
         });

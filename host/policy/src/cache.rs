@@ -41,7 +41,10 @@ impl ComponentCache {
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
         if meta.uid() != me || meta.permissions().mode() & 0o022 != 0 {
-            return Err(format!("the policy cache {} is not private to this user; not using it", dir.display()));
+            return Err(format!(
+                "the policy cache {} is not private to this user; not using it",
+                dir.display()
+            ));
         }
         Ok(ComponentCache { dir: dir.to_path_buf() })
     }
@@ -64,12 +67,18 @@ impl ComponentCache {
     }
 
     /// The component for `bytes`, from a verified entry or freshly compiled.
-    pub fn load_or_compile_traced(&self, engine: &Engine, bytes: &[u8]) -> Result<(Component, CacheUse), String> {
+    pub fn load_or_compile_traced(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+    ) -> Result<(Component, CacheUse), String> {
         let key = format!("{}-{}", hex(&Sha256::digest(bytes)), engine_hash(engine));
         let artifact = self.dir.join(format!("{key}.cwasm"));
         let digest = self.dir.join(format!("{key}.sha256"));
         let mut found = false;
-        if let (Ok(compiled), Ok(recorded)) = (std::fs::read(&artifact), std::fs::read_to_string(&digest)) {
+        if let (Ok(compiled), Ok(recorded)) =
+            (std::fs::read(&artifact), std::fs::read_to_string(&digest))
+        {
             found = true;
             if hex(&Sha256::digest(&compiled)) == recorded.trim() {
                 // SAFETY: the bytes are the output of `Component::serialize`
@@ -78,19 +87,29 @@ impl ComponentCache {
                 // next to them, in a directory private to this user.
                 match unsafe { Component::deserialize(engine, &compiled) } {
                     Ok(component) => return Ok((component, CacheUse::Hit)),
-                    Err(e) => tracing::warn!("policy cache entry {} unusable, rebuilding: {e:#}", artifact.display()),
+                    Err(e) => tracing::warn!(
+                        "policy cache entry {} unusable, rebuilding: {e:#}",
+                        artifact.display()
+                    ),
                 }
             } else {
-                tracing::warn!("policy cache entry {} does not verify, rebuilding", artifact.display());
+                tracing::warn!(
+                    "policy cache entry {} does not verify, rebuilding",
+                    artifact.display()
+                );
             }
         }
         let component = Component::from_binary(engine, bytes).map_err(|e| format!("{e:#}"))?;
         match component.serialize() {
             Ok(compiled) => {
-                let stored = write_atomically(&artifact, &compiled)
-                    .and_then(|()| write_atomically(&digest, hex(&Sha256::digest(&compiled)).as_bytes()));
+                let stored = write_atomically(&artifact, &compiled).and_then(|()| {
+                    write_atomically(&digest, hex(&Sha256::digest(&compiled)).as_bytes())
+                });
                 if let Err(e) = stored {
-                    tracing::warn!("cannot store the compiled policy in {}: {e}", self.dir.display());
+                    tracing::warn!(
+                        "cannot store the compiled policy in {}: {e}",
+                        self.dir.display()
+                    );
                 }
             }
             Err(e) => tracing::warn!("cannot serialize the compiled policy: {e:#}"),
@@ -117,7 +136,12 @@ fn engine_hash(engine: &Engine) -> String {
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     std::fs::rename(&tmp, path)

@@ -24,7 +24,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
+};
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
@@ -177,8 +179,9 @@ fn new_engine(reservation: usize) -> Result<Engine, String> {
                     .map(|l| format!(" under an address-space limit of {} MiB", l >> 20))
                     .unwrap_or_default(),
             );
-            Engine::new(&on_demand)
-                .map_err(|e| format!("cannot start the policy engine{}: {e:#}", limit_note(reservation)))?
+            Engine::new(&on_demand).map_err(|e| {
+                format!("cannot start the policy engine{}: {e:#}", limit_note(reservation))
+            })?
         }
     };
     Ok(engine)
@@ -237,15 +240,28 @@ struct MemoryLimit {
 }
 
 impl ResourceLimiter for MemoryLimit {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.max {
             self.hit = true;
-            return Err(wasmtime::Error::msg(format!("memory limit of {} bytes reached", self.max)));
+            return Err(wasmtime::Error::msg(format!(
+                "memory limit of {} bytes reached",
+                self.max
+            )));
         }
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
     }
 }
@@ -262,9 +278,14 @@ pub struct ComponentPolicy {
 impl ComponentPolicy {
     /// Loads, compiles (or takes from `cache`) and checks a component
     /// against the world; asks it its name.
-    pub fn load(path: &Path, limits: PolicyLimits, cache: Option<&ComponentCache>) -> Result<Self, PolicyFailure> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| PolicyFailure::BadComponent(format!("cannot read {}: {e}", path.display())))?;
+    pub fn load(
+        path: &Path,
+        limits: PolicyLimits,
+        cache: Option<&ComponentCache>,
+    ) -> Result<Self, PolicyFailure> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            PolicyFailure::BadComponent(format!("cannot read {}: {e}", path.display()))
+        })?;
         Self::from_bytes(&bytes, limits, cache)
     }
 
@@ -286,18 +307,20 @@ impl ComponentPolicy {
         let mut linker = Linker::<GuestState>::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| PolicyFailure::BadComponent(format!("cannot link WASI: {e:#}")))?;
-        let instance_pre = linker
-            .instantiate_pre(&component)
-            .map_err(|e| PolicyFailure::BadComponent(format!("imports what the host does not provide: {e:#}")))?;
-        let pre = bindings::PolicyPre::new(instance_pre)
-            .map_err(|e| PolicyFailure::BadComponent(format!("does not implement {WORLD}: {e:#}")))?;
+        let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
+            PolicyFailure::BadComponent(format!("imports what the host does not provide: {e:#}"))
+        })?;
+        let pre = bindings::PolicyPre::new(instance_pre).map_err(|e| {
+            PolicyFailure::BadComponent(format!("does not implement {WORLD}: {e:#}"))
+        })?;
         let ticker = EpochTicker::hold(engine).map_err(|e| {
             PolicyFailure::Unrunnable(format!(
                 "cannot start the policy epoch thread{}: {e}",
                 limit_note(limits.memory.next_multiple_of(WASM_PAGE))
             ))
         })?;
-        let mut policy = ComponentPolicy { name: String::from("(loading)"), pre, limits, _ticker: ticker };
+        let mut policy =
+            ComponentPolicy { name: String::from("(loading)"), pre, limits, _ticker: ticker };
         // The first instance: where an address-space limit shows, if the
         // engine had to allocate on demand and even that does not fit.
         let instantiable = on_guest_thread(|| {
@@ -315,14 +338,21 @@ impl ComponentPolicy {
         {
             let note = limit_note(policy.limits.memory.next_multiple_of(WASM_PAGE));
             tracing::debug!(limit, "instantiating the policy failed: {e:#}");
-            return Err(PolicyFailure::Unrunnable(format!("cannot instantiate the policy{note}: {e:#}")));
+            return Err(PolicyFailure::Unrunnable(format!(
+                "cannot instantiate the policy{note}: {e:#}"
+            )));
         }
-        policy.name = policy.call(async |p, store| p.call_name(store).await, "(loading)", "name")?.0;
+        policy.name =
+            policy.call(async |p, store| p.call_name(store).await, "(loading)", "name")?.0;
         Ok(policy)
     }
 
     /// Decides, and says how much fuel the decision burned (for sizing `--policy-fuel`).
-    pub fn decide_metered(&self, trigger: &Trigger, fleet: &Fleet) -> Result<(Decision, u64), PolicyError> {
+    pub fn decide_metered(
+        &self,
+        trigger: &Trigger,
+        fleet: &Fleet,
+    ) -> Result<(Decision, u64), PolicyError> {
         let pods: Vec<wit::PodState<'_>> = fleet.pods.iter().map(pod_out).collect();
         let passed: Vec<&str> = fleet.passed_plans.iter().map(|p| &**p).collect();
         let refused: Vec<&str> = fleet.refused_plans.iter().map(|p| &**p).collect();
@@ -333,11 +363,18 @@ impl ComponentPolicy {
             wit::Trigger::Verdict(_) => "verdict",
             wit::Trigger::Applied(_) => "applied",
         };
-        let decided = self.call(async move |p, store| p.call_decide(store, trigger, fleet).await, &self.name, kind);
+        let decided = self.call(
+            async move |p, store| p.call_decide(store, trigger, fleet).await,
+            &self.name,
+            kind,
+        );
         let (decision, fuel) = decided.map_err(fail)?;
         let size = decision_size(&decision);
         if size > self.limits.decision_cap {
-            return Err(fail(PolicyFailure::TooLarge { bytes: size, cap: self.limits.decision_cap }));
+            return Err(fail(PolicyFailure::TooLarge {
+                bytes: size,
+                cap: self.limits.decision_cap,
+            }));
         }
         Ok((decision_in(decision), fuel))
     }
@@ -444,10 +481,17 @@ fn classify(error: wasmtime::Error, memory_hit: bool, output: &GuestOutput) -> P
         Some(trap) => {
             // A Rust guest's panic message is on its stderr; keep it, not the backtrace hint.
             let text = output.stderr_text();
-            let said: Vec<&str> =
-                text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: run with")).collect();
+            let said: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("note: run with"))
+                .collect();
             let said = said.join(" | ").chars().take(500).collect::<String>();
-            PolicyFailure::Trap(if said.is_empty() { trap.to_string() } else { format!("{trap}: {said}") })
+            PolicyFailure::Trap(if said.is_empty() {
+                trap.to_string()
+            } else {
+                format!("{trap}: {said}")
+            })
         }
         None => PolicyFailure::Trap(format!("{error:#}")),
     }

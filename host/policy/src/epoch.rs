@@ -32,7 +32,9 @@ impl EpochTicker {
         static RUNNING: Mutex<Vec<Weak<EpochTicker>>> = Mutex::new(Vec::new());
         let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
         running.retain(|t| t.strong_count() > 0);
-        if let Some(ticker) = running.iter().filter_map(Weak::upgrade).find(|t| Engine::same(&t.engine, engine)) {
+        if let Some(ticker) =
+            running.iter().filter_map(Weak::upgrade).find(|t| Engine::same(&t.engine, engine))
+        {
             return Ok(ticker);
         }
         let stop = Arc::new(AtomicBool::new(false));

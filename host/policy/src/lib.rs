@@ -61,7 +61,8 @@ pub enum PolicyFailure {
 
 impl PolicyFailure {
     /// Every [`PolicyFailure::reason`].
-    pub const REASONS: [&str; 7] = ["deadline", "fuel", "memory", "trap", "too-large", "bad-component", "unrunnable"];
+    pub const REASONS: [&str; 7] =
+        ["deadline", "fuel", "memory", "trap", "too-large", "bad-component", "unrunnable"];
 
     /// The metric label.
     pub fn reason(&self) -> &'static str {
@@ -273,16 +274,24 @@ impl PolicySeat {
             metrics.dropped(policy.name(), dropped.rule);
             tracing::warn!(policy = policy.name(), rule = dropped.rule, "dropped {}", dropped.item);
         }
-        let (promote, revert, dropped) = (checked.promote.len(), checked.revert.len(), checked.dropped.len());
+        let (promote, revert, dropped) =
+            (checked.promote.len(), checked.revert.len(), checked.dropped.len());
         // Reverts and dropped items matter to an operator; promotions are
         // routine (one per pod per passed plan) and would flood the log.
         if revert + dropped > 0 {
-            let dropped_items: Vec<&str> = checked.dropped.iter().map(|d| d.item.as_str()).collect();
+            let dropped_items: Vec<&str> =
+                checked.dropped.iter().map(|d| d.item.as_str()).collect();
             tracing::info!(policy = policy.name(), promote, revert, dropped, dropped_items = ?dropped_items, "policy decided");
         } else if promote > 0 {
             tracing::debug!(policy = policy.name(), promote, "policy decided");
         }
-        Settled { promote: checked.promote, revert: checked.revert, failure, dropped: checked.dropped, notes }
+        Settled {
+            promote: checked.promote,
+            revert: checked.revert,
+            failure,
+            dropped: checked.dropped,
+            notes,
+        }
     }
 }
 
@@ -302,21 +311,29 @@ mod tests {
             "broken"
         }
         fn decide(&self, _: &Trigger, _: &Fleet) -> Result<Decision, PolicyError> {
-            Err(PolicyError { policy: "broken".into(), failure: PolicyFailure::Trap("unreachable".into()) })
+            Err(PolicyError {
+                policy: "broken".into(),
+                failure: PolicyFailure::Trap("unreachable".into()),
+            })
         }
     }
 
     #[test]
     fn a_failing_policy_falls_back_to_the_default_decision_and_is_counted() {
-        let pod =
-            PodState { pod: "ns/a".into(), applied_plan: Some("p1".into()), running_plan: None, baseline_plan: None };
+        let pod = PodState {
+            pod: "ns/a".into(),
+            applied_plan: Some("p1".into()),
+            running_plan: None,
+            baseline_plan: None,
+        };
         let fleet = Fleet {
             pods: vec![pod.clone()].into(),
             passed_plans: vec!["p1".into()].into(),
             refused_plans: Arc::from([]),
         };
         let metrics = PolicyMetrics::default();
-        let settled = PolicySeat::new(Arc::new(Broken)).decide(&Trigger::Applied(pod), &fleet, &metrics);
+        let settled =
+            PolicySeat::new(Arc::new(Broken)).decide(&Trigger::Applied(pod), &fleet, &metrics);
         assert_eq!(settled.promote, vec![Promote { pod: "ns/a".into(), plan: "p1".into() }]);
         assert_eq!(settled.failure.unwrap().failure.reason(), "trap");
         assert_eq!(metrics.failures("broken", "trap"), 1);
@@ -325,8 +342,12 @@ mod tests {
 
     #[test]
     fn with_fallback_none_a_failing_policy_gives_no_decision_and_is_counted() {
-        let pod =
-            PodState { pod: "ns/a".into(), applied_plan: Some("p1".into()), running_plan: None, baseline_plan: None };
+        let pod = PodState {
+            pod: "ns/a".into(),
+            applied_plan: Some("p1".into()),
+            running_plan: None,
+            baseline_plan: None,
+        };
         let fleet = Fleet {
             pods: vec![pod.clone()].into(),
             passed_plans: vec!["p1".into()].into(),
@@ -346,8 +367,12 @@ mod tests {
 
     #[test]
     fn a_seat_follows_its_live_policy_when_it_is_replaced() {
-        let pod =
-            PodState { pod: "ns/a".into(), applied_plan: Some("p1".into()), running_plan: None, baseline_plan: None };
+        let pod = PodState {
+            pod: "ns/a".into(),
+            applied_plan: Some("p1".into()),
+            running_plan: None,
+            baseline_plan: None,
+        };
         let fleet = Fleet {
             pods: vec![pod.clone()].into(),
             passed_plans: vec!["p1".into()].into(),
@@ -359,7 +384,11 @@ mod tests {
         assert!(seat.decide(&Trigger::Applied(pod.clone()), &fleet, &metrics).failure.is_none());
         live.replace(Arc::new(Broken));
         let settled = seat.decide(&Trigger::Applied(pod), &fleet, &metrics);
-        assert_eq!(settled.failure.map(|e| e.policy).as_deref(), Some("broken"), "the seat took the new policy");
+        assert_eq!(
+            settled.failure.map(|e| e.policy).as_deref(),
+            Some("broken"),
+            "the seat took the new policy"
+        );
         assert_eq!(seat.name(), "broken");
     }
 }

@@ -87,7 +87,11 @@ impl PolicyMetrics {
             "Sample triggers a policy failed when it was loaded (at start or reload); it was put in force anyway",
             self.sample_failures.clone(),
         );
-        registry.register("rendergate_policy_reloads", "Hot reloads of the policy, by result", self.reloads.clone());
+        registry.register(
+            "rendergate_policy_reloads",
+            "Hot reloads of the policy, by result",
+            self.reloads.clone(),
+        );
         registry.register(
             "rendergate_policy_decision_seconds",
             "Time one decision of a loaded policy component took (the built-in default is not timed)",
@@ -102,7 +106,12 @@ impl PolicyMetrics {
 
     /// A policy failed and the fallback decided instead.
     pub fn failed(&self, policy: &str, failure: &PolicyFailure) {
-        self.failures.get_or_create(&PolicyReason { policy: policy.to_owned(), reason: failure.reason().into() }).inc();
+        self.failures
+            .get_or_create(&PolicyReason {
+                policy: policy.to_owned(),
+                reason: failure.reason().into(),
+            })
+            .inc();
     }
 
     /// A failing policy's trigger got the fallback (`default` or `none`).
@@ -118,7 +127,9 @@ impl PolicyMetrics {
 
     /// The host's rules dropped an item of a policy's decision.
     pub fn dropped(&self, policy: &str, rule: &str) {
-        self.dropped.get_or_create(&PolicyRule { policy: policy.to_owned(), rule: rule.to_owned() }).inc();
+        self.dropped
+            .get_or_create(&PolicyRule { policy: policy.to_owned(), rule: rule.to_owned() })
+            .inc();
     }
 
     /// A hot reload was accepted or refused.
@@ -136,7 +147,9 @@ impl PolicyMetrics {
     }
 
     pub fn fallbacks(&self, policy: &str, fallback: &'static str) -> u64 {
-        self.fallbacks.get(&PolicyFallback { policy: policy.to_owned(), fallback }).map_or(0, |c| c.get())
+        self.fallbacks
+            .get(&PolicyFallback { policy: policy.to_owned(), fallback })
+            .map_or(0, |c| c.get())
     }
 
     /// Sample failures of `policy`, every reason together.

@@ -7,7 +7,9 @@
 //! they started with.
 
 use super::cache::ComponentCache;
-use super::{ComponentPolicy, Fleet, LivePolicy, PodState, Policy, PolicyError, PolicyLimits, Trigger};
+use super::{
+    ComponentPolicy, Fleet, LivePolicy, PodState, Policy, PolicyError, PolicyLimits, Trigger,
+};
 use crate::metrics::PolicyMetrics;
 use policy_core::{Outcome, Verdict};
 use sha2::{Digest, Sha256};
@@ -36,9 +38,10 @@ impl Reloader {
         cache: Option<ComponentCache>,
         metrics: Arc<PolicyMetrics>,
     ) -> Result<(Reloader, LivePolicy), String> {
-        let bytes = std::fs::read(&path).map_err(|e| format!("--policy {}: {e}", path.display()))?;
-        let vetted =
-            load_vetted(&bytes, &limits, cache.as_ref()).map_err(|e| format!("--policy {}: {e}", path.display()))?;
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("--policy {}: {e}", path.display()))?;
+        let vetted = load_vetted(&bytes, &limits, cache.as_ref())
+            .map_err(|e| format!("--policy {}: {e}", path.display()))?;
         let policy = vetted.take(&path, &metrics);
         let live = LivePolicy::new(Arc::new(policy));
         let seen = Sha256::digest(&bytes).into();
@@ -49,7 +52,8 @@ impl Reloader {
     /// `Ok(false)` if the content did not change, `Err` if the candidate was
     /// refused (the live policy stays).
     pub fn poll(&mut self) -> Result<bool, String> {
-        let bytes = std::fs::read(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let bytes =
+            std::fs::read(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
         let digest: [u8; 32] = Sha256::digest(&bytes).into();
         if digest == self.seen {
             return Ok(false);
@@ -75,7 +79,8 @@ impl Reloader {
 
     /// Polls every `interval` and on SIGHUP, until the task is dropped.
     pub async fn watch(mut self, interval: Duration) {
-        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        let mut hangup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -128,11 +133,18 @@ impl Vetted {
 
 /// Compiles a candidate (an error if it does not compile or does not
 /// implement the world) and runs it over the sample triggers.
-pub fn load_vetted(bytes: &[u8], limits: &PolicyLimits, cache: Option<&ComponentCache>) -> Result<Vetted, String> {
-    let policy = ComponentPolicy::from_bytes(bytes, limits.clone(), cache).map_err(|e| e.to_string())?;
+pub fn load_vetted(
+    bytes: &[u8],
+    limits: &PolicyLimits,
+    cache: Option<&ComponentCache>,
+) -> Result<Vetted, String> {
+    let policy =
+        ComponentPolicy::from_bytes(bytes, limits.clone(), cache).map_err(|e| e.to_string())?;
     let sample_failures = samples()
         .into_iter()
-        .filter_map(|(what, trigger, fleet)| policy.decide(&trigger, &fleet).err().map(|e| (what, e)))
+        .filter_map(|(what, trigger, fleet)| {
+            policy.decide(&trigger, &fleet).err().map(|e| (what, e))
+        })
         .collect();
     Ok(Vetted { policy, sample_failures })
 }
@@ -146,8 +158,12 @@ fn samples() -> Vec<(&'static str, Trigger, Fleet)> {
         baseline_plan: Some("plan-1".into()),
     };
     let fleet = Fleet {
-        pods: vec![pod("ns/a", "plan-2", "plan-1"), pod("ns/b", "plan-2", "plan-2"), pod("ns/c", "plan-1", "plan-1")]
-            .into(),
+        pods: vec![
+            pod("ns/a", "plan-2", "plan-1"),
+            pod("ns/b", "plan-2", "plan-2"),
+            pod("ns/c", "plan-1", "plan-1"),
+        ]
+        .into(),
         passed_plans: vec!["plan-1".into()].into(),
         refused_plans: std::sync::Arc::from([]),
     };

@@ -44,7 +44,10 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
                 }
                 Some(_) => None,
             };
-            why.map(|(rule, why)| Dropped { rule, item: format!("promote {} to {}: {why}", p.pod, p.plan) })
+            why.map(|(rule, why)| Dropped {
+                rule,
+                item: format!("promote {} to {}: {why}", p.pod, p.plan),
+            })
         },
         &mut dropped,
     );
@@ -58,7 +61,10 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
                 }
                 _ => None,
             };
-            why.map(|(rule, why)| Dropped { rule, item: format!("revert {} from {}: {why}", r.pod, r.plan) })
+            why.map(|(rule, why)| Dropped {
+                rule,
+                item: format!("revert {} from {}: {why}", r.pod, r.plan),
+            })
         },
         &mut dropped,
     );
@@ -83,8 +89,11 @@ fn keep<T: Eq + Hash + Clone>(
             dropped.push(why);
             continue;
         }
-        let new =
-            if items.len() <= SCAN { !items[..kept].contains(&items[at]) } else { seen.insert(items[at].clone()) };
+        let new = if items.len() <= SCAN {
+            !items[..kept].contains(&items[at])
+        } else {
+            seen.insert(items[at].clone())
+        };
         if new {
             items.swap(kept, at);
             kept += 1;
@@ -153,7 +162,10 @@ mod tests {
         let checked = enforce(decision, &fleet());
         assert_eq!(
             checked.revert,
-            vec![revert("ns/a", RevertTarget::Baseline), revert("ns/a", RevertTarget::Plan("p1".into()))]
+            vec![
+                revert("ns/a", RevertTarget::Baseline),
+                revert("ns/a", RevertTarget::Plan("p1".into()))
+            ]
         );
         let rules: Vec<_> = checked.dropped.iter().map(|d| d.rule).collect();
         assert_eq!(rules, ["target-not-passed", "target-not-passed", "unknown-pod"]);
@@ -174,11 +186,17 @@ mod tests {
             passed_plans: vec!["plan-1".into()].into(),
             refused_plans: vec!["plan-2".into()].into(),
         };
-        let revert =
-            |i: usize| Revert { pod: format!("p{i:03}").into(), plan: "plan-2".into(), target: RevertTarget::Baseline };
+        let revert = |i: usize| Revert {
+            pod: format!("p{i:03}").into(),
+            plan: "plan-2".into(),
+            target: RevertTarget::Baseline,
+        };
         // every pod twice, in reverse order, and one unknown pod
         let mut items: Vec<Revert> = (0..100).rev().chain((0..100).rev()).map(revert).collect();
-        items.insert(50, Revert { pod: "nobody".into(), plan: "plan-2".into(), target: RevertTarget::Baseline });
+        items.insert(
+            50,
+            Revert { pod: "nobody".into(), plan: "plan-2".into(), target: RevertTarget::Baseline },
+        );
         let checked = enforce(Decision { promote: vec![], revert: items, notes: vec![] }, &fleet);
         assert_eq!(checked.revert, (0..100).rev().map(revert).collect::<Vec<_>>());
         assert_eq!(checked.dropped.len(), 1);

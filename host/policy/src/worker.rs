@@ -75,10 +75,21 @@ impl PolicyWorker {
 /// Decides one trigger with `seat`. A panic here is a host bug, not the
 /// guest's (a guest's trap is an error value): the default decides instead,
 /// so the trigger still gets its decision.
-pub fn settle(seat: &mut PolicySeat, seq: u64, trigger: &Trigger, fleet: &Fleet, metrics: &PolicyMetrics) -> Decided {
-    let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| seat.decide(trigger, fleet, metrics)));
+pub fn settle(
+    seat: &mut PolicySeat,
+    seq: u64,
+    trigger: &Trigger,
+    fleet: &Fleet,
+    metrics: &PolicyMetrics,
+) -> Decided {
+    let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        seat.decide(trigger, fleet, metrics)
+    }));
     let settled = decided.unwrap_or_else(|_| {
-        tracing::error!(policy = seat.name(), "the policy seat panicked; the default policy decided instead");
+        tracing::error!(
+            policy = seat.name(),
+            "the policy seat panicked; the default policy decided instead"
+        );
         PolicySeat::default().decide(trigger, fleet, metrics)
     });
     for note in &settled.notes {

@@ -9,7 +9,8 @@ use rendergate_policy::cache::{CacheUse, ComponentCache};
 use rendergate_policy::fixture::{self, CaseResult};
 use rendergate_policy::reload::Reloader;
 use rendergate_policy::{
-    ComponentPolicy, Fleet, NativeDefault, PodState, Policy, PolicyFailure, PolicyLimits, PolicySeat, Trigger,
+    ComponentPolicy, Fleet, NativeDefault, PodState, Policy, PolicyFailure, PolicyLimits,
+    PolicySeat, Trigger,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -29,7 +30,8 @@ fn text(metrics: &PolicyMetrics) -> String {
 }
 
 fn load(path: &str) -> ComponentPolicy {
-    ComponentPolicy::load(Path::new(path), PolicyLimits::default(), None).unwrap_or_else(|e| panic!("{path}: {e}"))
+    ComponentPolicy::load(Path::new(path), PolicyLimits::default(), None)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 fn failure(path: &str, limits: PolicyLimits) -> PolicyFailure {
@@ -84,16 +86,33 @@ fn hostile_guests_fail_with_the_right_typed_error() {
     let started = Instant::now();
     assert_eq!(failure(built::HOSTILE_SPIN, slow.clone()), PolicyFailure::Deadline);
     assert_eq!(failure(built::HOSTILE_SLOW, slow.clone()), PolicyFailure::Deadline);
-    assert!(started.elapsed() < Duration::from_millis(2000), "two 50 ms deadlines took {:?}", started.elapsed());
-    let starved = PolicyLimits { fuel: 1_000_000, deadline: Duration::from_secs(10), ..PolicyLimits::default() };
+    assert!(
+        started.elapsed() < Duration::from_millis(2000),
+        "two 50 ms deadlines took {:?}",
+        started.elapsed()
+    );
+    let starved = PolicyLimits {
+        fuel: 1_000_000,
+        deadline: Duration::from_secs(10),
+        ..PolicyLimits::default()
+    };
     assert_eq!(failure(built::HOSTILE_SPIN, starved), PolicyFailure::Fuel);
     // A long deadline, so the memory limit, not time, is what stops them on a busy machine.
     let patient = PolicyLimits { deadline: Duration::from_secs(10), ..PolicyLimits::default() };
     assert_eq!(failure(built::HOSTILE_GROW, patient.clone()), PolicyFailure::Memory);
     assert_eq!(failure(built::HOSTILE_HUGE, patient.clone()), PolicyFailure::Memory);
-    let roomy = PolicyLimits { memory: 512 << 20, deadline: Duration::from_secs(5), ..PolicyLimits::default() };
-    assert!(matches!(failure(built::HOSTILE_HUGE, roomy), PolicyFailure::TooLarge { .. } | PolicyFailure::Fuel));
-    let PolicyFailure::Trap(why) = failure(built::HOSTILE_RECURSE, patient.clone()) else { panic!() };
+    let roomy = PolicyLimits {
+        memory: 512 << 20,
+        deadline: Duration::from_secs(5),
+        ..PolicyLimits::default()
+    };
+    assert!(matches!(
+        failure(built::HOSTILE_HUGE, roomy),
+        PolicyFailure::TooLarge { .. } | PolicyFailure::Fuel
+    ));
+    let PolicyFailure::Trap(why) = failure(built::HOSTILE_RECURSE, patient.clone()) else {
+        panic!()
+    };
     assert!(why.contains("stack"), "{why}");
     let PolicyFailure::Trap(why) = failure(built::HOSTILE_PANIC, patient) else { panic!() };
     assert!(why.contains("this policy always panics"), "the guest's panic message is kept: {why}");
@@ -114,8 +133,13 @@ fn a_failing_policy_gets_the_default_decision_and_is_counted() {
     assert_eq!(settled.revert, expected.revert);
     assert_eq!(settled.revert.len(), 2, "pods 0 and 2 took plan-2 without loading it");
     assert_eq!(metrics.failures("hostile-panic", "trap"), 1);
-    assert!(text(&metrics).contains("rendergate_policy_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 1"));
-    let fell_back = "rendergate_policy_fallbacks_total{policy=\"hostile-panic\",fallback=\"default\"} 1";
+    assert!(
+        text(&metrics).contains(
+            "rendergate_policy_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 1"
+        )
+    );
+    let fell_back =
+        "rendergate_policy_fallbacks_total{policy=\"hostile-panic\",fallback=\"default\"} 1";
     assert!(text(&metrics).contains(fell_back), "{}", text(&metrics));
 }
 
@@ -141,7 +165,8 @@ fn a_guest_decides_a_fleet_of_ten_thousand_within_the_default_limits() {
     // limit, and agree with the native default item for item. (The deadline
     // is widened: a debug build beside other tests is no measure of time.)
     let limits = PolicyLimits { deadline: Duration::from_secs(10), ..PolicyLimits::default() };
-    let policy = ComponentPolicy::load(Path::new(built::SCOPED_REVERT), limits, None).expect("loads");
+    let policy =
+        ComponentPolicy::load(Path::new(built::SCOPED_REVERT), limits, None).expect("loads");
     let f = fleet(10_000);
     let (decision, fuel) = policy.decide_metered(&refusal(), &f).expect("fits the default limits");
     assert_eq!(decision, NativeDefault.decide(&refusal(), &f).unwrap());
@@ -161,7 +186,8 @@ fn the_fleet_revert_guest_keeps_its_notes() {
     assert_eq!(d.revert, policy_core::decide(&refusal(), &unknown).revert);
     assert_eq!(d.notes, ["no passed plan known: reverting to baselines"], "{d:?}");
     // Through the seat, the notes reach what the gate logs.
-    let settled = PolicySeat::new(Arc::new(policy)).decide(&refusal(), &unknown, &PolicyMetrics::default());
+    let settled =
+        PolicySeat::new(Arc::new(policy)).decide(&refusal(), &unknown, &PolicyMetrics::default());
     assert_eq!(settled.notes, ["no passed plan known: reverting to baselines"]);
 }
 
@@ -183,7 +209,10 @@ fn the_host_survives_hostile_guests_in_a_running_gate() {
         let settled = seat.decide(&refusal(), &fleet(2), &metrics);
         assert_eq!(settled.revert.len(), 1);
     }
-    assert_eq!(metrics.failures("hostile-spin", "deadline") + metrics.failures("hostile-spin", "fuel"), 3);
+    assert_eq!(
+        metrics.failures("hostile-spin", "deadline") + metrics.failures("hostile-spin", "fuel"),
+        3
+    );
 }
 
 #[test]
@@ -213,7 +242,9 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     assert_eq!(metrics.sample_failures("hostile-panic"), 5, "every sample fails");
     let text = text(&metrics);
     assert!(
-        text.contains("rendergate_policy_sample_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 5"),
+        text.contains(
+            "rendergate_policy_sample_failures_total{policy=\"hostile-panic\",reason=\"trap\"} 5"
+        ),
         "{text}"
     );
     assert_eq!(metrics.reloads(true), 1);
@@ -223,7 +254,10 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
     let policy = live.current();
     assert_eq!(policy.name(), "fleet-revert");
     let d = policy.decide(&refusal(), &fleet(2)).unwrap();
-    assert!(d.revert.iter().all(|r| r.target == policy_core::RevertTarget::Plan("plan-1".into())), "{d:?}");
+    assert!(
+        d.revert.iter().all(|r| r.target == policy_core::RevertTarget::Plan("plan-1".into())),
+        "{d:?}"
+    );
     assert_eq!(metrics.reloads(true), 2);
 }
 
@@ -231,10 +265,18 @@ fn hot_reload_keeps_the_old_policy_for_a_broken_candidate_and_takes_a_good_one()
 fn the_pool_holds_sixteen_live_components_shaped_like_python_ones() {
     // A componentize-py component instantiates 14 core modules, one of which
     // defines the memory the others share. 64 core instances held four.
-    use wasm_encoder::{InstanceSection, MemorySection, MemoryType, Module, ModuleArg, ModuleSection};
+    use wasm_encoder::{
+        InstanceSection, MemorySection, MemoryType, Module, ModuleArg, ModuleSection,
+    };
     let mut with_memory = Module::new();
     let mut memories = MemorySection::new();
-    memories.memory(MemoryType { minimum: 1, maximum: None, memory64: false, shared: false, page_size_log2: None });
+    memories.memory(MemoryType {
+        minimum: 1,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
     with_memory.section(&memories);
     let mut component = wasm_encoder::Component::new();
     component.section(&ModuleSection(&with_memory));
@@ -246,12 +288,15 @@ fn the_pool_holds_sixteen_live_components_shaped_like_python_ones() {
     }
     component.section(&instances);
     let engine = rendergate_policy::component::engine(PolicyLimits::default().memory).unwrap();
-    let component = wasmtime::component::Component::from_binary(&engine, &component.finish()).unwrap();
+    let component =
+        wasmtime::component::Component::from_binary(&engine, &component.finish()).unwrap();
     let linker = wasmtime::component::Linker::<()>::new(&engine);
     let mut live = Vec::new();
     for n in 1..=16 {
         let mut store = wasmtime::Store::new(&engine, ());
-        linker.instantiate(&mut store, &component).unwrap_or_else(|e| panic!("live component {n}: {e:#}"));
+        linker
+            .instantiate(&mut store, &component)
+            .unwrap_or_else(|e| panic!("live component {n}: {e:#}"));
         live.push(store);
     }
 }
@@ -279,7 +324,11 @@ fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
     let (policy, third) = cache.load_or_compile_traced(engine, &bytes).unwrap();
     assert_eq!(third, CacheUse::Rebuilt);
     drop(policy);
-    assert_eq!(cache.load_or_compile_traced(engine, &bytes).unwrap().1, CacheUse::Hit, "the rebuilt entry is good");
+    assert_eq!(
+        cache.load_or_compile_traced(engine, &bytes).unwrap().1,
+        CacheUse::Hit,
+        "the rebuilt entry is good"
+    );
 }
 
 #[test]
@@ -298,15 +347,21 @@ fn a_guest_that_sleeps_is_cut_at_its_deadline_not_after_its_sleep() {
 fn the_policy_worker_decides_in_order_and_a_sleeping_guest_costs_one_deadline_each() {
     use rendergate_policy::worker::PolicyWorker;
     let metrics = Arc::new(PolicyMetrics::default());
-    let mut worker = PolicyWorker::start(PolicySeat::new(Arc::new(load(built::HOSTILE_SLEEP))), metrics.clone());
+    let mut worker =
+        PolicyWorker::start(PolicySeat::new(Arc::new(load(built::HOSTILE_SLEEP))), metrics.clone());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     let started = Instant::now();
     let asked: Vec<u64> = (1..=20).map(|n| worker.ask(refusal(), fleet(n))).collect();
-    let decided: Vec<_> = runtime.block_on(async { futures_collect(&mut worker, asked.len()).await });
+    let decided: Vec<_> =
+        runtime.block_on(async { futures_collect(&mut worker, asked.len()).await });
     let took = started.elapsed();
     assert_eq!(decided.iter().map(|d| d.seq).collect::<Vec<_>>(), asked, "in the order asked");
     for (n, d) in (1..=20).zip(&decided) {
-        assert_eq!(d.revert.len(), (0..n).filter(|i| i % 2 == 0).count(), "the default's decision for {n} pods");
+        assert_eq!(
+            d.revert.len(),
+            (0..n).filter(|i| i % 2 == 0).count(),
+            "the default's decision for {n} pods"
+        );
     }
     assert_eq!(metrics.failures("hostile-sleep", "deadline"), 20);
     // 20 deadlines of 50 ms, not 20 sleeps of 200 ms.
@@ -328,17 +383,26 @@ async fn futures_collect(
 fn a_printing_guest_decides_on_any_thread_even_inside_a_tokio_runtime() {
     // wasmtime-wasi's sync stdio once started a runtime inside the caller's and panicked.
     let policy = Arc::new(load(built::HOSTILE_PRINT));
-    assert_eq!(policy.decide(&refusal(), &fleet(2)).unwrap(), NativeDefault.decide(&refusal(), &fleet(2)).unwrap());
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    assert_eq!(
+        policy.decide(&refusal(), &fleet(2)).unwrap(),
+        NativeDefault.decide(&refusal(), &fleet(2)).unwrap()
+    );
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let inside = policy.clone();
-    let decided =
-        runtime.block_on(async move { tokio::spawn(async move { inside.decide(&refusal(), &fleet(2)) }).await });
+    let decided = runtime.block_on(async move {
+        tokio::spawn(async move { inside.decide(&refusal(), &fleet(2)) }).await
+    });
     assert_eq!(decided.unwrap().unwrap(), NativeDefault.decide(&refusal(), &fleet(2)).unwrap());
     let flood = load(built::HOSTILE_FLOOD);
     let default = NativeDefault.decide(&refusal(), &fleet(2)).unwrap();
     let dropped = rendergate_policy::stdio::dropped_bytes_counter();
     let before = dropped.get();
-    assert_eq!(flood.decide(&refusal(), &fleet(2)).unwrap(), default, "a mebibyte of stderr is dropped, not a trap");
+    assert_eq!(
+        flood.decide(&refusal(), &fleet(2)).unwrap(),
+        default,
+        "a mebibyte of stderr is dropped, not a trap"
+    );
     // what was dropped is counted for /metrics (rendergate_policy_output_dropped_bytes_total)
     let counted = dropped.get() - before;
     assert!(counted >= (1 << 20) - rendergate_policy::stdio::GUEST_OUTPUT_CAP as u64, "{counted}");

@@ -21,7 +21,11 @@ fn epoch_threads() -> usize {
 fn expect_epoch_threads(n: usize, why: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while epoch_threads() != n {
-        assert!(Instant::now() < deadline, "{why}: {} epoch threads, expected {n}", epoch_threads());
+        assert!(
+            Instant::now() < deadline,
+            "{why}: {} epoch threads, expected {n}",
+            epoch_threads()
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -29,18 +33,24 @@ fn expect_epoch_threads(n: usize, why: &str) {
 #[test]
 fn the_epoch_thread_runs_while_a_component_is_loaded_and_only_then() {
     expect_epoch_threads(0, "no component loaded yet");
-    let first = ComponentPolicy::load(Path::new(built::SCOPED_REVERT), PolicyLimits::default(), None).unwrap();
+    let first =
+        ComponentPolicy::load(Path::new(built::SCOPED_REVERT), PolicyLimits::default(), None)
+            .unwrap();
     expect_epoch_threads(1, "a component is loaded");
-    let second = ComponentPolicy::load(Path::new(built::QUORUM_PROMOTE), PolicyLimits::default(), None).unwrap();
+    let second =
+        ComponentPolicy::load(Path::new(built::QUORUM_PROMOTE), PolicyLimits::default(), None)
+            .unwrap();
     expect_epoch_threads(1, "one engine, one thread");
     drop(first);
     expect_epoch_threads(1, "the second component still needs it");
     drop(second);
     expect_epoch_threads(0, "every component was dropped");
     // A component loaded again gets a ticking epoch again: a spinning guest is still stopped.
-    let spin = ComponentPolicy::load(Path::new(built::HOSTILE_SPIN), PolicyLimits::default(), None).unwrap();
+    let spin = ComponentPolicy::load(Path::new(built::HOSTILE_SPIN), PolicyLimits::default(), None)
+        .unwrap();
     expect_epoch_threads(1, "a component is loaded again");
-    let failure = spin.decide(&refusal(), &Fleet::default()).expect_err("spins past its deadline").failure;
+    let failure =
+        spin.decide(&refusal(), &Fleet::default()).expect_err("spins past its deadline").failure;
     assert!(matches!(failure, PolicyFailure::Deadline | PolicyFailure::Fuel), "{failure:?}");
     drop(spin);
     expect_epoch_threads(0, "the last component was dropped");

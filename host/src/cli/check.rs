@@ -35,7 +35,9 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
     if let Some(s) = checker.sandbox()
         && s.mode() != Mode::Off
     {
-        println!("  landlock: the check directory: read, and new files written (no directories, links or removals);");
+        println!(
+            "  landlock: the check directory: read, and new files written (no directories, links or removals);"
+        );
         println!("            the haproxy binary and its loader: read and execute;");
         let libraries: Vec<String> = s
             .grants()
@@ -88,7 +90,9 @@ pub async fn run(args: Args) -> ExitCode {
     }
     super::log_sandbox(&checker);
     let Some(render_dir) = args.dir else { return ExitCode::from(2) };
-    let name = render_dir.file_name().map_or_else(|| "check".to_owned(), |n| n.to_string_lossy().into_owned());
+    let name = render_dir
+        .file_name()
+        .map_or_else(|| "check".to_owned(), |n| n.to_string_lossy().into_owned());
     let render = match dir::load(&render_dir, &name, &name, &limits) {
         Ok(render) => render,
         Err(e) => {
@@ -100,8 +104,10 @@ pub async fn run(args: Args) -> ExitCode {
     let deadline = started + args.timeout;
     // The checker ends its own check at the deadline and reaps HAProxy's
     // group; this outer bound only catches a checker that does not.
-    let checked =
-        tokio::time::timeout_at(deadline + rendergate::check::DEADLINE_GRACE, checker.check(&render, deadline));
+    let checked = tokio::time::timeout_at(
+        deadline + rendergate::check::DEADLINE_GRACE,
+        checker.check(&render, deadline),
+    );
     // On a signal the check is dropped here (haproxy's group killed, its
     // directory removed), and the checker's directory when `run` returns.
     let checked = tokio::select! {
@@ -111,9 +117,13 @@ pub async fn run(args: Args) -> ExitCode {
             return signal.exit_code();
         }
     };
-    let outcome = checked.map(|checked| checked.outcome).unwrap_or_else(|_| CheckOutcome::Unavailable {
-        reason: format!("the check timed out after {}", rendergate::duration::format(args.timeout)),
-    });
+    let outcome =
+        checked.map(|checked| checked.outcome).unwrap_or_else(|_| CheckOutcome::Unavailable {
+            reason: format!(
+                "the check timed out after {}",
+                rendergate::duration::format(args.timeout)
+            ),
+        });
     let verdict = Verdict {
         plan: render.plan().to_owned(),
         render: render.id().to_owned(),

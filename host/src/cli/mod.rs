@@ -89,7 +89,10 @@ impl HaproxyArgs {
             binary: self.haproxy.clone(),
             output_cap: self.check_output_cap,
             sandbox: SandboxOptions { mode, memory: self.check_memory as u64 },
-            limits: RenderLimits { files: self.max_render_files, bytes: self.max_render_size as u64 },
+            limits: RenderLimits {
+                files: self.max_render_files,
+                bytes: self.max_render_size as u64,
+            },
             ..HaproxyOptions::default()
         }
     }
@@ -100,7 +103,9 @@ impl HaproxyArgs {
 fn log_sandbox(checker: &HaproxyChecker) {
     let line = checker.sandbox_report();
     match checker.sandbox() {
-        Some(s) if s.mode() == Mode::Strict && s.probe().strict_gap().is_some() => tracing::error!("{line}"),
+        Some(s) if s.mode() == Mode::Strict && s.probe().strict_gap().is_some() => {
+            tracing::error!("{line}")
+        }
         Some(s) if s.mode() == Mode::BestEffort && !s.missing().is_empty() => {
             tracing::warn!("{line}");
             tracing::warn!("sandbox best-effort: checks run without {}", s.missing().join(", "));
@@ -127,7 +132,8 @@ pub fn main() -> ExitCode {
         }
         Err(e) => {
             let text = e.to_string();
-            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("error: bad arguments");
+            let first =
+                text.lines().find(|l| !l.trim().is_empty()).unwrap_or("error: bad arguments");
             eprintln!("{first}");
             return ExitCode::from(2);
         }
@@ -144,7 +150,8 @@ pub fn main() -> ExitCode {
         print_error!("{e}");
         return ExitCode::from(2);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
     let runtime = match runtime.context("cannot start the runtime") {
         Ok(rt) => rt,
         Err(e) => return fail(&e, 2),
@@ -177,11 +184,14 @@ fn fail(error: &anyhow::Error, code: u8) -> ExitCode {
 fn init_logging(format: &str, level: Option<&str>) -> anyhow::Result<()> {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
-        Some(directives) => EnvFilter::try_new(directives).with_context(|| format!("--log-level: {directives:?}"))?,
+        Some(directives) => EnvFilter::try_new(directives)
+            .with_context(|| format!("--log-level: {directives:?}"))?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
-    let builder =
-        tracing_subscriber::fmt().with_writer(OneLine(std::io::stderr)).with_env_filter(filter).with_target(false);
+    let builder = tracing_subscriber::fmt()
+        .with_writer(OneLine(std::io::stderr))
+        .with_env_filter(filter)
+        .with_target(false);
     if format == "json" {
         builder.json().flatten_event(true).with_current_span(false).init();
     } else {
@@ -205,8 +215,14 @@ mod tests {
     fn the_render_limit_flags_default_to_the_library_defaults() {
         let flags = Flags::try_parse_from(["rendergate"]).unwrap();
         assert_eq!(flags.haproxy.options().limits, RenderLimits::default());
-        let flags =
-            Flags::try_parse_from(["rendergate", "--max-render-files", "7", "--max-render-size", "1MiB"]).unwrap();
+        let flags = Flags::try_parse_from([
+            "rendergate",
+            "--max-render-files",
+            "7",
+            "--max-render-size",
+            "1MiB",
+        ])
+        .unwrap();
         assert_eq!(flags.haproxy.options().limits, RenderLimits { files: 7, bytes: 1 << 20 });
     }
 }

@@ -76,19 +76,29 @@ const CANNOT_READ: &str = "cannot read";
 const PIPE: usize = 64 * 1024;
 
 pub async fn run(args: Args) -> ExitCode {
-    let file = match tokio::fs::File::open(&args.events).await.with_context(|| args.events.display().to_string()) {
+    let file = match tokio::fs::File::open(&args.events)
+        .await
+        .with_context(|| args.events.display().to_string())
+    {
         Ok(file) => file,
         Err(e) => return super::fail(&e, 2),
     };
-    let name =
-        args.events.file_name().map_or_else(|| args.events.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let name = args
+        .events
+        .file_name()
+        .map_or_else(|| args.events.display().to_string(), |n| n.to_string_lossy().into_owned());
     let timeline = args.timeline.as_ref().map(|_| {
-        let title = if args.realtime { format!("replay of {name} (real time)") } else { format!("replay of {name}") };
+        let title = if args.realtime {
+            format!("replay of {name} (real time)")
+        } else {
+            format!("replay of {name}")
+        };
         Arc::new(Mutex::new(Timeline::new(title)))
     });
     // A verdict comes within the interval and two checks (one in flight, then
     // this one); past that the feeder stops waiting for an output.
-    let settle = args.serve.check_interval() + 2 * args.serve.check_timeout() + Duration::from_secs(5);
+    let settle =
+        args.serve.check_interval() + 2 * args.serve.check_timeout() + Duration::from_secs(5);
     let feeder = Feeder {
         path: args.events.clone(),
         realtime: args.realtime,
@@ -113,7 +123,9 @@ pub async fn run(args: Args) -> ExitCode {
     }
     if let (Some(path), Some(timeline)) = (&args.timeline, timeline) {
         let timeline = timeline.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = timeline.write(path).with_context(|| format!("--timeline {}", path.display())) {
+        if let Err(e) =
+            timeline.write(path).with_context(|| format!("--timeline {}", path.display()))
+        {
             return super::fail(&e, 1);
         }
         let kind = if timeline::is_html(path) { "page" } else { "picture" };
@@ -165,7 +177,10 @@ async fn collect(
         if let Some(timeline) = &timeline {
             timeline.lock().unwrap_or_else(|e| e.into_inner()).output(at, &line);
         }
-        let verdict = serde_json::from_str::<Kind>(&line).ok().filter(|k| k.kind == "verdict").map(|k| k.render);
+        let verdict = serde_json::from_str::<Kind>(&line)
+            .ok()
+            .filter(|k| k.kind == "verdict")
+            .map(|k| k.render);
         progress.send_modify(|p| {
             p.lines += 1;
             if let Some(render) = verdict {
@@ -199,7 +214,9 @@ impl Feeder {
         // record's bound, a header always fits.
         let mut lines = LineReader::new(record::record_limit(self.max_line));
         let header = match lines.next(&mut file).await.context(CANNOT_READ)? {
-            Some(Line::Read { bytes, .. }) => record::header(String::from_utf8_lossy(bytes).trim())?,
+            Some(Line::Read { bytes, .. }) => {
+                record::header(String::from_utf8_lossy(bytes).trim())?
+            }
             _ => None,
         };
         let fed = match header {
@@ -246,7 +263,8 @@ impl Feeder {
                     continue;
                 }
             };
-            let text = std::str::from_utf8(bytes).with_context(|| format!("line {number}: not UTF-8"))?;
+            let text =
+                std::str::from_utf8(bytes).with_context(|| format!("line {number}: not UTF-8"))?;
             if text.trim().is_empty() {
                 continue;
             }
@@ -256,7 +274,9 @@ impl Feeder {
             } else if let Some(outputs) = entry.outputs {
                 let target = outputs.saturating_sub(lag);
                 let gap = entry.at.saturating_sub(previous).max(self.settle);
-                let reached = tokio::time::timeout(gap, progress.wait_for(|p| p.lines >= target)).await.is_ok();
+                let reached = tokio::time::timeout(gap, progress.wait_for(|p| p.lines >= target))
+                    .await
+                    .is_ok();
                 if !reached {
                     let now = progress.borrow().lines;
                     tracing::warn!(
@@ -320,15 +340,18 @@ impl Feeder {
         progress: &mut watch::Receiver<Progress>,
     ) -> std::io::Result<()> {
         // The same parse serve does: only a good `rendered` line gets a verdict.
-        let rendered = match std::str::from_utf8(bytes).map(|text| protocol::parse_line(number, text)) {
-            Ok(Ok(Some(Event::Rendered(render)))) => Some(render.id().to_owned()),
-            _ => None,
-        };
-        let before = rendered.as_ref().map(|id| progress.borrow().verdicts.get(id).copied().unwrap_or(0));
+        let rendered =
+            match std::str::from_utf8(bytes).map(|text| protocol::parse_line(number, text)) {
+                Ok(Ok(Some(Event::Rendered(render)))) => Some(render.id().to_owned()),
+                _ => None,
+            };
+        let before =
+            rendered.as_ref().map(|id| progress.borrow().verdicts.get(id).copied().unwrap_or(0));
         self.note_input(bytes);
         write_line(input, bytes).await?;
         if let (Some(id), Some(before)) = (&rendered, before) {
-            let verdict_seen = progress.wait_for(|p| p.verdicts.get(id).copied().unwrap_or(0) > before);
+            let verdict_seen =
+                progress.wait_for(|p| p.verdicts.get(id).copied().unwrap_or(0) > before);
             if tokio::time::timeout(self.settle, verdict_seen).await.is_err() {
                 tracing::warn!(
                     "replay: line {number}: no verdict on render {id} within {}s; going on",

@@ -93,10 +93,11 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let Started { mut signals, recorder, metrics, seat, reloader, listener } = match start(&args).await {
-        Ok(started) => started,
-        Err(e) => return super::fail(&e, 2),
-    };
+    let Started { mut signals, recorder, metrics, seat, reloader, listener } =
+        match start(&args).await {
+            Ok(started) => started,
+            Err(e) => return super::fail(&e, 2),
+        };
     let options = HaproxyOptions { dns_skip: !args.no_dns_skip, ..args.haproxy.options() };
     let checker = Arc::new(HaproxyChecker::new(options));
     super::log_sandbox(&checker);
@@ -168,13 +169,15 @@ async fn start(args: &Args) -> anyhow::Result<Started> {
     // and removes what its check wrote.
     let signals = Signals::catch()?;
     let existing = if args.record_overwrite { Existing::Overwrite } else { Existing::Refuse };
-    let recorder = Recorder::open(args.record.as_deref(), existing)
-        .with_context(|| format!("--record {}", args.record.as_deref().unwrap_or(Path::new("")).display()))?;
+    let recorder = Recorder::open(args.record.as_deref(), existing).with_context(|| {
+        format!("--record {}", args.record.as_deref().unwrap_or(Path::new("")).display())
+    })?;
     let metrics = Arc::new(Metrics::default());
     let (seat, reloader) = match &args.policy {
         None => (PolicySeat::default(), None),
         Some(path) => {
-            let (seat, reloader) = load_policy(path.clone(), &args.policy_limits, metrics.policy().clone())?;
+            let (seat, reloader) =
+                load_policy(path.clone(), &args.policy_limits, metrics.policy().clone())?;
             (seat, Some(reloader))
         }
     };

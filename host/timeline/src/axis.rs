@@ -80,7 +80,11 @@ mod tests {
         assert_eq!(at(4000.0).len(), 9, "every 500 ms");
         assert_eq!(tick_step(200_000.0, 12), 30e3, "seconds step like a clock past ten seconds");
         assert_eq!(tick_step(2_000_000.0, 12), 300e3);
-        assert_eq!(tick_step(10.0 * 86_400e3, 12), 50.0 * 3_600e3, "days of run still get few ticks");
+        assert_eq!(
+            tick_step(10.0 * 86_400e3, 12),
+            50.0 * 3_600e3,
+            "days of run still get few ticks"
+        );
         for end in [100.0, 333.0, 7_777.0, 65_000.0, 1e6, 1e9] {
             let n = at(end).len();
             assert!((5..=12).contains(&n), "{end}: {n} ticks");

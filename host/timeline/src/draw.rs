@@ -151,7 +151,8 @@ type Placed = Option<(i32, Anchor)>;
 
 /// The picture of `run` as an SVG document headed `title`.
 pub(crate) fn draw(run: &Run, title: &str) -> String {
-    let label_w = run.rows.iter().map(|r| text_width(r, LABEL_PX)).max().unwrap_or(60).clamp(60, 330) + 16;
+    let label_w =
+        run.rows.iter().map(|r| text_width(r, LABEL_PX)).max().unwrap_or(60).clamp(60, 330) + 16;
     let legend = legend::layout(run, WIDTH - 40);
     let top = HEAD + 4;
     let frame = Frame {
@@ -178,9 +179,17 @@ pub(crate) fn draw(run: &Run, title: &str) -> String {
     for (segment, placed) in run.band.iter().zip(&band_labels) {
         let (x0, x1) = frame.span(segment.from_ms, segment.to_ms, 1);
         svg.group(segment.state.class(), &segment.title(), |svg| {
-            svg.rect((x0, band_y - ROW / 2 + 3), (x1, band_y + ROW / 2 - 3), segment.state.colour());
+            svg.rect(
+                (x0, band_y - ROW / 2 + 3),
+                (x1, band_y + ROW / 2 - 3),
+                segment.state.colour(),
+            );
             if let Some(x) = placed {
-                svg.text(segment.state.words(), (*x, band_y), font(SMALL_PX, INK, Anchor::Start, Baseline::Middle));
+                svg.text(
+                    segment.state.words(),
+                    (*x, band_y),
+                    font(SMALL_PX, INK, Anchor::Start, Baseline::Middle),
+                );
             }
         });
     }
@@ -347,7 +356,8 @@ fn place_labels(run: &Run, frame: &Frame) -> (Vec<Option<i32>>, Vec<Placed>, Vec
     for (row, _, x0, x1, text, owner) in labels {
         let w = text_width(text, SMALL_PX);
         // Its own shape is never in the way: a label keeps 4 pixels from it.
-        let free = |a: i32, b: i32| a >= frame.left && b <= frame.right && taken.is_free(row, (a, b));
+        let free =
+            |a: i32, b: i32| a >= frame.left && b <= frame.right && taken.is_free(row, (a, b));
         let (a, placed) = if free(x1 + 4, x1 + 4 + w) {
             (x1 + 4, (x1 + 4, Anchor::Start))
         } else if free(x0 - 4 - w, x0 - 4) {

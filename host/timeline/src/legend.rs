@@ -73,9 +73,14 @@ pub(crate) fn layout(run: &Run, width: i32) -> Legend {
             keys.push(Key::Mark(kind));
         }
     }
-    keys.extend([Key::Latch(Latch::Optimistic), Key::Latch(Latch::Refused), Key::Latch(Latch::Unavailable)]);
+    keys.extend([
+        Key::Latch(Latch::Optimistic),
+        Key::Latch(Latch::Refused),
+        Key::Latch(Latch::Unavailable),
+    ]);
     // A grid: every column as wide as the widest entry.
-    let column = keys.iter().map(|k| SWATCH + 8 + text_width(k.words(), LABEL_PX) + 20).max().unwrap_or(200);
+    let column =
+        keys.iter().map(|k| SWATCH + 8 + text_width(k.words(), LABEL_PX) + 20).max().unwrap_or(200);
     let columns = (width / column).max(1) as usize;
     let entries = keys
         .into_iter()
@@ -104,6 +109,10 @@ pub(crate) fn draw(svg: &mut Svg, legend: &Legend, top: i32) {
             }
             Key::Mark(kind) => mark(svg, kind, centre),
         }
-        svg.text(key.words(), (x + SWATCH + 8, y), font(LABEL_PX, INK, Anchor::Start, Baseline::Middle));
+        svg.text(
+            key.words(),
+            (x + SWATCH + 8, y),
+            font(LABEL_PX, INK, Anchor::Start, Baseline::Middle),
+        );
     }
 }

@@ -116,7 +116,10 @@ mod tests {
         t.input(at(0), r#"{"type":"pods_discovered","pods":["ns/a","ns/b"]}"#);
         t.input(at(1), r#"{"type":"rendered","plan":"plan-1","render":"r-1","config":""}"#);
         t.output(at(40), r#"{"type":"verdict","plan":"plan-1","render":"r-1","checksum":"x","ok":true,"refused":false,"newest":true,"pinned":false,"remembered":false,"message":"","duration_ms":38}"#);
-        t.input(at(50), r#"{"type":"applied","pod":"ns/a","plan":"plan-1","running_plan":"plan-1"}"#);
+        t.input(
+            at(50),
+            r#"{"type":"applied","pod":"ns/a","plan":"plan-1","running_plan":"plan-1"}"#,
+        );
         t.output(at(51), r#"{"type":"promote","pod":"ns/a","plan":"plan-1"}"#);
         t.input(at(60), r#"{"type":"rendered","plan":"plan-2","render":"r-2","config":""}"#);
         t.output(at(100), r#"{"type":"verdict","plan":"plan-2","render":"r-2","checksum":"y","ok":false,"refused":true,"newest":true,"pinned":false,"remembered":false,"message":"[ALERT] <bad> & worse","duration_ms":39}"#);
@@ -150,13 +153,24 @@ mod tests {
             .map(|n| class_of(&n))
             .collect();
         assert_eq!(checks, ["check pass", "check refused", "check pass"]);
-        let titles: Vec<&str> =
-            doc.descendants().filter(|n| n.has_tag_name("title")).filter_map(|n| n.text()).collect();
+        let titles: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("title"))
+            .filter_map(|n| n.text())
+            .collect();
         assert!(titles.iter().any(|t| t.contains("[ALERT] <bad> & worse")), "{titles:?}");
-        for class in
-            ["mark remembered", "mark release", "mark promote", "mark revert", "mark error", "latch pessimistic"]
-        {
-            assert!(doc.descendants().any(|n| n.has_tag_name("g") && class_of(&n) == class), "{class}");
+        for class in [
+            "mark remembered",
+            "mark release",
+            "mark promote",
+            "mark revert",
+            "mark error",
+            "latch pessimistic",
+        ] {
+            assert!(
+                doc.descendants().any(|n| n.has_tag_name("g") && class_of(&n) == class),
+                "{class}"
+            );
         }
     }
 
@@ -183,39 +197,74 @@ mod tests {
         let doc = roxmltree::Document::parse(&svg).unwrap();
         let root = doc.root_element();
         assert_eq!(root.first_element_child().map(|n| n.tag_name().name()), Some("title"));
-        assert_eq!(root.first_element_child().and_then(|n| n.text()), Some("rendergate timeline: sample"));
+        assert_eq!(
+            root.first_element_child().and_then(|n| n.text()),
+            Some("rendergate timeline: sample")
+        );
 
-        let groups: Vec<roxmltree::Node> = doc.descendants().filter(|n| n.has_tag_name("g")).collect();
+        let groups: Vec<roxmltree::Node> =
+            doc.descendants().filter(|n| n.has_tag_name("g")).collect();
         for g in &groups {
             let first = g.first_element_child().unwrap();
-            assert!(first.has_tag_name("title") && !first.text().unwrap_or("").is_empty(), "{}", class_of(g));
-            assert!(g.children().filter(|n| n.is_element()).count() >= 2, "{} holds a shape", class_of(g));
+            assert!(
+                first.has_tag_name("title") && !first.text().unwrap_or("").is_empty(),
+                "{}",
+                class_of(g)
+            );
+            assert!(
+                g.children().filter(|n| n.is_element()).count() >= 2,
+                "{} holds a shape",
+                class_of(g)
+            );
         }
         let count = |class: &str| groups.iter().filter(|g| class_of(g) == class).count();
         assert_eq!(count("check could-not-run"), 1);
         assert_eq!(count("mark rendered"), 5, "one arrival per render");
         assert_eq!(count("mark applied"), 1);
         assert_eq!((count("mark terminated"), count("mark lost-leadership")), (1, 1));
-        assert_eq!((count("latch optimistic"), count("latch pessimistic")), (2, 1), "the band: three stretches");
-        let dashed = doc.descendants().filter(|n| n.has_tag_name("line") && n.has_attribute("stroke-dasharray"));
+        assert_eq!(
+            (count("latch optimistic"), count("latch pessimistic")),
+            (2, 1),
+            "the band: three stretches"
+        );
+        let dashed = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("line") && n.has_attribute("stroke-dasharray"));
         assert_eq!(dashed.count(), 1, "the leadership loss crosses every row");
 
         // A check's label sits in its group, beside its bar.
         let passed = groups.iter().find(|g| class_of(g) == "check pass").unwrap();
-        assert_eq!(passed.descendants().find(|n| n.has_tag_name("text")).and_then(|n| n.text()), Some("passed 38 ms"));
+        assert_eq!(
+            passed.descendants().find(|n| n.has_tag_name("text")).and_then(|n| n.text()),
+            Some("passed 38 ms")
+        );
 
         let texts = texts(&doc);
-        for row in ["latch", "render r-1 (plan-1)", "render r-5 (plan-5)", "pod ns/a", "pod ns/b", "input errors"] {
+        for row in [
+            "latch",
+            "render r-1 (plan-1)",
+            "render r-5 (plan-5)",
+            "pod ns/a",
+            "pod ns/b",
+            "input errors",
+        ] {
             assert!(texts.contains(&row), "row {row:?} in {texts:?}");
         }
-        for entry in ["Legend", "check could not run", "pod terminated", "bad input line", "lost leadership"] {
+        for entry in
+            ["Legend", "check could not run", "pod terminated", "bad input line", "lost leadership"]
+        {
             assert!(texts.contains(&entry), "legend entry {entry:?}");
         }
         assert!(texts.contains(&"time since the start of the run (ms)"));
         for tick in ["0", "100", "200"] {
             assert!(texts.contains(&tick), "tick {tick}");
         }
-        assert!(texts.iter().any(|t| t.starts_with("5 renders · 4 checks (2 passed, 1 refused, 1 could not run)")));
+        assert!(
+            texts
+                .iter()
+                .any(|t| t
+                    .starts_with("5 renders · 4 checks (2 passed, 1 refused, 1 could not run)"))
+        );
     }
 
     #[test]
@@ -233,27 +282,52 @@ mod tests {
             &line(serde_json::json!({"type": "verdict", "plan": plan, "render": "r-<1>", "ok": false, "refused": true,
                 "newest": true, "remembered": false, "message": message, "duration_ms": 30})),
         );
-        t.output(at(41), &line(serde_json::json!({"type": "revert", "pod": pod, "plan": plan, "to": "<baseline>"})));
-        t.output(at(50), &line(serde_json::json!({"type": "error", "line": 3, "message": message})));
+        t.output(
+            at(41),
+            &line(
+                serde_json::json!({"type": "revert", "pod": pod, "plan": plan, "to": "<baseline>"}),
+            ),
+        );
+        t.output(
+            at(50),
+            &line(serde_json::json!({"type": "error", "line": 3, "message": message})),
+        );
 
         let svg = t.svg();
         let html = t.html();
         for text in [&svg, &html] {
             let options = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
-            let doc = roxmltree::Document::parse_with_options(text, options).unwrap_or_else(|e| panic!("{e}"));
-            let names: Vec<&str> = doc.descendants().filter(|n| n.is_element()).map(|n| n.tag_name().name()).collect();
+            let doc = roxmltree::Document::parse_with_options(text, options)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let names: Vec<&str> =
+                doc.descendants().filter(|n| n.is_element()).map(|n| n.tag_name().name()).collect();
             assert!(!names.contains(&"script") && !names.contains(&"pod"), "{names:?}");
             assert!(!doc.descendants().any(|n| n.is_comment()), "no comment from the input");
-            let titles: Vec<&str> =
-                doc.descendants().filter(|n| n.has_tag_name("title")).filter_map(|n| n.text()).collect();
+            let titles: Vec<&str> = doc
+                .descendants()
+                .filter(|n| n.has_tag_name("title"))
+                .filter_map(|n| n.text())
+                .collect();
             let seen = message.replace(['\u{0}', '\u{1b}', '\u{FFFF}'], "\u{FFFD}");
             assert!(titles.iter().any(|t| t.contains(plan) && t.contains(&seen)), "{titles:?}");
-            assert!(titles.iter().any(|t| t.starts_with(&format!("{pod} reverts {plan} to <baseline>"))), "{titles:?}");
-            assert!(titles.iter().any(|t| t.starts_with("input line 3: ") && t.ends_with(&seen)), "{titles:?}");
             assert!(
-                titles.contains(&"<title>&\"</title>") || titles.contains(&"rendergate timeline: <title>&\"</title>")
+                titles
+                    .iter()
+                    .any(|t| t.starts_with(&format!("{pod} reverts {plan} to <baseline>"))),
+                "{titles:?}"
             );
-            assert!(texts(&doc).contains(&format!("pod {pod}").as_str()), "the pod's row label, whole");
+            assert!(
+                titles.iter().any(|t| t.starts_with("input line 3: ") && t.ends_with(&seen)),
+                "{titles:?}"
+            );
+            assert!(
+                titles.contains(&"<title>&\"</title>")
+                    || titles.contains(&"rendergate timeline: <title>&\"</title>")
+            );
+            assert!(
+                texts(&doc).contains(&format!("pod {pod}").as_str()),
+                "the pod's row label, whole"
+            );
             assert!(texts(&doc).contains(&"rendergate timeline: <title>&\"</title>"));
         }
     }
@@ -261,8 +335,12 @@ mod tests {
     #[test]
     fn long_labels_keep_both_ends() {
         assert_eq!(draw::shorten("pod haptic/haproxy-0", 40), "pod haptic/haproxy-0");
-        let cut = draw::shorten("pod ingress-controller-namespace/haproxy-ingress-deployment-3", 40);
+        let cut =
+            draw::shorten("pod ingress-controller-namespace/haproxy-ingress-deployment-3", 40);
         assert_eq!(cut.chars().count(), 40);
-        assert!(cut.starts_with("pod ingress-") && cut.ends_with("deployment-3") && cut.contains('…'), "{cut}");
+        assert!(
+            cut.starts_with("pod ingress-") && cut.ends_with("deployment-3") && cut.contains('…'),
+            "{cut}"
+        );
     }
 }

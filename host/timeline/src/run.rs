@@ -282,7 +282,13 @@ impl Run {
         };
         let mut latch = (0.0, Latch::Optimistic);
         let mut end: f64 = 0.0;
-        let mark = |row, at_ms, kind, label: Option<String>, title: String| Mark { row, at_ms, kind, label, title };
+        let mark = |row, at_ms, kind, label: Option<String>, title: String| Mark {
+            row,
+            at_ms,
+            kind,
+            label,
+            title,
+        };
         for (at, line) in &order {
             let t = ms(*at);
             end = end.max(t);
@@ -291,13 +297,29 @@ impl Run {
                     "rendered" => {
                         let (Some(r), Some(p)) = (&i.render, &i.plan) else { continue };
                         let title = format!("render {r} of {p} arrived at {}", when(t));
-                        run.marks.push(mark(render_row(r.as_str()), t, MarkKind::Arrived, None, title));
+                        run.marks.push(mark(
+                            render_row(r.as_str()),
+                            t,
+                            MarkKind::Arrived,
+                            None,
+                            title,
+                        ));
                     }
                     "applied" => {
                         let (Some(pod), Some(plan)) = (&i.pod, &i.plan) else { continue };
-                        let running = i.running_plan.as_deref().map(|r| format!(", running {r}")).unwrap_or_default();
+                        let running = i
+                            .running_plan
+                            .as_deref()
+                            .map(|r| format!(", running {r}"))
+                            .unwrap_or_default();
                         let title = format!("{pod} applied {plan}{running} (at {})", when(t));
-                        run.marks.push(mark(pod_row(pod.as_str()), t, MarkKind::Applied, None, title));
+                        run.marks.push(mark(
+                            pod_row(pod.as_str()),
+                            t,
+                            MarkKind::Applied,
+                            None,
+                            title,
+                        ));
                     }
                     "pod_terminated" => {
                         let Some(pod) = &i.pod else { continue };
@@ -312,7 +334,13 @@ impl Run {
                     }
                     "lost_leadership" => {
                         let title = format!("leadership lost at {}: a new term starts", when(t));
-                        run.marks.push(mark(0, t, MarkKind::LostLeadership, Some("lost leadership".into()), title));
+                        run.marks.push(mark(
+                            0,
+                            t,
+                            MarkKind::LostLeadership,
+                            Some("lost leadership".into()),
+                            title,
+                        ));
                     }
                     _ => {}
                 },
@@ -327,7 +355,11 @@ impl Run {
                         if !o.newest {
                             notes.push("not the newest render");
                         }
-                        let notes = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) };
+                        let notes = if notes.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", notes.join("; "))
+                        };
                         let message = if o.message.is_empty() {
                             String::new()
                         } else {
@@ -342,9 +374,18 @@ impl Run {
                                 outcome.words(),
                                 when(t)
                             );
-                            let label =
-                                format!("remembered {}{}", outcome.words(), if o.pinned { ", pinned" } else { "" });
-                            run.marks.push(mark(row, t, MarkKind::Remembered(outcome), Some(label), title));
+                            let label = format!(
+                                "remembered {}{}",
+                                outcome.words(),
+                                if o.pinned { ", pinned" } else { "" }
+                            );
+                            run.marks.push(mark(
+                                row,
+                                t,
+                                MarkKind::Remembered(outcome),
+                                Some(label),
+                                title,
+                            ));
                         } else {
                             run.stats.checks[outcome as usize] += 1;
                             let start = (t - o.duration_ms as f64).max(0.0);
@@ -366,7 +407,14 @@ impl Run {
                                     if o.pinned { ", pinned" } else { "" }
                                 ),
                             };
-                            run.checks.push(Check { row, start_ms: start, end_ms: t, outcome, label, title });
+                            run.checks.push(Check {
+                                row,
+                                start_ms: start,
+                                end_ms: t,
+                                outcome,
+                                label,
+                                title,
+                            });
                         }
                     }
                     "latch" => {
@@ -382,8 +430,12 @@ impl Run {
                     }
                     "release" => {
                         run.stats.releases += 1;
-                        let title =
-                            format!("render {} of {} released at {}: it may be dispatched", o.render, o.plan, when(t));
+                        let title = format!(
+                            "render {} of {} released at {}: it may be dispatched",
+                            o.render,
+                            o.plan,
+                            when(t)
+                        );
                         run.marks.push(mark(
                             render_row(o.render.as_str()),
                             t,
@@ -394,7 +446,12 @@ impl Run {
                     }
                     "promote" => {
                         run.stats.promotions += 1;
-                        let title = format!("{} may promote its baseline to {} (at {})", o.pod, o.plan, when(t));
+                        let title = format!(
+                            "{} may promote its baseline to {} (at {})",
+                            o.pod,
+                            o.plan,
+                            when(t)
+                        );
                         run.marks.push(mark(
                             pod_row(o.pod.as_str()),
                             t,
@@ -405,14 +462,27 @@ impl Run {
                     }
                     "revert" => {
                         run.stats.reverts += 1;
-                        let title = format!("{} reverts {} to {} (at {})", o.pod, o.plan, o.to, when(t));
+                        let title =
+                            format!("{} reverts {} to {} (at {})", o.pod, o.plan, o.to, when(t));
                         let label = format!("revert {} → {}", o.plan, o.to);
-                        run.marks.push(mark(pod_row(o.pod.as_str()), t, MarkKind::Revert, Some(label), title));
+                        run.marks.push(mark(
+                            pod_row(o.pod.as_str()),
+                            t,
+                            MarkKind::Revert,
+                            Some(label),
+                            title,
+                        ));
                     }
                     "error" => {
                         run.stats.errors += 1;
                         let title = format!("input line {}: {}", o.line, at_most(&o.message, 400));
-                        run.marks.push(mark(error_row, t, MarkKind::Error, Some(format!("line {}", o.line)), title));
+                        run.marks.push(mark(
+                            error_row,
+                            t,
+                            MarkKind::Error,
+                            Some(format!("line {}", o.line)),
+                            title,
+                        ));
                     }
                     _ => {}
                 },
@@ -427,10 +497,15 @@ impl Run {
     /// One line of counts: renders, checks by outcome, marks.
     pub fn subtitle(&self) -> String {
         let s = &self.stats;
-        let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         let checks: usize = s.checks.iter().sum();
         let mut parts = vec![
-            plural(self.rows.iter().filter(|r| r.starts_with("render ")).count(), "render", "renders"),
+            plural(
+                self.rows.iter().filter(|r| r.starts_with("render ")).count(),
+                "render",
+                "renders",
+            ),
             format!(
                 "{} ({} passed, {} refused, {} could not run)",
                 plural(checks, "check", "checks"),

@@ -62,7 +62,9 @@ impl Svg {
     /// A filled rectangle between two corners.
     pub fn rect(&mut self, (x0, y0): (i32, i32), (x1, y1): (i32, i32), fill: Colour) {
         let (x, y, w, h) = (x0.min(x1), y0.min(y1), (x1 - x0).abs(), (y1 - y0).abs());
-        self.emit(format_args!("<rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" fill=\"{fill}\"/>\n"));
+        self.emit(format_args!(
+            "<rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" fill=\"{fill}\"/>\n"
+        ));
     }
 
     /// A filled polygon through `points`.
@@ -92,7 +94,14 @@ impl Svg {
         self.line_with(from, to, stroke, width, &format!(" stroke-dasharray=\"{dash} {gap}\""));
     }
 
-    fn line_with(&mut self, (x1, y1): (i32, i32), (x2, y2): (i32, i32), stroke: Colour, width: u32, extra: &str) {
+    fn line_with(
+        &mut self,
+        (x1, y1): (i32, i32),
+        (x2, y2): (i32, i32),
+        stroke: Colour,
+        width: u32,
+        extra: &str,
+    ) {
         self.emit(format_args!(
             "<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{stroke}\" stroke-width=\"{width}\"{extra}/>\n"
         ));
@@ -128,7 +137,11 @@ impl Svg {
     /// What `draw` draws, as one `<g class=…>` whose first child is a
     /// `<title>` holding `title`.
     pub fn group(&mut self, class: &str, title: &str, draw: impl FnOnce(&mut Svg)) {
-        self.emit(format_args!("<g class=\"{}\"><title>{}</title>\n", Escaped(class), Escaped(title)));
+        self.emit(format_args!(
+            "<g class=\"{}\"><title>{}</title>\n",
+            Escaped(class),
+            Escaped(title)
+        ));
         draw(self);
         self.out.push_str("</g>\n");
     }
@@ -169,7 +182,9 @@ impl Display for Escaped<'_> {
                 }
                 0..=0x1f => "\u{FFFD}",
                 // U+FFFE and U+FFFF.
-                0xef if bytes.get(at + 1) == Some(&0xbf) && matches!(bytes.get(at + 2), Some(0xbe | 0xbf)) => {
+                0xef if bytes.get(at + 1) == Some(&0xbf)
+                    && matches!(bytes.get(at + 2), Some(0xbe | 0xbf)) =>
+                {
                     "\u{FFFD}"
                 }
                 _ => {
@@ -203,14 +218,17 @@ mod tests {
     #[test]
     fn a_group_holds_its_title_then_its_shapes() {
         let mut svg = Svg::new(10, 10, "t<");
-        svg.group("check pass", "it <passed> & \u{7}", |svg| svg.rect((1, 1), (3, 4), Colour(0, 0x80, 0xff)));
+        svg.group("check pass", "it <passed> & \u{7}", |svg| {
+            svg.rect((1, 1), (3, 4), Colour(0, 0x80, 0xff))
+        });
         let text = svg.finish();
         let doc = roxmltree::Document::parse(&text).unwrap();
         let root = doc.root_element();
         assert_eq!(root.tag_name().namespace(), Some("http://www.w3.org/2000/svg"));
         let g = root.children().find(|n| n.has_tag_name("g")).unwrap();
         assert_eq!(g.attribute("class"), Some("check pass"));
-        let children: Vec<&str> = g.children().filter(|n| n.is_element()).map(|n| n.tag_name().name()).collect();
+        let children: Vec<&str> =
+            g.children().filter(|n| n.is_element()).map(|n| n.tag_name().name()).collect();
         assert_eq!(children, ["title", "rect"]);
         assert_eq!(g.first_element_child().unwrap().text(), Some("it <passed> & \u{FFFD}"));
         let rect = g.children().find(|n| n.has_tag_name("rect")).unwrap();

@@ -13,7 +13,11 @@ impl Guest for Hostile {
         let _ = trigger;
         let pod = fleet.pods.first().map(|p| p.pod.clone()).unwrap_or_default();
         let notes = (0..100).map(|_| "x".repeat(1 << 20)).collect();
-        Decision { promote: vec![policy_guest::Promote { pod, plan: "p".into() }], revert: vec![], notes }
+        Decision {
+            promote: vec![policy_guest::Promote { pod, plan: "p".into() }],
+            revert: vec![],
+            notes,
+        }
     }
 }
 

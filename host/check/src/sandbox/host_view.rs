@@ -92,7 +92,13 @@ impl HostView {
         for (source, target) in &self.binds {
             // SAFETY: C strings prepared in the parent.
             let r = unsafe {
-                libc::mount(source.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())
+                libc::mount(
+                    source.as_ptr(),
+                    target.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
             };
             if r != 0 {
                 let e = super::landlock::errno();
@@ -116,7 +122,8 @@ pub fn set_host_name() -> i32 {
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
 #[cfg(test)]
@@ -130,10 +137,19 @@ mod tests {
         let resolv = std::fs::read_to_string(view.resolv_conf()).unwrap();
         assert_eq!(resolv, "nameserver 127.0.0.1\n");
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(view.resolv_conf()).unwrap().permissions().mode() & 0o777, 0o400);
-        assert_eq!(std::fs::metadata(dir.path().join("host-view")).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(
+            std::fs::metadata(view.resolv_conf()).unwrap().permissions().mode() & 0o777,
+            0o400
+        );
+        assert_eq!(
+            std::fs::metadata(dir.path().join("host-view")).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
         let targets: Vec<_> = view.binds.iter().map(|(_, t)| t.to_str().unwrap()).collect();
-        assert_eq!(targets, ["/etc/resolv.conf", "/etc/hosts", "/etc/os-release", "/usr/lib/os-release"]);
+        assert_eq!(
+            targets,
+            ["/etc/resolv.conf", "/etc/hosts", "/etc/os-release", "/usr/lib/os-release"]
+        );
         // a second checker in the same directory would be a bug: refused
         assert!(HostView::create(dir.path()).is_err());
     }

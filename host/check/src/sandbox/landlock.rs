@@ -60,7 +60,8 @@ const SCOPE_SIGNAL: u64 = 1 << 1; // ABI 6
 pub const LIBRARY_DIRS: [&str; 4] = ["/lib", "/lib64", "/usr/lib", "/usr/lib64"];
 /// What the check may do in its own directory: read, and create, write
 /// and truncate regular files.
-pub const CHECK_DIR_ACCESS: u64 = FS_READ_FILE | FS_READ_DIR | FS_WRITE_FILE | FS_MAKE_REG | FS_TRUNCATE;
+pub const CHECK_DIR_ACCESS: u64 =
+    FS_READ_FILE | FS_READ_DIR | FS_WRITE_FILE | FS_MAKE_REG | FS_TRUNCATE;
 /// The system CA store, granted only for `@system-ca`: the certificate
 /// directories only, never `/etc/ssl` whole (`/etc/ssl/private` holds keys).
 pub const SYSTEM_CA_DIRS: [&str; 5] = [
@@ -96,7 +97,11 @@ pub fn abi() -> Result<u32, i32> {
             CREATE_RULESET_VERSION,
         )
     };
-    if v < 0 { Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOSYS)) } else { Ok(v as u32) }
+    if v < 0 {
+        Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOSYS))
+    } else {
+        Ok(v as u32)
+    }
 }
 
 /// Every right this ABI can deny, so whatever is not granted is denied.
@@ -168,7 +173,12 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Resu
     // SAFETY: attr is a valid, fully initialised struct of the size given;
     // unknown trailing fields are zero, which older kernels accept.
     let fd = unsafe {
-        libc::syscall(libc::SYS_landlock_create_ruleset, &attr as *const RulesetAttr, size_of::<RulesetAttr>(), 0u32)
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            size_of::<RulesetAttr>(),
+            0u32,
+        )
     };
     if fd < 0 {
         return Err(io::Error::last_os_error());
@@ -186,7 +196,10 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Resu
             .map_err(|e| io::Error::new(e.kind(), format!("rule for {}: {e}", path.display())))?;
     }
     if !is_directory(check_dir.as_raw_fd())? {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "the check directory's descriptor is not a directory"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the check directory's descriptor is not a directory",
+        ));
     }
     add_rule(&ruleset, check_dir.as_raw_fd(), CHECK_DIR_ACCESS & attr.handled_access_fs)
         .map_err(|e| io::Error::new(e.kind(), format!("rule for the check directory: {e}")))?;
@@ -226,7 +239,8 @@ fn is_directory(fd: RawFd) -> io::Result<bool> {
 /// `O_PATH` handle (following symlinks: the rule is on the real file) and
 /// whether it is a directory; `None` when the path does not exist.
 fn open_path(path: &Path) -> io::Result<Option<(OwnedFd, bool)>> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: c is NUL-terminated.
     let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
     if fd < 0 {

@@ -225,7 +225,9 @@ impl Elf {
     /// Whether `other` could be loaded into this object's process (glibc's
     /// `open_verify`: same class, byte order and machine).
     fn accepts(&self, other: &Elf) -> bool {
-        self.class64 == other.class64 && self.big_endian == other.big_endian && self.machine == other.machine
+        self.class64 == other.class64
+            && self.big_endian == other.big_endian
+            && self.machine == other.machine
     }
 }
 
@@ -345,7 +347,10 @@ impl<'a> Search<'a> {
                 search.default_dirs = match std::fs::read_to_string(&file) {
                     Ok(text) => {
                         search.out.data.push(file);
-                        text.split([':', '\n']).filter(|d| !d.is_empty()).map(PathBuf::from).collect()
+                        text.split([':', '\n'])
+                            .filter(|d| !d.is_empty())
+                            .map(PathBuf::from)
+                            .collect()
                     }
                     Err(_) => ["/lib", "/usr/local/lib", "/usr/lib"].map(PathBuf::from).to_vec(),
                 };
@@ -434,7 +439,8 @@ impl<'a> Search<'a> {
             while let Some(i) = at {
                 let o = &self.objects[i];
                 // the executable's RPATH is ignored when it has a RUNPATH
-                let rpath = if o.is_main && o.elf.runpath.is_some() { None } else { o.elf.rpath.clone() };
+                let rpath =
+                    if o.is_main && o.elf.runpath.is_some() { None } else { o.elf.rpath.clone() };
                 if let Some(found) = rpath.and_then(|l| self.in_dirs(name, &l, i)) {
                     return Some(found);
                 }
@@ -444,7 +450,8 @@ impl<'a> Search<'a> {
             // then the executable's own RPATH, if the chain did not reach it
             if !did_main
                 && self.objects[0].elf.runpath.is_none()
-                && let Some(found) = self.objects[0].elf.rpath.clone().and_then(|l| self.in_dirs(name, &l, 0))
+                && let Some(found) =
+                    self.objects[0].elf.rpath.clone().and_then(|l| self.in_dirs(name, &l, 0))
             {
                 return Some(found);
             }
@@ -484,7 +491,9 @@ impl<'a> Search<'a> {
 
     /// The first directory of a `:`-separated run path holding `name`.
     fn in_dirs(&self, name: &str, list: &str, owner: usize) -> Option<Vec<(PathBuf, Elf)>> {
-        list.split(':').filter_map(|d| self.expand(d, owner)).find_map(|d| self.in_dir(name, Path::new(&d)))
+        list.split(':')
+            .filter_map(|d| self.expand(d, owner))
+            .find_map(|d| self.in_dir(name, Path::new(&d)))
     }
 
     /// `name` in `dir` (and its hwcap subdirectories), when any is loadable.
@@ -544,7 +553,9 @@ impl<'a> Search<'a> {
                     None => ("", 0),
                 }
             } else {
-                let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+                let end = tail
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
                 (&tail[..end], end)
             };
             let value = match token {
@@ -573,7 +584,12 @@ impl<'a> Search<'a> {
 /// Names `/etc/ld.so.preload` lists (separated by blanks or `:`).
 fn preload_names() -> Vec<String> {
     std::fs::read_to_string(LD_SO_PRELOAD)
-        .map(|text| text.split([' ', '\t', '\n', ':']).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+        .map(|text| {
+            text.split([' ', '\t', '\n', ':'])
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -650,8 +666,10 @@ pub fn parse_cache(bytes: &[u8]) -> HashMap<String, Vec<(PathBuf, bool)>> {
     const NEW: &[u8] = b"glibc-ld.so.cache1.1";
     const HWCAP_EXTENSION: u64 = 1 << 62;
     let mut map: HashMap<String, Vec<(PathBuf, bool)>> = HashMap::new();
-    let u32_at = |b: &[u8], o: usize| b.get(o..o + 4).map(|x| u32::from_ne_bytes(x.try_into().unwrap()));
-    let u64_at = |b: &[u8], o: usize| b.get(o..o + 8).map(|x| u64::from_ne_bytes(x.try_into().unwrap()));
+    let u32_at =
+        |b: &[u8], o: usize| b.get(o..o + 4).map(|x| u32::from_ne_bytes(x.try_into().unwrap()));
+    let u64_at =
+        |b: &[u8], o: usize| b.get(o..o + 8).map(|x| u64::from_ne_bytes(x.try_into().unwrap()));
     let mut start = 0usize;
     if bytes.starts_with(OLD) {
         // old header: magic (padded to 12) and a count, then 12-byte entries;

@@ -127,7 +127,15 @@ impl Sandbox {
         // Resolving the binary's libraries once: the CA variant only adds rules.
         let grants = landlock::Grants::for_binary(binary);
         let view = view.filter(|_| probe.unshare_flags() & libc::CLONE_NEWNS != 0);
-        Sandbox { grants_with_ca: grants.clone().with_system_ca(), grants, opts, probe, refusal, seccomp, view }
+        Sandbox {
+            grants_with_ca: grants.clone().with_system_ca(),
+            grants,
+            opts,
+            probe,
+            refusal,
+            seccomp,
+            view,
+        }
     }
 
     pub fn mode(&self) -> Mode {
@@ -150,7 +158,12 @@ impl Sandbox {
 
     /// In best-effort mode, what is missing (for the one warning).
     pub fn missing(&self) -> Vec<&'static str> {
-        self.probe.layers(self.opts.mode).into_iter().filter(|(_, on)| !on).map(|(n, _)| n).collect()
+        self.probe
+            .layers(self.opts.mode)
+            .into_iter()
+            .filter(|(_, on)| !on)
+            .map(|(n, _)| n)
+            .collect()
     }
 
     /// Everything one check's child needs, made now in the parent.
@@ -177,7 +190,10 @@ impl Sandbox {
                 let grants = if host.resolv_conf {
                     // the stand-in, mounted where the host's is; without a
                     // mount namespace, the host's own
-                    let file = self.view.as_ref().map_or(Path::new(landlock::RESOLV_CONF), |v| v.resolv_conf());
+                    let file = self
+                        .view
+                        .as_ref()
+                        .map_or(Path::new(landlock::RESOLV_CONF), |v| v.resolv_conf());
                     with_resolv_conf = grants.clone().with_file(file);
                     &with_resolv_conf
                 } else {
@@ -285,7 +301,9 @@ impl Layer {
 const LAYER_SHIFT: i32 = 20;
 
 fn tagged(layer: Layer, errno: i32) -> io::Error {
-    io::Error::from_raw_os_error(((layer as i32) << LAYER_SHIFT) | (errno & ((1 << LAYER_SHIFT) - 1)))
+    io::Error::from_raw_os_error(
+        ((layer as i32) << LAYER_SHIFT) | (errno & ((1 << LAYER_SHIFT) - 1)),
+    )
 }
 
 /// The operator's message for a failed `spawn`, when a sandbox layer failed.
@@ -416,7 +434,10 @@ pub struct HostFiles {
 
 impl HostFiles {
     pub fn of(render: &rendergate_core::render::Render) -> Self {
-        HostFiles { system_ca: wants_system_ca(render), resolv_conf: render.config().contains("parse-resolv-conf") }
+        HostFiles {
+            system_ca: wants_system_ca(render),
+            resolv_conf: render.config().contains("parse-resolv-conf"),
+        }
     }
 }
 

@@ -10,7 +10,8 @@
 
 /// What the child unshares: user+net+ipc+uts, net+ipc+uts, or nothing;
 /// plus [`MOUNT`] where the host lets the check mount in it.
-pub const WITH_USER: libc::c_int = libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+pub const WITH_USER: libc::c_int =
+    libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
 pub const WITHOUT_USER: libc::c_int = libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
 /// A mount namespace, for the host view's stand-ins.
 pub const MOUNT: libc::c_int = libc::CLONE_NEWNS;

@@ -19,7 +19,8 @@ pub const KNOWN: [&str; 5] = ["landlock", "seccomp", "userns", "netns", "mountns
 /// Why a value of [`DISABLE_VAR`] cannot be taken: a name that is not a
 /// layer. A typo must not leave a layer on while the operator believes it off.
 pub fn check_disable(value: &str) -> Result<(), String> {
-    let unknown: Vec<&str> = value.split(',').map(str::trim).filter(|s| !s.is_empty() && !KNOWN.contains(s)).collect();
+    let unknown: Vec<&str> =
+        value.split(',').map(str::trim).filter(|s| !s.is_empty() && !KNOWN.contains(s)).collect();
     match unknown.as_slice() {
         [] => Ok(()),
         names => Err(format!(
@@ -64,7 +65,9 @@ impl Probe {
         };
         let seccomp = match knob("seccomp") {
             Some(why) => Err(why),
-            None => seccomp::available().map_err(errno_name).and_then(|()| seccomp::program().map(drop)),
+            None => {
+                seccomp::available().map_err(errno_name).and_then(|()| seccomp::program().map(drop))
+            }
         };
         let userns = match knob("userns") {
             Some(why) => Err(why),
@@ -116,7 +119,10 @@ impl Probe {
             missing.push(format!("seccomp ({why})"));
         }
         (!missing.is_empty()).then(|| {
-            format!("sandbox mode strict needs landlock and seccomp; missing on this host: {}", missing.join(", "))
+            format!(
+                "sandbox mode strict needs landlock and seccomp; missing on this host: {}",
+                missing.join(", ")
+            )
         })
     }
 
@@ -153,9 +159,11 @@ impl Probe {
             Err(why) => format!("off({why})"),
         };
         let flags = self.unshare_flags();
-        let userns = if flags & libc::CLONE_NEWUSER != 0 { "on".into() } else { state(&self.userns) };
+        let userns =
+            if flags & libc::CLONE_NEWUSER != 0 { "on".into() } else { state(&self.userns) };
         let netns = if flags & libc::CLONE_NEWNET != 0 { "on".into() } else { state(&self.netns) };
-        let mountns = if flags & libc::CLONE_NEWNS != 0 { "on".into() } else { state(&self.mountns) };
+        let mountns =
+            if flags & libc::CLONE_NEWNS != 0 { "on".into() } else { state(&self.mountns) };
         let mut line = format!(
             "sandbox: mode={} landlock={landlock} seccomp={} userns={userns} netns={netns} mountns={mountns} caps=dropped rlimits=on env=cleared",
             mode.name(),
@@ -209,9 +217,16 @@ mod tests {
         assert_eq!(p.seccomp, Ok(()));
         let line = p.report(Mode::Strict);
         assert!(line.starts_with("sandbox: mode=strict landlock=enforced(abi="), "{line}");
-        assert!(line.contains(" seccomp=on ") && line.ends_with(" rlimits=on env=cleared"), "{line}");
+        assert!(
+            line.contains(" seccomp=on ") && line.ends_with(" rlimits=on env=cleared"),
+            "{line}"
+        );
         assert_eq!(p.strict_gap(), None);
-        assert!(p.layers(Mode::Strict).iter().all(|(name, on)| *on || *name == "userns" || *name == "netns"));
+        assert!(
+            p.layers(Mode::Strict)
+                .iter()
+                .all(|(name, on)| *on || *name == "userns" || *name == "netns")
+        );
         assert!(p.layers(Mode::Off).iter().all(|(_, on)| !on));
     }
 
@@ -223,7 +238,11 @@ mod tests {
         let p = Probe::detect("mountns");
         assert_eq!(p.unshare_flags() & libc::CLONE_NEWNS, 0);
         assert_ne!(p.unshare_flags() & libc::CLONE_NEWNET, 0);
-        assert!(p.report(Mode::Strict).contains(" mountns=off(disabled by"), "{}", p.report(Mode::Strict));
+        assert!(
+            p.report(Mode::Strict).contains(" mountns=off(disabled by"),
+            "{}",
+            p.report(Mode::Strict)
+        );
     }
 
     #[test]
@@ -234,14 +253,23 @@ mod tests {
         assert_eq!(p.seccomp, Err(format!("disabled by {DISABLE_VAR}")));
         assert_eq!(p.unshare_flags(), 0);
         let gap = p.strict_gap().unwrap();
-        assert!(gap.contains("landlock (disabled by") && gap.contains("seccomp (disabled by"), "{gap}");
+        assert!(
+            gap.contains("landlock (disabled by") && gap.contains("seccomp (disabled by"),
+            "{gap}"
+        );
         let strict = p.report(Mode::Strict);
-        assert!(strict.contains("landlock=off(disabled by RENDERGATE_SANDBOX_DISABLE)"), "{strict}");
+        assert!(
+            strict.contains("landlock=off(disabled by RENDERGATE_SANDBOX_DISABLE)"),
+            "{strict}"
+        );
         assert!(strict.contains("every check could not run"), "{strict}");
         let best = p.report(Mode::BestEffort);
         assert!(!best.contains("could not run") && best.contains("netns=off(disabled"), "{best}");
         let layers = p.layers(Mode::BestEffort);
-        assert!(layers.contains(&("landlock", false)) && layers.contains(&("rlimits", true)), "{layers:?}");
+        assert!(
+            layers.contains(&("landlock", false)) && layers.contains(&("rlimits", true)),
+            "{layers:?}"
+        );
         assert!(p.layers(Mode::Strict).iter().all(|(_, on)| !on));
     }
 }

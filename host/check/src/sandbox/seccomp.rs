@@ -13,7 +13,8 @@
 //! haproxy binary and its loader, which is what stops other programs.
 
 use seccompiler::{
-    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
+    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -125,16 +126,26 @@ pub fn program() -> Result<Arc<Vec<libc::sock_filter>>, String> {
 
 fn build() -> Result<Vec<libc::sock_filter>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED.iter().map(|(_, nr)| (*nr, vec![])).collect();
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED.iter().map(|(_, nr)| (*nr, vec![])).collect();
     // clone: only threads (CLONE_THREAD set) may be made
-    let no_thread =
-        SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64), 0)
-            .and_then(|c| SeccompRule::new(vec![c]))
-            .map_err(|e| format!("seccomp: {e}"))?;
+    let no_thread = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Qword,
+        SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64),
+        0,
+    )
+    .and_then(|c| SeccompRule::new(vec![c]))
+    .map_err(|e| format!("seccomp: {e}"))?;
     rules.insert(libc::SYS_clone, vec![no_thread]);
     rules.insert(libc::SYS_socket, socket_rules().map_err(|e| format!("seccomp: {e}"))?);
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
-        .map_err(|e| format!("seccomp: {e}"))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| format!("seccomp: {e}"))?;
     let body: seccompiler::BpfProgram = filter.try_into().map_err(|e| format!("seccomp: {e}"))?;
 
     let mut prog = vec![
@@ -152,17 +163,30 @@ fn build() -> Result<Vec<libc::sock_filter>, String> {
         // x32 exists only on x86_64; drop its two instructions elsewhere
         prog.drain(4..6);
     }
-    prog.extend(body.into_iter().map(|f| libc::sock_filter { code: f.code, jt: f.jt, jf: f.jf, k: f.k }));
+    prog.extend(body.into_iter().map(|f| libc::sock_filter {
+        code: f.code,
+        jt: f.jt,
+        jf: f.jf,
+        k: f.k,
+    }));
     Ok(prog)
 }
 
 /// In the child: installs `prog`. Needs `no_new_privs` first. Returns 0 or
 /// an errno; raw system call only.
 pub fn install(prog: &[libc::sock_filter]) -> i32 {
-    let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr() as *mut libc::sock_filter };
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
     // SAFETY: fprog points at a live program for the duration of the call.
     let r = unsafe {
-        libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, &fprog as *const libc::sock_fprog)
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0u32,
+            &fprog as *const libc::sock_fprog,
+        )
     };
     if r != 0 { super::landlock::errno() } else { 0 }
 }
@@ -170,7 +194,11 @@ pub fn install(prog: &[libc::sock_filter]) -> i32 {
 /// Whether this kernel has seccomp filters (`PR_GET_SECCOMP` answers).
 pub fn available() -> Result<(), i32> {
     // SAFETY: a query with no memory effects.
-    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } < 0 { Err(super::landlock::errno()) } else { Ok(()) }
+    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } < 0 {
+        Err(super::landlock::errno())
+    } else {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -197,7 +225,9 @@ mod tests {
         if pid == 0 {
             unsafe {
                 let code = (|| {
-                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || install(&prog) != 0 {
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                        || install(&prog) != 0
+                    {
                         return 10;
                     }
                     if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1
@@ -208,7 +238,8 @@ mod tests {
                     if libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) != -1 {
                         return 16;
                     }
-                    let udp = libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+                    let udp =
+                        libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
                     if udp < 0 {
                         return 17;
                     }
@@ -226,7 +257,9 @@ mod tests {
                     {
                         return 18;
                     }
-                    if libc::syscall(libc::SYS_fork) != -1 || super::super::landlock::errno() != libc::EPERM {
+                    if libc::syscall(libc::SYS_fork) != -1
+                        || super::super::landlock::errno() != libc::EPERM
+                    {
                         return 12;
                     }
                     if libc::syscall(libc::SYS_clone3, 0usize, 0usize) != -1

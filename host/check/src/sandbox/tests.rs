@@ -82,7 +82,11 @@ async fn a_valid_config_passes_and_an_invalid_one_is_refused() {
 async fn files_in_the_check_directory_are_readable() {
     let f = strict();
     let config = format!("{VALID}  http-request set-header X-Y %[src,map_ip(maps/a.map,none)]\n");
-    let files = vec![RenderFile { kind: FileKind::Map, path: "maps/a.map".into(), content: "10.0.0.0/8 x\n".into() }];
+    let files = vec![RenderFile {
+        kind: FileKind::Map,
+        path: "maps/a.map".into(),
+        content: "10.0.0.0/8 x\n".into(),
+    }];
     assert_eq!(check(&f, &config, files).await, CheckOutcome::Passed { message: String::new() });
 }
 
@@ -139,7 +143,10 @@ async fn strict_mode_refuses_to_run_without_a_required_layer_and_best_effort_run
     let f = checker(Mode::Strict, probe.clone());
     let out = check(&f, VALID, vec![]).await;
     let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
-    assert!(reason.contains("strict needs landlock and seccomp") && reason.contains("landlock ("), "{reason}");
+    assert!(
+        reason.contains("strict needs landlock and seccomp") && reason.contains("landlock ("),
+        "{reason}"
+    );
     let f = checker(Mode::BestEffort, probe);
     // without Landlock haproxy reads /etc/resolv.conf and warns it cannot
     // connect to the nameservers: still a pass
@@ -148,7 +155,10 @@ async fn strict_mode_refuses_to_run_without_a_required_layer_and_best_effort_run
     assert_eq!(f.checker.sandbox().unwrap().missing(), ["landlock"]);
     let f = checker(Mode::Strict, Probe::detect("seccomp"));
     let out = check(&f, VALID, vec![]).await;
-    assert!(matches!(&out, CheckOutcome::Unavailable { reason } if reason.contains("seccomp (")), "{out:?}");
+    assert!(
+        matches!(&out, CheckOutcome::Unavailable { reason } if reason.contains("seccomp (")),
+        "{out:?}"
+    );
 }
 
 #[tokio::test]
@@ -162,19 +172,28 @@ async fn a_failing_layer_is_named_and_could_not_run() {
         sandbox: SandboxOptions { mode: Mode::Strict, memory: 4096 },
         ..HaproxyOptions::default()
     });
-    let out = c.check(&Render::new("p", "r", VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
+    let out = c
+        .check(&Render::new("p", "r", VALID, vec![]), Instant::now() + Duration::from_secs(20))
+        .await
+        .outcome;
     assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
     // the tag carries the layer back through spawn's error
     let e = tagged(Layer::Landlock, libc::E2BIG);
     assert_eq!(
         spawn_failure(&e).unwrap(),
-        format!("sandbox setup failed in layer 'landlock': {} (E2BIG)", io::Error::from_raw_os_error(libc::E2BIG))
+        format!(
+            "sandbox setup failed in layer 'landlock': {} (E2BIG)",
+            io::Error::from_raw_os_error(libc::E2BIG)
+        )
     );
     assert_eq!(spawn_failure(&io::Error::from_raw_os_error(libc::ENOENT)), None);
     // entering the check directory is no sandbox layer (it runs with the sandbox off too)
     assert_eq!(
         spawn_failure(&tagged(Layer::CheckDirectory, libc::EBADF)).unwrap(),
-        format!("cannot enter the check directory: {} (EBADF)", io::Error::from_raw_os_error(libc::EBADF))
+        format!(
+            "cannot enter the check directory: {} (EBADF)",
+            io::Error::from_raw_os_error(libc::EBADF)
+        )
     );
 }
 
@@ -203,7 +222,8 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
         .stderr(std::process::Stdio::piped());
     prepared.apply(&mut cmd);
     let out = cmd.output().await.unwrap();
-    let text = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("haproxy.cfg"), "{text}");
     // a closed descriptor: the spawn fails, naming the step (with the
@@ -226,7 +246,10 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
     let e = cmd.spawn().unwrap_err();
     assert_eq!(
         spawn_failure(&e).unwrap(),
-        format!("cannot enter the check directory: {} (EBADF)", io::Error::from_raw_os_error(libc::EBADF))
+        format!(
+            "cannot enter the check directory: {} (EBADF)",
+            io::Error::from_raw_os_error(libc::EBADF)
+        )
     );
 }
 
@@ -264,7 +287,8 @@ async fn running_out_of_memory_could_not_run_rather_than_refused() {
     // or, in about one run in ten here, no words at all: haproxy 2.6 dies of
     // SIGSEGV on an unchecked failed allocation
     assert!(
-        (reason.starts_with("haproxy -c ran out of memory") && reason.contains("limited to 96 MiB: --check-memory"))
+        (reason.starts_with("haproxy -c ran out of memory")
+            && reason.contains("limited to 96 MiB: --check-memory"))
             || reason.contains("without judging the config")
             || reason == "haproxy was killed by signal 11 (SIGSEGV)",
         "{reason}"
@@ -282,13 +306,13 @@ const BUILD_CACHE: &str = "/var/tmp/rendergate-haproxy";
 /// a need (`needs::missing`).
 fn haproxy_series(series: &str) -> Option<PathBuf> {
     let is_series = |p: &Path| {
-        std::process::Command::new(p)
-            .arg("-v")
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).starts_with(&format!("HAProxy version {series}.")))
+        std::process::Command::new(p).arg("-v").output().is_ok_and(|o| {
+            String::from_utf8_lossy(&o.stdout).starts_with(&format!("HAProxy version {series}."))
+        })
     };
-    let from_env =
-        std::env::var_os("RENDERGATE_TEST_HAPROXY").map(PathBuf::from).filter(|p| p.is_absolute() && is_series(p));
+    let from_env = std::env::var_os("RENDERGATE_TEST_HAPROXY")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && is_series(p));
     let cached = || {
         let mut found: Vec<PathBuf> = std::fs::read_dir(BUILD_CACHE)
             .into_iter()
@@ -315,7 +339,10 @@ fn haproxy_series(series: &str) -> Option<PathBuf> {
 
 /// A tool the test needs; absent, the test is missing a need (`needs::missing`).
 fn tool(name: &str) -> Option<PathBuf> {
-    let found = ["/usr/bin", "/bin", "/usr/local/bin"].iter().map(|d| Path::new(d).join(name)).find(|p| p.is_file());
+    let found = ["/usr/bin", "/bin", "/usr/local/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file());
     if found.is_none() {
         needs::missing(&format!("no {name}"), "this test");
     }
@@ -355,7 +382,10 @@ async fn best_effort_without_landlock_passes_on_3_0() {
         return;
     };
     let vv = std::process::Command::new(&h30).arg("-vv").output().unwrap();
-    assert!(String::from_utf8_lossy(&vv.stdout).contains("+SHM_OPEN"), "this 3.0 lacks USE_SHM_OPEN");
+    assert!(
+        String::from_utf8_lossy(&vv.stdout).contains("+SHM_OPEN"),
+        "this 3.0 lacks USE_SHM_OPEN"
+    );
     for probe in [Probe::detect("landlock"), Probe::detect("landlock,seccomp"), Probe::detect("")] {
         let f = checker_for(h30.clone(), Mode::BestEffort, probe.clone());
         let out = check(&f, VALID, vec![]).await;
@@ -380,7 +410,8 @@ async fn files_written_in_the_check_directory_are_bounded() {
              for i = 1, {mib} do assert(f:write(chunk)) end\n\
              assert(f:close())\n"
         );
-        let files = vec![RenderFile { kind: FileKind::General, path: "lua/w.lua".into(), content: script }];
+        let files =
+            vec![RenderFile { kind: FileKind::General, path: "lua/w.lua".into(), content: script }];
         (VALID.replace("global\n", "global\n  lua-load lua/w.lua\n"), files)
     };
     let f = strict();
@@ -390,7 +421,10 @@ async fn files_written_in_the_check_directory_are_bounded() {
     let (config, files) = writes(17);
     let out = check(&f, &config, files).await;
     let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
-    assert!(reason.starts_with("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)"), "{reason}");
+    assert!(
+        reason.starts_with("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)"),
+        "{reason}"
+    );
     // bare, the same render passes: the limit is the sandbox's, not the config's
     let off = checker(Mode::Off, Probe::detect(""));
     assert!(passed(&check(&off, &config, writes(17).1).await));
@@ -416,14 +450,19 @@ async fn a_haproxy_with_its_own_loader_and_libraries_runs_sandboxed() {
     let closure = loader::closure(&source).unwrap();
     let needed = loader::Elf::read(&source).unwrap().needed;
     let name = needed.iter().find(|n| !n.starts_with("libc.")).unwrap().clone();
-    let system_copy = closure.libraries.iter().find(|p| p.file_name().unwrap() == name.as_str()).unwrap();
+    let system_copy =
+        closure.libraries.iter().find(|p| p.file_name().unwrap() == name.as_str()).unwrap();
     let private_name = name.replacen(".so", "-rgprivate.so", 1);
     std::fs::copy(system_copy, lib.join(&private_name)).unwrap();
     let interp = lib.join("ld-rgprivate.so");
     std::fs::copy(closure.interpreter.unwrap(), &interp).unwrap();
     let run = |args: &[&std::ffi::OsStr]| {
         let out = std::process::Command::new(&patchelf).args(args).output().unwrap();
-        assert!(out.status.success(), "patchelf {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "patchelf {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     // one change per run: patchelf 0.14 garbles some combined edits
     run(&["--set-soname".as_ref(), private_name.as_ref(), lib.join(&private_name).as_os_str()]);

@@ -73,7 +73,12 @@ pub fn op(pools: Pools, mix: Mix) -> BoxedStrategy<Op> {
     let Pools { plans, ids, contents, pods } = pools;
     let advance = mix.advance_ms.map(Just);
     let mut arms: Vec<(u32, BoxedStrategy<Op>)> = vec![
-        (8, (0..plans, 0..ids, 0..contents).prop_map(|(plan, id, content)| Op::Rendered { plan, id, content }).boxed()),
+        (
+            8,
+            (0..plans, 0..ids, 0..contents)
+                .prop_map(|(plan, id, content)| Op::Rendered { plan, id, content })
+                .boxed(),
+        ),
         (
             mix.applied,
             (
@@ -95,13 +100,26 @@ pub fn op(pools: Pools, mix: Mix) -> BoxedStrategy<Op> {
         (1, (0..pods).prop_map(|pod| Op::PodTerminated { pod }).boxed()),
         (1, (0..(1u8 << pods)).prop_map(|alive| Op::PodsDiscovered { alive }).boxed()),
         (1, Just(Op::LostLeadership).boxed()),
-        (mix.finish, prop::bool::weighted(mix.unavailable).prop_map(|unavailable| Op::Finish { unavailable }).boxed()),
+        (
+            mix.finish,
+            prop::bool::weighted(mix.unavailable)
+                .prop_map(|unavailable| Op::Finish { unavailable })
+                .boxed(),
+        ),
         (1, any::<usize>().prop_map(|pick| Op::StaleResult { pick }).boxed()),
         (
             2,
-            prop_oneof![advance[0], advance[1], advance[2], advance[3], advance[4], advance[5], 0..40_000u64]
-                .prop_map(|ms| Op::Advance { ms })
-                .boxed(),
+            prop_oneof![
+                advance[0],
+                advance[1],
+                advance[2],
+                advance[3],
+                advance[4],
+                advance[5],
+                0..40_000u64
+            ]
+            .prop_map(|ms| Op::Advance { ms })
+            .boxed(),
         ),
         (3, Just(Op::ToTimer).boxed()),
     ];

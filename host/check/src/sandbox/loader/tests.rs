@@ -8,7 +8,12 @@ use std::process::Command;
 /// What glibc's loader loads for `binary`, canonical paths, loader excluded.
 fn ldd(binary: &Path) -> HashSet<PathBuf> {
     let out = Command::new("ldd").arg(binary).env_clear().output().expect("ldd runs");
-    assert!(out.status.success(), "ldd {}: {}", binary.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "ldd {}: {}",
+        binary.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_once(" => ").map(|(_, right)| right.trim()))
@@ -131,8 +136,13 @@ fn cc(src: &str, out: &Path, args: &[&str]) {
     let dir = out.parent().unwrap();
     let c = dir.join(format!("{}.c", out.file_name().unwrap().to_string_lossy()));
     std::fs::write(&c, src).unwrap();
-    let status =
-        Command::new("cc").arg(&c).arg("-o").arg(out).args(args).status().expect("cc links the tests, so it is here");
+    let status = Command::new("cc")
+        .arg(&c)
+        .arg("-o")
+        .arg(out)
+        .args(args)
+        .status()
+        .expect("cc links the tests, so it is here");
     assert!(status.success(), "cc {args:?}");
 }
 
@@ -150,12 +160,27 @@ impl Tree {
         }
         let lib = dir.path().join("lib");
         let deep_src = "int rg_deep(void) { return 7; }\n";
-        cc(deep_src, &lib.join("librgdeep.so.1"), &["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"]);
-        cc(deep_src, &dir.path().join("deep/librgdeep.so.1"), &["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"]);
+        cc(
+            deep_src,
+            &lib.join("librgdeep.so.1"),
+            &["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"],
+        );
+        cc(
+            deep_src,
+            &dir.path().join("deep/librgdeep.so.1"),
+            &["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"],
+        );
         cc(
             "int rg_deep(void);\nint rg_top(void) { return rg_deep() + 1; }\n",
             &lib.join("librgtop.so.1"),
-            &["-shared", "-fPIC", "-Wl,-soname,librgtop.so.1", "-L", lib.to_str().unwrap(), "-l:librgdeep.so.1"],
+            &[
+                "-shared",
+                "-fPIC",
+                "-Wl,-soname,librgtop.so.1",
+                "-L",
+                lib.to_str().unwrap(),
+                "-l:librgdeep.so.1",
+            ],
         );
         Tree { dir }
     }
@@ -186,7 +211,11 @@ fn runpath_and_rpath_are_searched_as_the_loader_searches_them() {
     let c = closure(&runpath).unwrap();
     assert_eq!(c.unresolved, ["librgdeep.so.1"]);
     let top = std::fs::canonicalize(t.path("lib/librgtop.so.1")).unwrap();
-    assert!(c.libraries.iter().any(|l| std::fs::canonicalize(l).unwrap() == top), "{:?}", c.libraries);
+    assert!(
+        c.libraries.iter().any(|l| std::fs::canonicalize(l).unwrap() == top),
+        "{:?}",
+        c.libraries
+    );
     // and the loader fails on it the same way
     assert!(!Command::new(&runpath).env_clear().output().unwrap().status.success());
 
@@ -198,9 +227,15 @@ fn runpath_and_rpath_are_searched_as_the_loader_searches_them() {
     assert_eq!(got, ldd(&rpath));
 
     // RPATH before RUNPATH-less lookups: deep/ first in the path wins
-    let both = t.app("both", &[&format!("-Wl,--disable-new-dtags,-rpath,{}:$ORIGIN/../lib", t.path("deep").display())]);
+    let both = t.app(
+        "both",
+        &[&format!("-Wl,--disable-new-dtags,-rpath,{}:$ORIGIN/../lib", t.path("deep").display())],
+    );
     let got = ours(&both);
-    assert!(got.contains(&std::fs::canonicalize(t.path("deep/librgdeep.so.1")).unwrap()), "{got:?}");
+    assert!(
+        got.contains(&std::fs::canonicalize(t.path("deep/librgdeep.so.1")).unwrap()),
+        "{got:?}"
+    );
     assert_eq!(got, ldd(&both));
 
     // run from a symlink elsewhere: $ORIGIN is where the file really is
@@ -216,7 +251,11 @@ fn a_needed_name_already_loaded_is_not_searched_again() {
     // libc needs the loader by its soname: it is the interpreter, not a library
     let c = closure(Path::new("/bin/sh")).unwrap();
     let interp = std::fs::canonicalize(c.interpreter.unwrap()).unwrap();
-    assert!(c.libraries.iter().all(|l| std::fs::canonicalize(l).unwrap() != interp), "{:?}", c.libraries);
+    assert!(
+        c.libraries.iter().all(|l| std::fs::canonicalize(l).unwrap() != interp),
+        "{:?}",
+        c.libraries
+    );
 }
 
 #[test]
@@ -290,8 +329,14 @@ fn the_cache_format_is_read_with_and_without_the_old_table() {
 fn tokens_expand_as_glibc_expands_them() {
     let main = Elf::read(Path::new("/bin/sh")).unwrap();
     let mut out = Closure::default();
-    let mut s = Search::new(Flavour::Glibc, &main, Path::new("/lib64/ld-linux-x86-64.so.2"), &mut out);
-    s.objects.push(Object { elf: main.clone(), origin: "/opt/app/bin".into(), loader: None, is_main: true });
+    let mut s =
+        Search::new(Flavour::Glibc, &main, Path::new("/lib64/ld-linux-x86-64.so.2"), &mut out);
+    s.objects.push(Object {
+        elf: main.clone(),
+        origin: "/opt/app/bin".into(),
+        loader: None,
+        is_main: true,
+    });
     assert_eq!(s.expand("$ORIGIN/../lib", 0).unwrap(), "/opt/app/bin/../lib");
     assert_eq!(s.expand("${ORIGIN}/x:$ORIGINAL", 0).unwrap(), "/opt/app/bin/x:$ORIGINAL");
     assert_eq!(s.expand("/a/$LIB/b", 0).unwrap(), format!("/a/{}/b", s.lib));
