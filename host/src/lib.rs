@@ -2,14 +2,18 @@
 //!
 //! A controller renders HAProxy configurations and dispatches them at once;
 //! the gate runs `haproxy -c` over each render afterwards and decides what
-//! the fleet does next (docs/behaviour.md). The layers, top to bottom:
+//! the fleet does next (docs/behaviour.md).
 //!
-//! - [`protocol`]: the NDJSON lines of `rendergate serve`;
-//! - [`runtime`]: the tokio adapter ([`Gate`]): channels, the check worker;
-//! - [`core`]: the gate as a sans-IO state machine (the `rendergate-core`
-//!   crate, which depends on no runtime, process or WebAssembly crate);
-//! - beside them, [`check`] (judging one render with haproxy) and
-//!   [`policy`] (promotions and reverts).
+//! This crate owns the running gate: the tokio adapter ([`runtime`],
+//! [`Gate`]) that drives the sans-IO [`core`], the check worker and the
+//! policy worker; the NDJSON protocol ([`lines`], [`protocol`], [`serve`]);
+//! metrics and health; `--record`; the CLI and the binary. What it drives
+//! lives in crates of their own, re-exported here: [`core`]
+//! (`rendergate-core`), [`check`] (`rendergate-check`), [`policy`]
+//! (`rendergate-policy`) and [`timeline`] (`rendergate-timeline`). None of
+//! them depends on this crate; nothing here is needed to judge one render or
+//! run one policy. Start reading at [`runtime`] (its driver: events in,
+//! effects out), then [`serve`].
 //!
 //! Embedding it in a Rust controller:
 //!

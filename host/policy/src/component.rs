@@ -119,7 +119,7 @@ const TABLE_ELEMENTS: usize = 100_000;
 ///
 /// Sizing (docs/operations.md, "Address space"): each linear memory reserves
 /// its limit, rounded up to whole pages, plus guards. The pooling allocator
-/// reserves every slot up front ([`POOL_MEMORIES`] memories: 32 × 34 MiB
+/// reserves every slot up front (`POOL_MEMORIES` memories: 32 × 34 MiB
 /// ≈ 1.1 GiB at the default 32 MiB), which reuses warm
 /// slots instead of mapping and zeroing memory per decision. When that
 /// reservation fails (an address-space limit, `ulimit -v`), the engine
