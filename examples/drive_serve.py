@@ -44,6 +44,13 @@ def main():
 
     threading.Thread(target=read, daemon=True).start()
 
+    # The first line says who answers; a client refuses a protocol major it does not know.
+    hello = outputs.get(timeout=30)
+    if hello is None or hello["type"] != "hello" or hello["protocol"] != 1:
+        sys.exit(f"not a rendergate serve speaking protocol 1: {hello}")
+    print(f"gate {hello['version']}: policy {hello['policy']}, haproxy {hello['haproxy']}, "
+          f"sandbox {hello['sandbox']}")
+
     def send(event):
         gate.stdin.write(json.dumps(event) + "\n")
         gate.stdin.flush()

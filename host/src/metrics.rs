@@ -21,7 +21,7 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 const BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 const OUTCOMES: [&str; 3] = ["pass", "refused", "unavailable"];
 /// `rendergate_latch_state{reason}`: "none" is optimistic.
-const LATCH_REASONS: [&str; 3] = ["none", "refused", "unavailable"];
+const LATCH_REASONS: [&str; 4] = ["none", "refused", "unavailable", "term-start"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {

@@ -521,6 +521,41 @@ enum Line<'a> {
         line: u64,
         message: &'a str,
     },
+    Hello {
+        protocol: u32,
+        version: &'a str,
+        policy: &'a str,
+        haproxy: &'a str,
+        sandbox: &'a str,
+    },
+}
+
+/// The protocol's major version, `hello.protocol`: a breaking change to the
+/// NDJSON lines raises it (docs/protocol.md).
+pub const PROTOCOL_MAJOR: u32 = 1;
+
+/// What `serve` says before it reads a line: who is answering, so a client
+/// can refuse a protocol it does not know and log what judges its renders.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// The live policy's name (`default` for the built-in).
+    pub policy: String,
+    /// The version from `haproxy -v`'s first line, `unknown` if it gave none.
+    pub haproxy: String,
+    /// `strict`, `best-effort` or `off`.
+    pub sandbox: &'static str,
+}
+
+/// The `hello` output line (without the newline).
+pub fn hello_line(hello: &Hello) -> String {
+    serde_json::to_string(&Line::Hello {
+        protocol: PROTOCOL_MAJOR,
+        version: env!("CARGO_PKG_VERSION"),
+        policy: &hello.policy,
+        haproxy: &hello.haproxy,
+        sandbox: hello.sandbox,
+    })
+    .expect("hello lines always serialize")
 }
 
 /// The output line for `output` (without the newline).
@@ -570,6 +605,22 @@ mod tests {
     use crate::policy::Revert;
     use crate::render::FileKind;
     use std::time::Duration;
+
+    #[test]
+    fn hello_names_the_protocol_major_first_and_quotes_what_it_reports() {
+        let hello = Hello {
+            policy: "odd \"name\"".into(),
+            haproxy: "2.6.12-1+deb12u4".into(),
+            sandbox: "strict",
+        };
+        let line = hello_line(&hello);
+        assert!(line.starts_with(r#"{"type":"hello","protocol":1,"version":""#), "{line}");
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(value["policy"], "odd \"name\"");
+        assert_eq!(value["haproxy"], "2.6.12-1+deb12u4");
+        assert_eq!(value["sandbox"], "strict");
+        assert_eq!(value["version"], env!("CARGO_PKG_VERSION"));
+    }
 
     #[test]
     fn parses_every_input_type() {

@@ -16,7 +16,9 @@
 //!
 //! - `at_ms`: milliseconds since the recording started, when the line
 //!   arrived;
-//! - `outputs`: how many output lines `serve` had written by then. Replay
+//! - `outputs`: how many output lines `serve` had written by then, its
+//!   `hello` included (a recording made before `hello` existed counts one
+//!   fewer, and its replay feeds each line one output early). Replay
 //!   feeds each line once its own run has written as many, so the checks
 //!   finish on the same side of each input line as they did live, and the
 //!   outputs are the same without waiting out the recorded gaps;

@@ -46,6 +46,9 @@ pub struct GateConfig {
     /// How far past `check_timeout` a check in flight, or one turn of the
     /// driver, may run before [`Gate::health`] calls the gate stuck (default 5 s).
     pub health_margin: Duration,
+    /// Every leadership term starts PESSIMISTIC, reason `term-start`, with a
+    /// `Latch` output at its start (`--start-held`; docs/behaviour.md).
+    pub start_held: bool,
 }
 
 impl Default for GateConfig {
@@ -57,6 +60,7 @@ impl Default for GateConfig {
             channel_capacity: 256,
             metrics: Arc::new(Metrics::default()),
             health_margin: Duration::from_secs(5),
+            start_held: false,
         }
     }
 }
@@ -147,6 +151,7 @@ impl Gate {
         let health = Arc::new(Health::new(config.check_timeout, config.health_margin, now()));
         let core_config = core::CoreConfig {
             check_interval: config.check_interval,
+            start_held: config.start_held,
             ..core::CoreConfig::default()
         };
         let driver = Driver {

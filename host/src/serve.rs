@@ -26,11 +26,14 @@ pub const DEFAULT_MAX_LINE_FLAG: &str = "64MiB";
 /// for the controller to read its errors instead of piling up in memory.
 const ERRORS_QUEUED: usize = 256;
 
-/// Runs the gate over `input` until end of input, writing to `output`.
-/// Lines longer than `max_line` bytes (newline excluded) get an `error`.
+/// Runs the gate over `input` until end of input, writing to `output`:
+/// first `hello`, before a line is read (docs/protocol.md), then the gate's
+/// outputs. Lines longer than `max_line` bytes (newline excluded) get an
+/// `error`.
 pub async fn serve<R, W>(
     mut input: R,
-    output: W,
+    mut output: W,
+    hello: &protocol::Hello,
     gate: Gate,
     mut outputs: mpsc::Receiver<Vec<Output>>,
     max_line: usize,
@@ -39,6 +42,10 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let mut greeting = protocol::hello_line(hello);
+    greeting.push('\n');
+    output.write_all(greeting.as_bytes()).await?;
+    output.flush().await?;
     let (errors, mut error_lines) = mpsc::channel::<LineError>(ERRORS_QUEUED);
     // The one writer: the gate's groups and the reader's errors, each written
     // whole with one write, in the order the writer takes them.

@@ -119,7 +119,10 @@ impl Serve {
         let addr = rx
             .recv_timeout(Duration::from_secs(20))
             .expect("a `metrics: listening on ADDR` log line");
-        Serve { stdin: child.stdin.take(), stdout: child.stdout.take(), child, addr }
+        let mut stdout = child.stdout.take();
+        let hello = read_line_unbuffered(stdout.as_mut().unwrap());
+        assert!(hello.starts_with(r#"{"type":"hello","#), "serve's first line: {hello}");
+        Serve { stdin: child.stdin.take(), stdout, child, addr }
     }
 
     fn send(&mut self, line: &Value) {
@@ -360,7 +363,9 @@ fn read_line_unbuffered(stdout: &mut ChildStdout) -> String {
 fn fake_haproxy(dir: &Path, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join("haproxy");
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    // Answers `-v` as haproxy does: serve asks it once, for its hello line.
+    let version = "[ \"$1\" = -v ] && { echo 'HAProxy version fake'; exit 0; }";
+    std::fs::write(&path, format!("#!/bin/sh\n{version}\n{body}\n")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }

@@ -69,6 +69,8 @@ impl Serve {
             .expect("start rendergate serve");
         let stdout = lines_of(child.stdout.take().unwrap());
         let stderr = lines_of(child.stderr.take().unwrap());
+        let hello = stdout.recv_timeout(Duration::from_secs(30)).expect("serve's hello line");
+        assert!(hello.starts_with(r#"{"type":"hello","#), "serve's first line: {hello}");
         Serve { stdin: child.stdin.take(), child, stdout, stderr, log: vec![], seen: vec![] }
     }
 

@@ -120,7 +120,7 @@ fn a_replayed_recording_gives_the_live_outputs() {
     let times: Vec<u64> = records[1..].iter().map(|r| r["at_ms"].as_u64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     let counts: Vec<u64> = records[1..].iter().map(|r| r["outputs"].as_u64().unwrap()).collect();
-    assert_eq!(counts[4], 3, "the bad line came after the verdict and its two promotions");
+    assert_eq!(counts[4], 4, "the bad line came after hello, the verdict and its two promotions");
 
     let out = replay(&recording, &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

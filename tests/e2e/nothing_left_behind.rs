@@ -29,7 +29,7 @@ impl Hanging {
         std::fs::create_dir(&marks).unwrap();
         let script = dir.path().join("haproxy");
         let body = format!(
-            "#!/bin/sh\n/bin/pwd -P > {m}/cwd.tmp\n/bin/sleep 300 &\necho $! > {m}/child\necho $$ > {m}/self\n\
+            "#!/bin/sh\n[ \"$1\" = -v ] && {{ echo 'HAProxy version hanging'; exit 0; }}\n/bin/pwd -P > {m}/cwd.tmp\n/bin/sleep 300 &\necho $! > {m}/child\necho $$ > {m}/self\n\
 mv {m}/cwd.tmp {m}/cwd\nwait\n",
             m = marks.display()
         );

@@ -96,11 +96,17 @@ pub fn run(args: &[&str], stdin: &str, envs: &[(&str, &Path)]) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// The output lines, without `serve`'s first line, `hello` (its own tests
+/// read it: hello.rs).
 pub fn lines(output: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&output.stdout)
+    let mut lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
+        .collect();
+    if lines.first().is_some_and(|l| l["type"] == "hello") {
+        lines.remove(0);
+    }
+    lines
 }
 
 /// `rendergate serve --check-interval 0s [--haproxy H] EXTRA...`, with
@@ -120,6 +126,8 @@ pub struct Serve {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
+    /// The first line `serve` wrote, before any input.
+    pub hello: Value,
 }
 
 impl Serve {
@@ -135,7 +143,10 @@ impl Serve {
                 }
             }
         });
-        Serve { stdin: child.stdin.take(), child, lines }
+        let mut serve = Serve { stdin: child.stdin.take(), child, lines, hello: Value::Null };
+        serve.hello = serve.next();
+        assert_eq!(serve.hello["type"], "hello", "serve's first line: {}", serve.hello);
+        serve
     }
 
     pub fn pid(&self) -> u32 {

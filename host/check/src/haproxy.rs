@@ -174,6 +174,11 @@ impl HaproxyChecker {
         self.probe.report(self.opts.sandbox.mode)
     }
 
+    /// The sandbox mode checks run in (`--sandbox`, `--no-sandbox`).
+    pub fn sandbox_mode(&self) -> crate::sandbox::Mode {
+        self.opts.sandbox.mode
+    }
+
     /// Each layer and whether checks get it (the `rendergate_sandbox_layer` gauge).
     pub fn sandbox_layers(&self) -> Vec<(&'static str, bool)> {
         self.probe.layers(self.opts.sandbox.mode)

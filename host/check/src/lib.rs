@@ -35,6 +35,7 @@ pub mod sandbox;
 pub mod size;
 pub mod tokenize;
 pub mod verdict;
+pub mod version;
 
 use rendergate_core::CheckOutcome;
 use rendergate_core::render::Render;

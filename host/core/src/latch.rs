@@ -8,6 +8,9 @@ pub enum Reason {
     Refused,
     /// The newest render could not be judged.
     Unavailable,
+    /// A leadership term began held (`--start-held`): nothing has passed in
+    /// it yet. Only a latch state, never a pinned reason.
+    TermStart,
 }
 
 impl Reason {
@@ -15,6 +18,7 @@ impl Reason {
         match self {
             Reason::Refused => "refused",
             Reason::Unavailable => "unavailable",
+            Reason::TermStart => "term-start",
         }
     }
 }
@@ -66,6 +70,11 @@ impl Latch {
         self.pinned
     }
 
+    /// The latch of a term that starts held: pessimistic until a pass.
+    pub fn held() -> Latch {
+        Latch { state: LatchState::Pessimistic(Reason::TermStart), pinned: None }
+    }
+
     pub fn is_pessimistic(&self) -> bool {
         matches!(self.state, LatchState::Pessimistic(_))
     }
@@ -75,9 +84,11 @@ impl Latch {
         let before = self.state;
         let (state, pinned) = match (before, verdict) {
             (_, NewestVerdict::Pass) => (LatchState::Optimistic, None),
-            (LatchState::Optimistic, NewestVerdict::Fail(reason)) => {
-                (LatchState::Pessimistic(reason), None)
-            }
+            // A held term's first failure is its first, not its second: not pinned.
+            (
+                LatchState::Optimistic | LatchState::Pessimistic(Reason::TermStart),
+                NewestVerdict::Fail(reason),
+            ) => (LatchState::Pessimistic(reason), None),
             (LatchState::Pessimistic(previous), NewestVerdict::Fail(reason)) => {
                 let both_refused = previous == Reason::Refused && reason == Reason::Refused;
                 let pinned = if both_refused { Reason::Refused } else { Reason::Unavailable };
@@ -120,6 +131,25 @@ mod tests {
             assert_eq!(latch.is_pessimistic(), after, "{before} {verdict:?}");
             assert_eq!(t.pinned.is_some(), pinned, "{before} {verdict:?}");
             assert_eq!(t.release, before && verdict == Pass, "{before} {verdict:?}");
+        }
+    }
+
+    /// A term held from its start: a pass releases; a first failure keeps it
+    /// pessimistic for that failure, unpinned; a second pins.
+    #[test]
+    fn a_held_term_waits_for_a_pass_and_its_first_failure_is_not_pinned() {
+        let mut held = Latch::held();
+        assert_eq!(held.state(), LatchState::Pessimistic(TermStart));
+        let t = held.apply(Pass);
+        assert_eq!((t.changed, t.release, t.pinned), (Some(LatchState::Optimistic), true, None));
+        for reason in [Refused, Unavailable] {
+            let mut held = Latch::held();
+            let t = held.apply(Fail(reason));
+            assert_eq!(
+                (t.changed, t.release, t.pinned),
+                (Some(LatchState::Pessimistic(reason)), false, None)
+            );
+            assert!(held.apply(Fail(reason)).pinned.is_some(), "the second failure pins");
         }
     }
 

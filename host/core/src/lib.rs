@@ -51,6 +51,9 @@ pub struct CoreConfig {
     pub memory_capacity: usize,
     /// Plans kept in the passed and refused lists handed to policies.
     pub plan_history: usize,
+    /// Every leadership term starts PESSIMISTIC (`term-start`) instead of
+    /// OPTIMISTIC: its first render waits for a pass (`--start-held`).
+    pub start_held: bool,
 }
 
 impl Default for CoreConfig {
@@ -60,6 +63,7 @@ impl Default for CoreConfig {
             superseded_limit: 4,
             memory_capacity: 16,
             plan_history: 32,
+            start_held: false,
         }
     }
 }
@@ -157,7 +161,7 @@ impl Gate {
     /// `judge`: the checker's identity (the haproxy binary's path and hash).
     /// It can change while the gate runs: see [`Gate::set_judge`].
     pub fn new(config: CoreConfig, judge: impl Into<String>) -> Self {
-        Gate {
+        let mut gate = Gate {
             renders: Renders::new(config.superseded_limit),
             memory: VerdictMemory::new(config.memory_capacity),
             config,
@@ -172,6 +176,19 @@ impl Gate {
             draining: false,
             effects: VecDeque::new(),
             timer: None,
+        };
+        gate.start_term();
+        gate
+    }
+
+    /// Starts a term's latch: OPTIMISTIC, or held with a `Latch` effect that
+    /// says so at the start of every term (`start_held`).
+    fn start_term(&mut self) {
+        if self.config.start_held {
+            self.latch = Latch::held();
+            self.effects.push_back(Effect::Latch(self.latch.state()));
+        } else {
+            self.latch = Latch::default();
         }
     }
 
@@ -402,10 +419,10 @@ impl Gate {
     /// A new leadership term starts from nothing. The check in flight is
     /// forgotten, so its result publishes nothing.
     fn reset(&mut self) {
-        if self.latch.is_pessimistic() {
+        if self.latch.is_pessimistic() && !self.config.start_held {
             self.effects.push_back(Effect::Latch(LatchState::Optimistic));
         }
-        self.latch = Latch::default();
+        self.start_term();
         self.renders.clear();
         self.pods.clear();
         self.memory.clear();

@@ -572,3 +572,41 @@ fn a_repeated_identical_report_does_not_ask_the_policy_again() {
     h.event(applied("ns/a", "r-1", "plan-1", "plan-1", "plan-0"));
     assert_eq!(h.take().len(), 1, "a changed report does");
 }
+
+/// docs/behaviour.md, "Term start": with `start_held` every term starts
+/// PESSIMISTIC (`term-start`) with a `Latch` effect, even one that starts
+/// held again; its first pass releases; its first failure is not pinned.
+#[test]
+fn a_held_term_starts_pessimistic_and_says_so_every_term() {
+    let held = LatchState::Pessimistic(Reason::TermStart);
+    let config =
+        CoreConfig { check_interval: Duration::ZERO, start_held: true, ..CoreConfig::default() };
+    let mut h = Harness {
+        gate: Gate::new(config, "haproxy sha256:test"),
+        now: Instant::now(),
+        checked: vec![],
+        log: vec![],
+    };
+    h.pump();
+    assert!(matches!(h.take()[..], [Effect::Latch(state)] if state == held));
+
+    h.event(render("plan-1", "r-1", "c1"));
+    h.finish(pass());
+    let effects = h.take();
+    assert!(matches!(effects[1], Effect::Latch(LatchState::Optimistic)), "{effects:?}");
+    assert!(
+        matches!(&effects[2], Effect::Release { render, .. } if &**render == "r-1"),
+        "{effects:?}"
+    );
+
+    h.event(Event::LostLeadership);
+    assert!(matches!(h.take()[..], [Effect::Latch(state)] if state == held));
+    h.event(Event::LostLeadership);
+    assert!(matches!(h.take()[..], [Effect::Latch(state)] if state == held), "every term says so");
+
+    h.event(render("plan-2", "r-2", "c2"));
+    h.finish(refused());
+    let v = h.last_verdict();
+    assert_eq!(v.pinned, None, "a held term's first failure is its first");
+    assert_eq!(h.gate.latch().state(), LatchState::Pessimistic(Reason::Refused));
+}

@@ -48,6 +48,8 @@ struct Scenario {
     interval: Duration,
     memory: usize,
     plan_history: usize,
+    /// Every term starts held (`--start-held`).
+    start_held: bool,
     /// `refuse[plan * CONTENTS + content]`: HAProxy refuses that content.
     refuse: Vec<bool>,
     ops: Vec<Op>,
@@ -63,14 +65,10 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop::collection::vec(prop::bool::weighted(0.4), (PLANS * CONTENTS) as usize),
         prop::collection::vec(common::op(POOLS, MIX), 1..160),
         prop::option::of(prop::collection::vec(prop::bool::weighted(0.3), 12)),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(interval, memory, plan_history, refuse, ops, drain)| Scenario {
-            interval,
-            memory,
-            plan_history,
-            refuse,
-            ops,
-            drain,
+        .prop_map(|(interval, memory, plan_history, refuse, ops, drain, start_held)| {
+            Scenario { interval, memory, plan_history, start_held, refuse, ops, drain }
         })
 }
 
@@ -90,6 +88,7 @@ struct Model {
     interval: Duration,
     memory_capacity: usize,
     plan_history: usize,
+    start_held: bool,
     judge: &'static str,
     pessimistic: Option<Reason>,
     pinned: Option<Reason>,
@@ -111,13 +110,21 @@ struct Model {
 }
 
 impl Model {
-    fn new(interval: Duration, memory_capacity: usize, plan_history: usize) -> Self {
+    /// A gate's first term; a held one says so first ("Term start").
+    fn new(
+        interval: Duration,
+        memory_capacity: usize,
+        plan_history: usize,
+        start_held: bool,
+    ) -> Self {
+        let held = LatchState::Pessimistic(Reason::TermStart);
         Model {
             interval,
             memory_capacity,
             plan_history,
+            start_held,
             judge: JUDGES[0],
-            pessimistic: None,
+            pessimistic: start_held.then_some(Reason::TermStart),
             pinned: None,
             newest: None,
             superseded: vec![],
@@ -131,7 +138,7 @@ impl Model {
             retry_at: None,
             draining: false,
             timer: None,
-            effects: vec![],
+            effects: if start_held { vec![Seen::Other(Effect::Latch(held))] } else { vec![] },
         }
     }
 
@@ -164,16 +171,19 @@ impl Model {
     }
 
     fn lost_leadership(&mut self, now: Instant) {
-        if self.pessimistic.is_some() {
+        if self.pessimistic.is_some() && !self.start_held {
             self.effects.push(Seen::Other(Effect::Latch(LatchState::Optimistic)));
         }
         // A new term starts from nothing; the tunables, the judge, draining
         // and the spacing of checks (the last start) carry over.
-        let fresh = Model::new(self.interval, self.memory_capacity, self.plan_history);
-        let kept = std::mem::replace(self, fresh);
+        let fresh =
+            Model::new(self.interval, self.memory_capacity, self.plan_history, self.start_held);
+        let mut kept = std::mem::replace(self, fresh);
         self.judge = kept.judge;
         self.draining = kept.draining;
         self.last_start = kept.last_start;
+        // A held term's `Latch` comes after what the old term said last.
+        kept.effects.append(&mut self.effects);
         self.effects = kept.effects;
         self.step(now);
     }
@@ -330,6 +340,8 @@ impl Model {
             };
             // The latch table of docs/behaviour.md.
             self.pinned = match (before, failed) {
+                // A held term's first failure is its first.
+                (Some(Reason::TermStart), _) => None,
                 (Some(Reason::Refused), Some(Reason::Refused)) => Some(Reason::Refused),
                 (Some(_), Some(_)) => Some(Reason::Unavailable),
                 _ => None,
@@ -438,9 +450,10 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
         superseded_limit: SUPERSEDED_LIMIT,
         memory_capacity: s.memory,
         plan_history: s.plan_history,
+        start_held: s.start_held,
     };
     let mut gate = Gate::new(config, JUDGES[0]);
-    let mut model = Model::new(s.interval, s.memory, s.plan_history);
+    let mut model = Model::new(s.interval, s.memory, s.plan_history, s.start_held);
     let mut now = Instant::now();
     let mut seq = 0u64;
     let mut sent: Vec<(u8, u8, u8)> = vec![];

@@ -39,6 +39,10 @@ pub struct Args {
     /// may run before /healthz answers 503.
     #[arg(long, value_name = "DUR", default_value = "5s", value_parser = super::duration)]
     health_margin: Duration,
+    /// Every leadership term starts PESSIMISTIC (reason term-start): the
+    /// first render of a term waits for a pass (docs/behaviour.md).
+    #[arg(long)]
+    start_held: bool,
     /// Longest input line taken; a longer one gets an `error` and is read past without being held.
     #[arg(long, value_name = "SIZE", default_value = rendergate::serve::DEFAULT_MAX_LINE_FLAG, value_parser = rendergate::size::parse)]
     max_line: usize,
@@ -108,11 +112,21 @@ where
         policy_fallback = seat.fallback().as_str(),
         "rendergate serve"
     );
+    let haproxy_version = match checker.binary() {
+        Some(binary) => rendergate::check::version::haproxy_version(&binary).await,
+        None => None,
+    };
+    let hello = rendergate::protocol::Hello {
+        policy: seat.name(),
+        haproxy: haproxy_version.unwrap_or_else(|| "unknown".into()),
+        sandbox: checker.sandbox_mode().name(),
+    };
     let config = GateConfig {
         check_interval: args.check_interval,
         check_timeout: args.check_timeout,
         metrics,
         health_margin: args.health_margin,
+        start_held: args.start_held,
         ..GateConfig::default()
     };
     let watcher = reloader.map(|r| tokio::spawn(r.watch(args.policy_limits.policy_poll)));
@@ -126,7 +140,7 @@ where
     let input = BufReader::new(RecordedInput::new(input, recorder.clone(), args.max_line));
     let output = CountedOutput::new(output, recorder);
     let stopper = gate.stopper();
-    let served = rendergate::serve::serve(input, output, gate, outputs, args.max_line);
+    let served = rendergate::serve::serve(input, output, &hello, gate, outputs, args.max_line);
     let served = tokio::select! {
         served = served => Ok(served),
         signal = signals.recv() => Err(signal),

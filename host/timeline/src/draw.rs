@@ -14,6 +14,7 @@ const UNAVAILABLE: Colour = Colour(0xe6, 0x9b, 0x17);
 const LATCH_OPTIMISTIC: Colour = Colour(0xd8, 0xf0, 0xdd);
 const LATCH_REFUSED: Colour = Colour(0xf8, 0xd3, 0xd3);
 const LATCH_UNAVAILABLE: Colour = Colour(0xfc, 0xe9, 0xc2);
+const LATCH_TERM_START: Colour = Colour(0xdd, 0xdd, 0xee);
 const RELEASE: Colour = Colour(0x2f, 0x6f, 0xd6);
 const PROMOTE: Colour = Colour(0x1b, 0x7a, 0x3a);
 const REVERT: Colour = Colour(0xb3, 0x26, 0x26);
@@ -64,7 +65,7 @@ impl Latch {
     fn class(self) -> &'static str {
         match self {
             Latch::Optimistic => "latch optimistic",
-            Latch::Refused | Latch::Unavailable => "latch pessimistic",
+            Latch::Refused | Latch::Unavailable | Latch::TermStart => "latch pessimistic",
         }
     }
 
@@ -73,6 +74,7 @@ impl Latch {
             Latch::Optimistic => LATCH_OPTIMISTIC,
             Latch::Refused => LATCH_REFUSED,
             Latch::Unavailable => LATCH_UNAVAILABLE,
+            Latch::TermStart => LATCH_TERM_START,
         }
     }
 }

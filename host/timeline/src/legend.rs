@@ -32,6 +32,7 @@ impl Key {
             Key::Latch(Latch::Optimistic) => "latch optimistic",
             Key::Latch(Latch::Refused) => "latch pessimistic: refused",
             Key::Latch(Latch::Unavailable) => "latch pessimistic: unavailable",
+            Key::Latch(Latch::TermStart) => "latch pessimistic: term start",
         }
     }
 }
@@ -78,6 +79,10 @@ pub(crate) fn layout(run: &Run, width: i32) -> Legend {
         Key::Latch(Latch::Refused),
         Key::Latch(Latch::Unavailable),
     ]);
+    // Only a run with --start-held has it: no key for what is never drawn.
+    if run.band.iter().any(|s| s.state == Latch::TermStart) {
+        keys.push(Key::Latch(Latch::TermStart));
+    }
     // A grid: every column as wide as the widest entry.
     let column =
         keys.iter().map(|k| SWATCH + 8 + text_width(k.words(), LABEL_PX) + 20).max().unwrap_or(200);

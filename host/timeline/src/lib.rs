@@ -144,6 +144,22 @@ mod tests {
     }
 
     #[test]
+    fn a_held_term_start_is_drawn_and_keyed_and_a_hello_line_is_ignored() {
+        let mut t = Timeline::new("held");
+        let at = Duration::from_millis;
+        t.output(at(0), r#"{"type":"hello","protocol":1,"version":"0.1.0","policy":"default","haproxy":"2.6","sandbox":"strict"}"#);
+        t.output(at(0), r#"{"type":"latch","state":"pessimistic","reason":"term-start"}"#);
+        t.input(at(1), r#"{"type":"rendered","plan":"plan-1","render":"r-1","config":""}"#);
+        t.output(at(40), r#"{"type":"verdict","plan":"plan-1","render":"r-1","checksum":"x","ok":true,"refused":false,"newest":true,"pinned":false,"remembered":false,"message":"","duration_ms":38}"#);
+        t.output(at(40), r#"{"type":"latch","state":"optimistic"}"#);
+        let svg = t.svg();
+        assert!(svg.contains("latch pessimistic: term start"), "the legend keys it");
+        assert!(svg.contains("pessimistic (term start)"), "the band's segment says so");
+        let plain = Timeline::new("plain");
+        assert!(!plain.svg().contains("term start"), "no key for what is never drawn");
+    }
+
+    #[test]
     fn one_group_per_check_and_the_svg_parses() {
         let svg = sample().svg();
         let doc = roxmltree::Document::parse(&svg).unwrap();

@@ -94,6 +94,8 @@ pub(crate) enum Latch {
     Optimistic,
     Refused,
     Unavailable,
+    /// A term held from its start (`--start-held`), before its first verdict.
+    TermStart,
 }
 
 impl Latch {
@@ -102,6 +104,7 @@ impl Latch {
             Latch::Optimistic => "optimistic",
             Latch::Refused => "pessimistic (refused)",
             Latch::Unavailable => "pessimistic (unavailable)",
+            Latch::TermStart => "pessimistic (term start)",
         }
     }
 }
@@ -421,6 +424,7 @@ impl Run {
                         let state = match (o.state.as_str(), o.reason.as_deref()) {
                             ("optimistic", _) => Latch::Optimistic,
                             (_, Some("unavailable")) => Latch::Unavailable,
+                            (_, Some("term-start")) => Latch::TermStart,
                             _ => Latch::Refused,
                         };
                         if state != latch.1 {
