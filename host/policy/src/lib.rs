@@ -318,8 +318,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_failing_policy_falls_back_to_the_default_decision_and_is_counted() {
+    /// One pod that applied p1, which passed.
+    fn one_pod_applied_p1() -> (PodState, Fleet) {
         let pod = PodState {
             pod: "ns/a".into(),
             applied_plan: Some("p1".into()),
@@ -331,6 +331,12 @@ mod tests {
             passed_plans: vec!["p1".into()].into(),
             refused_plans: Arc::from([]),
         };
+        (pod, fleet)
+    }
+
+    #[test]
+    fn a_failing_policy_falls_back_to_the_default_decision_and_is_counted() {
+        let (pod, fleet) = one_pod_applied_p1();
         let metrics = PolicyMetrics::default();
         let settled =
             PolicySeat::new(Arc::new(Broken)).decide(&Trigger::Applied(pod), &fleet, &metrics);
@@ -342,17 +348,7 @@ mod tests {
 
     #[test]
     fn with_fallback_none_a_failing_policy_gives_no_decision_and_is_counted() {
-        let pod = PodState {
-            pod: "ns/a".into(),
-            applied_plan: Some("p1".into()),
-            running_plan: None,
-            baseline_plan: None,
-        };
-        let fleet = Fleet {
-            pods: vec![pod.clone()].into(),
-            passed_plans: vec!["p1".into()].into(),
-            refused_plans: Arc::from([]),
-        };
+        let (pod, fleet) = one_pod_applied_p1();
         let metrics = PolicyMetrics::default();
         let mut seat = PolicySeat::new(Arc::new(Broken)).with_fallback(Fallback::None);
         let settled = seat.decide(&Trigger::Applied(pod), &fleet, &metrics);
@@ -367,17 +363,7 @@ mod tests {
 
     #[test]
     fn a_seat_follows_its_live_policy_when_it_is_replaced() {
-        let pod = PodState {
-            pod: "ns/a".into(),
-            applied_plan: Some("p1".into()),
-            running_plan: None,
-            baseline_plan: None,
-        };
-        let fleet = Fleet {
-            pods: vec![pod.clone()].into(),
-            passed_plans: vec!["p1".into()].into(),
-            refused_plans: Arc::from([]),
-        };
+        let (pod, fleet) = one_pod_applied_p1();
         let metrics = PolicyMetrics::default();
         let live = LivePolicy::new(Arc::new(NativeDefault));
         let mut seat = PolicySeat::live(live.clone());
