@@ -98,3 +98,36 @@ func TestAPairWithAnotherProtocolMajorIsRefused(t *testing.T) {
 		t.Fatal("a first line that is not a hello was taken")
 	}
 }
+
+func TestWhatARestartReSendsMirrorsTheGatesTerm(t *testing.T) {
+	st := newState()
+	st.record(PodsDiscovered{Pods: []string{"a", "b", "c"}})
+	st.record(&Applied{Pod: "b", Plan: "plan-1"})
+	st.record(Applied{Pod: "a", Plan: "plan-1"})
+	st.record(Applied{Pod: "a", Plan: "plan-2", RunningPlan: "plan-1"})
+	st.record(Applied{Pod: "c", Plan: "plan-1"})
+	st.record(PodTerminated{Pod: "b"})
+	st.record(PodsDiscovered{Pods: []string{"a", "d"}}) // c is forgotten
+	st.record(Rendered{Plan: "plan-1", Render: "r-1"})
+	st.record(&Rendered{Plan: "plan-2", Render: "r-2"})
+	var got []string
+	for _, ev := range st.replay() {
+		line, err := Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(line))
+	}
+	want := []string{
+		`{"type":"pods_discovered","pods":["a","d"]}`,
+		`{"type":"applied","pod":"a","plan":"plan-2","running_plan":"plan-1"}`,
+		`{"type":"rendered","plan":"plan-2","render":"r-2","config":"","files":[]}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("re-sent:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	st.record(LostLeadership{})
+	if events := st.replay(); len(events) != 0 {
+		t.Fatalf("a new term re-sends nothing, got %+v", events)
+	}
+}
