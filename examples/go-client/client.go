@@ -1,0 +1,630 @@
+// The client: one `serve` process (or any reader/writer pair) behind Send
+// and Next, restarted with its state re-sent when it dies (see doc.go).
+
+package rendergate
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options says how Start runs `serve`.
+type Options struct {
+	// Binary is the rendergate executable; "rendergate" (looked up on
+	// PATH) when empty.
+	Binary string
+	// Args come after `serve`, e.g. {"--haproxy", "/usr/sbin/haproxy",
+	// "--start-held"}.
+	Args []string
+	// Stderr receives serve's logs; nil discards them.
+	Stderr io.Writer
+	// RestartDelay is how long the client waits after serve died before
+	// starting it again; 500ms when zero.
+	RestartDelay time.Duration
+}
+
+// UnsupportedProtocolError refuses a gate whose protocol major this
+// package does not know.
+type UnsupportedProtocolError struct {
+	Hello Hello
+}
+
+func (e *UnsupportedProtocolError) Error() string {
+	return fmt.Sprintf("rendergate: serve speaks protocol %d (version %s); this client knows protocol %d",
+		e.Hello.Protocol, e.Hello.Version, ProtocolMajor)
+}
+
+// ProtocolMajor is the protocol major this package speaks.
+const ProtocolMajor = 1
+
+// ErrClosed is returned by Send after Close.
+var ErrClosed = errors.New("rendergate: client closed")
+
+// ErrEnded is the end of a stream that was not closed by Close: the
+// reader of a New client reached its end.
+var ErrEnded = errors.New("rendergate: serve's output ended before Close")
+
+// queueSize bounds the lines waiting for the writer; a full queue blocks
+// Send (back-pressure from a gate that is not reading).
+const queueSize = 64
+
+// Client talks to one gate. Its methods are safe for concurrent use.
+type Client struct {
+	opts   *Options // nil for New: no process, no restart
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	out  chan Output
+	done chan struct{} // closed once out is closed and err set
+	err  error         // why the stream ended; nil for a clean Close
+
+	// mu orders Send's state updates and enqueues with a restart's re-send.
+	mu      sync.Mutex
+	state   state
+	queue   chan queued
+	closing bool
+
+	// smu guards the current session and its hello.
+	smu   sync.Mutex
+	sess  *session
+	hello Hello
+}
+
+// A session is one gate: a process (or New's pair) and its generation.
+type session struct {
+	gen   int
+	cmd   *exec.Cmd // nil for New
+	stdin io.Writer
+	lines *bufio.Reader
+}
+
+// queued is one line for the writer; a nil line closes the gate's input.
+type queued struct {
+	gen  int
+	line []byte
+}
+
+// Start runs `Binary serve Args...`, reads its hello and checks the
+// protocol major. Cancelling ctx stops the gate (SIGTERM) and ends the
+// client with ctx's error.
+func Start(ctx context.Context, opts Options) (*Client, error) {
+	if opts.Binary == "" {
+		opts.Binary = "rendergate"
+	}
+	if opts.RestartDelay == 0 {
+		opts.RestartDelay = 500 * time.Millisecond
+	}
+	c := newClient(ctx, &opts)
+	s, hello, err := c.spawn(1)
+	if err != nil {
+		c.cancel()
+		return nil, err
+	}
+	c.begin(s, hello)
+	go func() {
+		select {
+		case <-c.ctx.Done():
+			c.current().terminate()
+		case <-c.done:
+		}
+	}()
+	return c, nil
+}
+
+// New wraps a gate reachable through a reader (its output) and a writer
+// (its input), reads its hello and checks the protocol major. Close closes
+// w when it is an io.Closer. A New client never restarts anything.
+func New(r io.Reader, w io.Writer) (*Client, error) {
+	c := newClient(context.Background(), nil)
+	s := &session{gen: 1, stdin: w, lines: bufio.NewReaderSize(r, 1<<20)}
+	hello, err := readHello(s.lines)
+	if err != nil {
+		c.cancel()
+		return nil, err
+	}
+	c.begin(s, hello)
+	return c, nil
+}
+
+func newClient(ctx context.Context, opts *Options) *Client {
+	ctx, cancel := context.WithCancel(ctx)
+	return &Client{
+		opts:   opts,
+		ctx:    ctx,
+		cancel: cancel,
+		out:    make(chan Output),
+		done:   make(chan struct{}),
+		queue:  make(chan queued, queueSize),
+		state:  newState(),
+	}
+}
+
+func (c *Client) begin(s *session, hello Hello) {
+	c.sess, c.hello = s, hello
+	go c.read(s)
+	go c.write()
+}
+
+// Hello is the current gate's hello (a restarted gate's after a restart).
+func (c *Client) Hello() Hello {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	return c.hello
+}
+
+// Pid is the current serve process's id; 0 for a New client.
+func (c *Client) Pid() int {
+	s := c.current()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+func (c *Client) current() *session {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	return c.sess
+}
+
+// Send queues ev for the gate and records what a restarted gate must be
+// told again. It blocks while the queue is full (the gate is not reading,
+// usually because nobody reads its outputs) until ctx is done. A line
+// queued for a gate that dies before reading it is not lost: what the gate
+// must know is re-sent on restart.
+func (c *Client) Send(ctx context.Context, ev Event) error {
+	line, err := Marshal(ev)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return ErrClosed
+	}
+	select {
+	case <-c.done:
+		return c.end()
+	default:
+	}
+	select {
+	case c.queue <- queued{gen: c.current().gen, line: append(line, '\n')}:
+		c.state.record(ev)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return c.end()
+	}
+}
+
+// Next returns the next output, blocking until one comes or ctx is done.
+// After the stream ended it returns io.EOF (a clean Close) or why it
+// ended.
+func (c *Client) Next(ctx context.Context) (Output, error) {
+	select {
+	case o, ok := <-c.out:
+		if !ok {
+			return nil, c.end()
+		}
+		return o, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *Client) end() error {
+	<-c.done
+	if c.err == nil {
+		return io.EOF
+	}
+	return c.err
+}
+
+// Close closes the gate's input once every line sent before it is
+// written, then collects every output still to come until the gate has
+// drained and exited, and returns them: outputs are never dropped (those a
+// concurrent Next takes are its, not in the slice). The error is why the
+// stream ended (nil when serve exited 0), or ctx's.
+func (c *Client) Close(ctx context.Context) ([]Output, error) {
+	c.mu.Lock()
+	first := !c.closing
+	c.closing = true
+	gen := c.current().gen
+	c.mu.Unlock()
+	if first {
+		// The queue may be full behind a gate waiting for its outputs to
+		// be read: queue the end while this goroutine reads them.
+		go func() {
+			select {
+			case c.queue <- queued{gen: gen}:
+			case <-c.done:
+			}
+		}()
+	}
+	var rest []Output
+	for {
+		select {
+		case o, ok := <-c.out:
+			if !ok {
+				return rest, c.err
+			}
+			rest = append(rest, o)
+		case <-ctx.Done():
+			return rest, ctx.Err()
+		}
+	}
+}
+
+// write writes queued lines to the current gate, in order, dropping lines
+// queued for a gate that has since died (restart re-sent their state).
+func (c *Client) write() {
+	for {
+		select {
+		case q := <-c.queue:
+			s := c.current()
+			if q.gen != s.gen {
+				continue
+			}
+			if q.line == nil {
+				if closer, ok := s.stdin.(io.Closer); ok {
+					closer.Close()
+				}
+				continue
+			}
+			// A failed write means the gate is gone: its reader sees the
+			// end and restarts it or ends the client.
+			s.stdin.Write(q.line)
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// read delivers every output of the gate, and restarts a Start-ed gate
+// that ends before Close.
+func (c *Client) read(s *session) {
+	for {
+		err := c.pump(s)
+		if err != nil && !errors.Is(err, io.EOF) {
+			s.terminate()
+		}
+		exit := s.wait()
+		if err == nil || errors.Is(err, io.EOF) {
+			err = exit
+		}
+		c.mu.Lock()
+		closing := c.closing
+		c.mu.Unlock()
+		switch {
+		case c.ctx.Err() != nil:
+			c.finish(c.ctx.Err())
+			return
+		case closing:
+			c.finish(err)
+			return
+		case c.opts == nil:
+			if err == nil {
+				err = ErrEnded
+			}
+			c.finish(err)
+			return
+		}
+		next, restarted, rerr := c.restart(s, err)
+		if rerr != nil {
+			c.finish(rerr)
+			return
+		}
+		// When cancelled, the next turn ends the client with next's exit.
+		c.deliver(restarted)
+		s = next
+	}
+}
+
+func (c *Client) finish(err error) {
+	c.err = err
+	c.cancel()
+	close(c.out)
+	close(c.done)
+}
+
+func (c *Client) deliver(o Output) bool {
+	select {
+	case c.out <- o:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// pump reads s's lines until its end and delivers them as outputs. A
+// verdict takes with it the group lines already buffered behind it (see
+// doc.go, "Verdict groups").
+func (c *Client) pump(s *session) error {
+	var pending []byte
+	for {
+		line := pending
+		pending = nil
+		if line == nil {
+			var err error
+			if line, err = readLine(s.lines); err != nil {
+				return err
+			}
+		}
+		out, verdict, err := parseLine(line)
+		if err != nil {
+			return err
+		}
+		if verdict != nil {
+			group := &VerdictGroup{Verdict: *verdict}
+			out = group
+			last := 0
+			for s.lines.Buffered() > 0 {
+				next, err := readLine(s.lines)
+				if err != nil {
+					c.deliver(group)
+					return err
+				}
+				o, v, err := parseLine(next)
+				if err != nil {
+					c.deliver(group)
+					return err
+				}
+				if v == nil && o == nil {
+					continue // unknown type
+				}
+				joined := false
+				if v == nil {
+					last, joined = group.join(o, last)
+				}
+				if !joined {
+					pending = next
+					break
+				}
+			}
+		}
+		if out == nil {
+			continue
+		}
+		if !c.deliver(out) {
+			return c.ctx.Err()
+		}
+	}
+}
+
+// readLine returns the next non-blank line, without its end.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			line = line[:len(line)-1]
+		}
+		if len(line) > 0 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+		if len(line) > 0 {
+			return line, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readHello reads the first line and checks it is a hello in a protocol
+// major this package knows.
+func readHello(r *bufio.Reader) (Hello, error) {
+	line, err := readLine(r)
+	if err != nil {
+		return Hello{}, fmt.Errorf("rendergate: no hello from serve: %w", err)
+	}
+	var h struct {
+		Type string `json:"type"`
+		Hello
+	}
+	if err := json.Unmarshal(line, &h); err != nil || h.Type != "hello" {
+		return Hello{}, fmt.Errorf("rendergate: serve's first line is not a hello: %.200q", line)
+	}
+	if h.Protocol != ProtocolMajor {
+		return Hello{}, &UnsupportedProtocolError{Hello: h.Hello}
+	}
+	return h.Hello, nil
+}
+
+// spawn starts serve as generation gen and reads its hello.
+func (c *Client) spawn(gen int) (*session, Hello, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, Hello{}, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, Hello{}, err
+	}
+	cmd := exec.Command(c.opts.Binary, append([]string{"serve"}, c.opts.Args...)...)
+	cmd.Stdin = inR
+	cmd.Stderr = c.opts.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, Hello{}, err
+	}
+	err = cmd.Start()
+	inR.Close()
+	if err != nil {
+		inW.Close()
+		return nil, Hello{}, fmt.Errorf("rendergate: start %s: %w", c.opts.Binary, err)
+	}
+	s := &session{gen: gen, cmd: cmd, stdin: inW, lines: bufio.NewReaderSize(stdout, 1<<20)}
+	type result struct {
+		hello Hello
+		err   error
+	}
+	got := make(chan result, 1)
+	go func() {
+		h, err := readHello(s.lines)
+		got <- result{h, err}
+	}()
+	var r result
+	select {
+	case r = <-got:
+	case <-c.ctx.Done():
+		r.err = c.ctx.Err()
+	}
+	if r.err != nil {
+		s.terminate()
+		inW.Close()
+		s.wait()
+		return nil, Hello{}, r.err
+	}
+	return s, r.hello, nil
+}
+
+// restart starts a new gate after old ended with cause, re-sends what the
+// gate must know, and returns the value that tells the controller so.
+func (c *Client) restart(old *session, cause error) (*session, *Restarted, error) {
+	select {
+	case <-time.After(c.opts.RestartDelay):
+	case <-c.ctx.Done():
+		return nil, nil, c.ctx.Err()
+	}
+	s, hello, err := c.spawn(old.gen + 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.smu.Lock()
+	c.sess, c.hello = s, hello
+	c.smu.Unlock()
+	restarted := &Restarted{Hello: hello, Cause: cause}
+	for _, ev := range c.state.replay() {
+		if r, ok := ev.(Rendered); ok {
+			restarted.HoldPlan, restarted.HoldRender = r.Plan, r.Render
+		}
+		line, err := Marshal(ev)
+		if err != nil {
+			return nil, nil, err
+		}
+		select {
+		case c.queue <- queued{gen: s.gen, line: append(line, '\n')}:
+		case <-c.ctx.Done():
+			return nil, nil, c.ctx.Err()
+		}
+	}
+	if c.closing {
+		// Close came while serve was down: its end is for this gate too.
+		go func() {
+			select {
+			case c.queue <- queued{gen: s.gen}:
+			case <-c.done:
+			}
+		}()
+	}
+	return s, restarted, nil
+}
+
+func (s *session) terminate() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+	}
+}
+
+// wait waits for the process's exit; nil for New's pair.
+func (s *session) wait() error {
+	if s.cmd == nil {
+		return nil
+	}
+	if closer, ok := s.stdin.(io.Closer); ok {
+		closer.Close()
+	}
+	return s.cmd.Wait()
+}
+
+// state mirrors what the gate knows and a restarted gate must be told
+// again: the pods, each pod's last applied, the newest render. It is reset
+// with the gate's term on LostLeadership.
+type state struct {
+	discovered []string // nil: no pods_discovered since the term began
+	applied    map[string]Applied
+	newest     *Rendered
+}
+
+func newState() state {
+	return state{applied: map[string]Applied{}}
+}
+
+func (st *state) record(ev Event) {
+	switch e := ev.(type) {
+	case *Rendered:
+		st.record(*e)
+	case *Applied:
+		st.record(*e)
+	case *PodTerminated:
+		st.record(*e)
+	case *PodsDiscovered:
+		st.record(*e)
+	case *LostLeadership:
+		st.record(*e)
+	case Rendered:
+		st.newest = &e
+	case Applied:
+		st.applied[e.Pod] = e
+	case PodTerminated:
+		delete(st.applied, e.Pod)
+		if st.discovered != nil {
+			kept := []string{}
+			for _, p := range st.discovered {
+				if p != e.Pod {
+					kept = append(kept, p)
+				}
+			}
+			st.discovered = kept
+		}
+	case PodsDiscovered:
+		listed := map[string]bool{}
+		for _, p := range e.Pods {
+			listed[p] = true
+		}
+		for p := range st.applied {
+			if !listed[p] {
+				delete(st.applied, p)
+			}
+		}
+		st.discovered = append([]string{}, e.Pods...)
+	case LostLeadership:
+		*st = newState()
+	}
+}
+
+// replay is the events that tell a fresh gate what this one knew: the
+// pods discovered, each pod's last applied (by pod name), the newest
+// render last.
+func (st *state) replay() []Event {
+	var events []Event
+	if st.discovered != nil {
+		events = append(events, PodsDiscovered{Pods: st.discovered})
+	}
+	pods := make([]string, 0, len(st.applied))
+	for p := range st.applied {
+		pods = append(pods, p)
+	}
+	sort.Strings(pods)
+	for _, p := range pods {
+		events = append(events, st.applied[p])
+	}
+	if st.newest != nil {
+		events = append(events, *st.newest)
+	}
+	return events
+}

@@ -1,0 +1,3 @@
+module rendergate.example/client
+
+go 1.19
