@@ -143,6 +143,9 @@ impl LineReader {
         &mut self,
         input: &mut R,
     ) -> io::Result<Option<Line<'_>>> {
+        // The last line is done with: give back a big line's buffer before
+        // waiting, not when the next byte comes (an idle gate holds nothing).
+        self.forget_line();
         loop {
             let chunk = input.fill_buf().await?;
             if chunk.is_empty() {
@@ -159,6 +162,13 @@ impl LineReader {
     fn finish_line(&mut self) {
         self.number += 1;
         self.ended = true;
+    }
+
+    /// Drops the line just read, if any, giving back a big buffer now.
+    pub fn forget_line(&mut self) {
+        if self.ended {
+            self.start_next();
+        }
     }
 
     fn start_next(&mut self) {

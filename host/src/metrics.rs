@@ -81,7 +81,7 @@ impl Metrics {
         let latch = Family::<ReasonLabel, Gauge>::default();
         registry.register(
             "rendergate_latch_state",
-            "1 for the latch's state: reason=none is optimistic, refused or unavailable is pessimistic for that reason",
+            "1 for the latch's state: reason=none is optimistic; refused, unavailable or term-start is pessimistic for that reason",
             latch.clone(),
         );
         let checks = Family::<OutcomeLabel, Counter>::default();

@@ -6,7 +6,7 @@
 //! input:
 //!
 //! ```text
-//! {"recording":"rendergate","version":1,"started_unix_ms":1735689600000}
+//! {"recording":"rendergate","version":2,"started_unix_ms":1735689600000}
 //! {"at_ms":0,"outputs":0,"line":"{\"type\":\"pods_discovered\",\"pods\":[\"ns/a\"]}"}
 //! {"at_ms":40,"outputs":3,"line":"{not json"}
 //! {"at_ms":41,"outputs":4,"bytes":"7b2274797065223aff"}
@@ -17,8 +17,8 @@
 //! - `at_ms`: milliseconds since the recording started, when the line
 //!   arrived;
 //! - `outputs`: how many output lines `serve` had written by then, its
-//!   `hello` included (a recording made before `hello` existed counts one
-//!   fewer, and its replay feeds each line one output early). Replay
+//!   `hello` included (version 1, made before `hello`, counts one fewer;
+//!   replay adds it back). Replay
 //!   feeds each line once its own run has written as many, so the checks
 //!   finish on the same side of each input line as they did live, and the
 //!   outputs are the same without waiting out the recorded gaps;
@@ -51,8 +51,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The `recording` value of a recording's first line.
 pub const FORMAT: &str = "rendergate";
-/// The version of the format this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The version of the format this build writes. Version 2's `outputs`
+/// counts include `serve`'s `hello`; version 1 (before `hello`) is read too,
+/// its counts one lower ([`Header::outputs_before_hello`]).
+pub const VERSION: u32 = 2;
 
 /// What is wrong with a recording's header or record.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +92,14 @@ pub struct Header {
     pub recording: String,
     pub version: u32,
     pub started_unix_ms: u64,
+}
+
+impl Header {
+    /// What to add to each record's `outputs` to count as this build does:
+    /// 1 for a version-1 recording, made before `serve` wrote `hello`.
+    pub fn outputs_before_hello(&self) -> u64 {
+        u64::from(self.version == 1)
+    }
 }
 
 /// What one record holds.
@@ -205,7 +215,7 @@ pub fn header(text: &str) -> Result<Option<Header>, RecordError> {
         return Ok(None);
     }
     let header: Header = serde_json::from_value(value).map_err(RecordError::Header)?;
-    if header.recording != FORMAT || header.version != VERSION {
+    if header.recording != FORMAT || !(1..=VERSION).contains(&header.version) {
         return Err(RecordError::Version { format: header.recording, version: header.version });
     }
     Ok(Some(header))
@@ -360,6 +370,7 @@ impl<R> RecordedInput<R> {
             bytes = &bytes[used..];
             if done && let Some(line) = lines.line() {
                 recorder.record(Held::from(line));
+                lines.forget_line(); // recorded: a big line is not kept
             }
         }
     }
@@ -497,6 +508,10 @@ mod tests {
                 .is_some()
         );
         assert!(header(r#"{"recording":"rendergate","version":99,"started_unix_ms":5}"#).is_err());
+        let v1 = header(r#"{"recording":"rendergate","version":1,"started_unix_ms":5}"#).unwrap();
+        assert_eq!(v1.map(|h| h.outputs_before_hello()), Some(1), "version 1 lacks hello");
+        let v2 = header(r#"{"recording":"rendergate","version":2,"started_unix_ms":5}"#).unwrap();
+        assert_eq!(v2.map(|h| h.outputs_before_hello()), Some(0));
     }
 
     #[tokio::test]

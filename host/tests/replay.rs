@@ -112,7 +112,7 @@ fn a_replayed_recording_gives_the_live_outputs() {
     let text = std::fs::read_to_string(&recording).unwrap();
     let records: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(records[0]["recording"], "rendergate");
-    assert_eq!(records[0]["version"], 1);
+    assert_eq!(records[0]["version"], 2);
     let lines: Vec<&str> = records[1..].iter().filter_map(|r| r["line"].as_str()).collect();
     assert_eq!(lines.len(), 11, "{text}");
     assert_eq!(lines[4], "{not json");

@@ -455,7 +455,7 @@ fn on_guest_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
         return f();
     }
     std::thread::scope(|scope| {
-        let helper = std::thread::Builder::new().name("rendergate-policy-load".into());
+        let helper = std::thread::Builder::new().name("rg-policy-load".into());
         let joined = helper.spawn_scoped(scope, f).expect("start a policy helper thread").join();
         joined.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })

@@ -1,8 +1,8 @@
 //! The epoch ticker: a thread that advances an engine's epoch, so a guest
 //! that spins is stopped at its deadline, running only while a component of
-//! that engine is loaded. A gate with the built-in default, or one whose
-//! last component was replaced, keeps no thread waking a thousand times a
-//! second.
+//! that engine is loaded. A gate with the built-in default keeps no thread
+//! waking a thousand times a second; a reload hands the ticker from the old
+//! component to the new one (same engine), so it keeps running then.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};

@@ -12,11 +12,11 @@ use std::collections::BTreeSet;
 /// expected (its `notes` are never compared). The types are policy-core's,
 /// read as JSON through its `serde` feature.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Case {
     pub name: String,
     pub trigger: Trigger,
     pub fleet: Fleet,
-    #[serde(default)]
     pub expect: Decision,
 }
 

@@ -42,7 +42,7 @@ impl PolicyWorker {
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         let (done, results) = mpsc::unbounded_channel();
         std::thread::Builder::new()
-            .name("rendergate-policy".into())
+            .name("rg-policy".into()) // thread names: 15 bytes at most (epoch.rs)
             .spawn(move || {
                 for job in queue {
                     let decided = settle(&mut seat, job.seq, &job.trigger, &job.fleet, &metrics);

@@ -184,8 +184,10 @@ fn fail(error: &anyhow::Error, code: u8) -> ExitCode {
 fn init_logging(format: &str, level: Option<&str>) -> anyhow::Result<()> {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
+        // The parse error already ends with its cause: kept as one message,
+        // not a chain that `{:#}` would print twice.
         Some(directives) => EnvFilter::try_new(directives)
-            .with_context(|| format!("--log-level: {directives:?}"))?,
+            .map_err(|e| anyhow::anyhow!("--log-level {directives:?}: {e}"))?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
     let builder = tracing_subscriber::fmt()

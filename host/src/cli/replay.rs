@@ -220,7 +220,10 @@ impl Feeder {
             _ => None,
         };
         let fed = match header {
-            Some(_) => self.feed_recording(lines, file, &mut input, &mut progress).await?,
+            Some(header) => {
+                let missing = header.outputs_before_hello();
+                self.feed_recording(lines, file, missing, &mut input, &mut progress).await?
+            }
             None => {
                 if self.realtime {
                     tracing::warn!(
@@ -241,6 +244,7 @@ impl Feeder {
         &self,
         mut lines: LineReader,
         mut file: BufReader<tokio::fs::File>,
+        missing_hello: u64,
         input: &mut DuplexStream,
         progress: &mut watch::Receiver<Progress>,
     ) -> anyhow::Result<Result<(), Closed>> {
@@ -271,7 +275,7 @@ impl Feeder {
             let entry = Entry::parse(text).with_context(|| format!("line {number}"))?;
             if self.realtime {
                 tokio::time::sleep_until(self.start + entry.at).await;
-            } else if let Some(outputs) = entry.outputs {
+            } else if let Some(outputs) = entry.outputs.map(|n| n + missing_hello) {
                 let target = outputs.saturating_sub(lag);
                 let gap = entry.at.saturating_sub(previous).max(self.settle);
                 let reached = tokio::time::timeout(gap, progress.wait_for(|p| p.lines >= target))
