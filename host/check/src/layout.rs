@@ -169,7 +169,7 @@ fn add<'a>(
 }
 
 /// The path's place in the check directory, as normal components
-/// (docs/behaviour.md, "Files of a render").
+/// (docs/checking.md, "The check directory").
 fn resolve(kind: FileKind, path: &str, limits: PathLimits) -> Result<Vec<&str>, RenderPathError> {
     let err_path = || path.to_owned();
     // First, so that nothing else reads a path of any length.

@@ -29,7 +29,7 @@ impl FileKind {
         }
     }
 
-    /// The kind's directory inside the check directory (docs/behaviour.md, "Files of a render").
+    /// The kind's directory inside the check directory (docs/checking.md, "The check directory").
     pub fn directory(self) -> &'static str {
         match self {
             FileKind::Map => "maps",
