@@ -10,6 +10,7 @@ mod support;
 mod binary_changes;
 mod check_command;
 mod core_contract;
+mod deploy_kit;
 mod hello;
 mod input_lines;
 mod integrity;
