@@ -454,6 +454,10 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
     };
     let mut gate = Gate::new(config, JUDGES[0]);
     let mut model = Model::new(s.interval, s.memory, s.plan_history, s.start_held);
+    // A held gate says so before any input (docs/behaviour.md, "Term start"),
+    // as a driver polls it before its first event.
+    let initial: Vec<Seen> = std::iter::from_fn(|| gate.poll_effect()).map(seen).collect();
+    prop_assert_eq!(initial, std::mem::take(&mut model.effects), "effects at start differ");
     let mut now = Instant::now();
     let mut seq = 0u64;
     let mut sent: Vec<(u8, u8, u8)> = vec![];
