@@ -87,9 +87,7 @@ impl LineReader {
         if chunk.is_empty() {
             return (0, false);
         }
-        if self.ended {
-            self.start_next();
-        }
+        self.forget_line();
         self.started = true;
         let (part, done) = match memchr::memchr(b'\n', chunk) {
             Some(at) => (&chunk[..at], true),

@@ -12,7 +12,6 @@ use std::collections::BTreeSet;
 /// expected (its `notes` are never compared). The types are policy-core's,
 /// read as JSON through its `serde` feature.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Case {
     pub name: String,
     pub trigger: Trigger,
