@@ -22,7 +22,7 @@
  * A fixture file's cases (the parsed JSON array), as a policy sees them. As
  * on the host, `name`, `trigger`, `fleet` and `expect` are required, and an
  * absent list or optional field inside them is empty or `null`.
- * @param {unknown[]} cases
+ * @param {any[]} cases the parsed JSON array
  * @returns {FixtureCase[]}
  */
 export function readCases(cases) {
@@ -39,12 +39,8 @@ export function readCases(cases) {
         refusedPlans: c.fleet.refused_plans ?? [],
       },
       expect: {
-        promote: (c.expect.promote ?? []).map(({ pod, plan }) => ({ pod, plan })),
-        revert: (c.expect.revert ?? []).map(({ pod, plan, target }) => ({
-          pod,
-          plan,
-          target: revertTarget(target),
-        })),
+        promote: (c.expect.promote ?? []).map(promoteItem),
+        revert: (c.expect.revert ?? []).map(revertItem),
       },
     };
   });
@@ -66,6 +62,10 @@ export function itemsOf(decision) {
   return [...new Set([...promote, ...revert])].sort();
 }
 
+/**
+ * @param {any} t
+ * @returns {Trigger}
+ */
 function trigger(t) {
   const tags = Object.keys(t);
   if (tags.length !== 1) throw new Error(`a trigger is {"verdict":…} or {"applied":…}, not ${tags}`);
@@ -88,7 +88,26 @@ function trigger(t) {
   throw new Error(`unknown trigger ${tags[0]}`);
 }
 
-/** @returns {PodState} */
+/**
+ * @param {any} p
+ * @returns {import("./policy.js").Promote}
+ */
+function promoteItem(p) {
+  return { pod: p.pod, plan: p.plan };
+}
+
+/**
+ * @param {any} r
+ * @returns {import("./policy.js").Revert}
+ */
+function revertItem(r) {
+  return { pod: r.pod, plan: r.plan, target: revertTarget(r.target) };
+}
+
+/**
+ * @param {any} p
+ * @returns {PodState}
+ */
 function podState(p) {
   return {
     pod: p.pod,
@@ -98,7 +117,10 @@ function podState(p) {
   };
 }
 
-/** @returns {RevertTarget} */
+/**
+ * @param {any} t
+ * @returns {RevertTarget}
+ */
 function revertTarget(t) {
   if (t === "baseline") return { tag: "baseline" };
   if (t && typeof t.plan === "string") return { tag: "plan", val: t.plan };

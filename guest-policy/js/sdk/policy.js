@@ -78,7 +78,10 @@
  * @property {string[]} notes
  */
 
-/** The revert target `baseline`. @type {RevertTarget} */
+/**
+ * The revert target `baseline`.
+ * @type {RevertTarget}
+ */
 export const BASELINE = Object.freeze({ tag: "baseline" });
 
 /**
@@ -219,8 +222,8 @@ export function note(decision, text) {
  */
 export function defaultDecision(trigger, fleet) {
   const decision = emptyDecision();
-  const verdict = verdictOf(trigger);
-  if (verdict) {
+  if (trigger.tag === "verdict") {
+    const verdict = trigger.val;
     if (verdict.outcome === "passed") {
       for (const pod of podsHolding(fleet, verdict.plan)) {
         promoteUnlessBaseline(decision, pod, verdict.plan);
@@ -232,7 +235,7 @@ export function defaultDecision(trigger, fleet) {
     }
     return decision;
   }
-  const pod = appliedOf(trigger);
+  const pod = trigger.val;
   const plan = pod.appliedPlan;
   if (plan !== null) {
     if (isPassed(fleet, plan)) promoteUnlessBaseline(decision, pod, plan);
@@ -241,12 +244,22 @@ export function defaultDecision(trigger, fleet) {
   return decision;
 }
 
-/** policy-core's `push_promote`: a baseline already on the plan needs nothing. */
+/**
+ * policy-core's `push_promote`: a baseline already on the plan needs nothing.
+ * @param {Decision} decision
+ * @param {PodState} pod
+ * @param {string} plan
+ */
 function promoteUnlessBaseline(decision, pod, plan) {
   if (pod.baselinePlan !== plan) promote(decision, pod, plan);
 }
 
-/** policy-core's `push_revert`: a pod whose own HAProxy loaded the plan stays. */
+/**
+ * policy-core's `push_revert`: a pod whose own HAProxy loaded the plan stays.
+ * @param {Decision} decision
+ * @param {PodState} pod
+ * @param {string} plan
+ */
 function revertUnlessRunning(decision, pod, plan) {
   if (!runs(pod, plan)) revert(decision, pod, plan);
 }
