@@ -45,6 +45,18 @@ fi
 for js in "${policies[@]}"; do
     name="$(basename "$js" .js)"
     wasm="$out/$name.javascript.wasm"
+    # componentize-qjs builds a module that lacks an export, and `policy
+    # check` passes it (the function is looked up per call): every decision
+    # would trap. The module is plain JavaScript, so Node can tell first.
+    if ! node --input-type=module -e '
+        const m = await import(process.argv[1]);
+        const missing = ["name", "decide"].filter((f) => typeof m[f] !== "function");
+        if (missing.length) {
+            console.error(`error: ${process.argv[1]} exports no function ${missing.join(", ")}`);
+            process.exit(1);
+        }' "$js"; then
+        exit 1
+    fi
     # --sync: the host runs without the component model's async ABI, which
     # the default runtime needs. --module-root: the policy's imports
     # (./sdk/policy.js) resolve inside this folder, at build time.
