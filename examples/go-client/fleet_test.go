@@ -127,20 +127,54 @@ func TestFleetUnderTraffic(t *testing.T) {
 func BenchmarkExposure(b *testing.B) {
 	backends := fleetBackends(b, 1000)
 	hap := fleetHAProxy(b)
-	var windows, bares, verdicts, applieds []time.Duration
+	bin := binary(b)
+	var windows, bares, verdicts, applieds, alones []time.Duration
 	for i := 0; i < b.N; i++ {
 		ep := runFleet(b, backends)
 		bare := bareCheck(b, hap, ep.bad, 3)
-		b.Logf("run %d: window %.1f ms, bare haproxy -c %.1f ms (verdict %.1f ms, last report %.1f ms)",
-			i+1, ms(ep.window), ms(bare), ms(ep.verdict), ms(ep.applied))
+		alone := gateAlone(b, bin, hap, backends, ep.bad)
+		b.Logf("run %d: window %.1f ms, bare haproxy -c %.1f ms (verdict %.1f ms, last report %.1f ms; "+
+			"verdict of an idle gate %.1f ms)", i+1, ms(ep.window), ms(bare), ms(ep.verdict), ms(ep.applied), ms(alone))
 		windows, bares = append(windows, ep.window), append(bares, bare)
 		verdicts, applieds = append(verdicts, ep.verdict), append(applieds, ep.applied)
+		alones = append(alones, alone)
 	}
 	b.ReportMetric(ms(median(windows)), "window-ms")
 	b.ReportMetric(ms(median(bares)), "bare-check-ms")
 	b.ReportMetric(ms(median(windows))-ms(median(bares)), "window-minus-bare-ms")
 	b.ReportMetric(ms(median(verdicts)), "verdict-ms")
 	b.ReportMetric(ms(median(applieds)), "last-report-ms")
+	b.ReportMetric(ms(median(alones)), "idle-gate-verdict-ms")
+}
+
+// gateAlone is the gate's own share of the window: the time from sending
+// bad to its verdict on a serve with no pods reloading and no traffic,
+// after one good render (as in the episode, where plan-1 came first).
+func gateAlone(t testing.TB, bin, hap string, backends int, bad Rendered) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	gate, err := Start(ctx, Options{Binary: bin, Args: []string{"--haproxy", hap, "--check-interval", "0s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close(ctx)
+	verdict := func(r Rendered) time.Duration {
+		start := time.Now()
+		if err := gate.Send(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			o, err := gate.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, ok := o.(*VerdictGroup); ok && g.Verdict.Render == r.Render {
+				return time.Since(start)
+			}
+		}
+	}
+	verdict(fleetRender("plan-1", "r-1", backends, "127.0.0.1:9", false))
+	return verdict(bad)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
