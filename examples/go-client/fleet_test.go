@@ -128,16 +128,18 @@ func BenchmarkExposure(b *testing.B) {
 	backends := fleetBackends(b, 1000)
 	hap := fleetHAProxy(b)
 	bin := binary(b)
-	var windows, bares, verdicts, applieds, alones []time.Duration
+	var windows, bares, verdicts, applieds, alones, refusals []time.Duration
 	for i := 0; i < b.N; i++ {
 		ep := runFleet(b, backends)
 		bare := bareCheck(b, hap, ep.bad, 3)
 		alone := gateAlone(b, bin, hap, backends, ep.bad)
+		refusal := podAlone(b, hap, backends, ep.bad)
 		b.Logf("run %d: window %.1f ms, bare haproxy -c %.1f ms (verdict %.1f ms, last report %.1f ms; "+
-			"verdict of an idle gate %.1f ms)", i+1, ms(ep.window), ms(bare), ms(ep.verdict), ms(ep.applied), ms(alone))
+			"verdict of an idle gate %.1f ms, refused reload of an idle pod %.1f ms)",
+			i+1, ms(ep.window), ms(bare), ms(ep.verdict), ms(ep.applied), ms(alone), ms(refusal))
 		windows, bares = append(windows, ep.window), append(bares, bare)
 		verdicts, applieds = append(verdicts, ep.verdict), append(applieds, ep.applied)
-		alones = append(alones, alone)
+		alones, refusals = append(alones, alone), append(refusals, refusal)
 	}
 	b.ReportMetric(ms(median(windows)), "window-ms")
 	b.ReportMetric(ms(median(bares)), "bare-check-ms")
@@ -145,6 +147,21 @@ func BenchmarkExposure(b *testing.B) {
 	b.ReportMetric(ms(median(verdicts)), "verdict-ms")
 	b.ReportMetric(ms(median(applieds)), "last-report-ms")
 	b.ReportMetric(ms(median(alones)), "idle-gate-verdict-ms")
+	b.ReportMetric(ms(median(refusals)), "idle-pod-refusal-ms")
+}
+
+// podAlone is the pods' own share of the window: how long one pod, with
+// no other pod, gate or traffic beside it, takes to write bad, have its
+// HAProxy refuse the reload and know it.
+func podAlone(tb testing.TB, hap string, backends int, bad Rendered) time.Duration {
+	t := &scoped{TB: tb}
+	defer t.close()
+	p := startPod(t, hap, t.TempDir(), "alone", fleetRender("plan-1", "r-1", backends, "127.0.0.1:9", false))
+	start := time.Now()
+	if _, loaded, err := p.apply(bad); err != nil || loaded {
+		t.Fatalf("the idle pod must refuse plan-2: loaded %v, %v", loaded, err)
+	}
+	return time.Since(start)
 }
 
 // gateAlone is the gate's own share of the window: the time from sending
