@@ -3,15 +3,17 @@
 // that directory, reloads HAProxy, keeps the rollback baseline and reports
 // what it holds, as a HAPTIC pod's agent does.
 //
-// Reloads go through the master CLI's `reload` command, not `-sf`: the pod
-// runs the master-worker model HAPTIC's pods run (the master owns the
-// listening sockets and hands them to each new worker, so a reload never
-// closes them), and `reload` is what the HAProxy Data Plane API, HAPTIC's
-// agent, sends to a master-worker HAProxy. `-sf` starts a separate new
-// process per reload instead, which is the older daemon model. With a
-// config HAProxy refuses, the master keeps its current worker (and its
-// config) running and counts the reload as failed in `show proc`, which is
-// how the agent learns that its HAProxy did not load the plan.
+// Reloads go through the master CLI's `reload` command, not `-sf`. A
+// HAPTIC pod runs HAProxy in master-worker mode beside a process that
+// deploys the config (the HAProxy Data Plane API in its early versions, an
+// agent of its own since), and a deployer given the master socket reloads
+// through it: the master keeps the listening sockets and hands them to
+// each new worker, so a reload never closes them. `-sf` instead starts a
+// separate process per reload that takes the sockets over from the old
+// one, the older daemon model. With a config HAProxy refuses, the master
+// keeps its current worker (and that worker's config) running and counts
+// the reload as failed in `show proc`, which is how the agent learns that
+// its HAProxy did not load the plan.
 
 package rendergate
 
