@@ -29,9 +29,39 @@ type Options struct {
 	// Stderr receives serve's logs; nil discards them.
 	Stderr io.Writer
 	// RestartDelay is how long the client waits after serve died before
-	// starting it again; 500ms when zero.
+	// starting it again; each further restart within RestartWindow waits
+	// twice as long as the one before, up to RestartMaxDelay. 500ms when
+	// zero.
 	RestartDelay time.Duration
+	// RestartMaxDelay caps that backoff; 30s when zero.
+	RestartMaxDelay time.Duration
+	// MaxRestarts is how many restarts the client makes within
+	// RestartWindow: when serve dies (or a restarted serve fails to start)
+	// once more, the client gives up and ends with a *RestartLimitError.
+	// 5 when zero; negative means never restart.
+	MaxRestarts int
+	// RestartWindow is how far back restarts count; 10 minutes when zero.
+	RestartWindow time.Duration
 }
+
+// RestartLimitError ends a client whose serve kept dying: it died again
+// after Restarts restarts within Window (Options.MaxRestarts).
+type RestartLimitError struct {
+	Restarts int
+	Window   time.Duration
+	// Cause is how the last serve ended, or why the last start failed.
+	Cause error
+}
+
+func (e *RestartLimitError) Error() string {
+	if e.Restarts == 0 {
+		return fmt.Sprintf("rendergate: serve died and restarts are off (MaxRestarts < 0): %v", e.Cause)
+	}
+	return fmt.Sprintf("rendergate: serve died again after %d restarts within %s; not restarting it: %v",
+		e.Restarts, e.Window, e.Cause)
+}
+
+func (e *RestartLimitError) Unwrap() error { return e.Cause }
 
 // UnsupportedProtocolError refuses a gate whose protocol major this
 // package does not know.
@@ -78,6 +108,10 @@ type Client struct {
 	smu   sync.Mutex
 	sess  *session
 	hello Hello
+
+	// restarts are the times of the restarts within Options.RestartWindow
+	// (only the reading goroutine touches them).
+	restarts []time.Time
 }
 
 // A session is one gate: a process (or New's pair) and its generation.
@@ -103,6 +137,15 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	}
 	if opts.RestartDelay == 0 {
 		opts.RestartDelay = 500 * time.Millisecond
+	}
+	if opts.RestartMaxDelay == 0 {
+		opts.RestartMaxDelay = 30 * time.Second
+	}
+	if opts.MaxRestarts == 0 {
+		opts.MaxRestarts = 5
+	}
+	if opts.RestartWindow == 0 {
+		opts.RestartWindow = 10 * time.Minute
 	}
 	c := newClient(ctx, &opts)
 	s, hello, err := c.spawn(1)
@@ -177,11 +220,19 @@ func (c *Client) current() *session {
 	return c.sess
 }
 
-// Send queues ev for the gate and records what a restarted gate must be
-// told again. It blocks while the queue is full (the gate is not reading,
-// usually because nobody reads its outputs) until ctx is done. A line
-// queued for a gate that dies before reading it is not lost: what the gate
-// must know is re-sent on restart.
+// Send queues ev's line for the gate and records what a restarted gate
+// must be told again. It returns once the line is queued, not once it is
+// written: nil means the line waits in the client's queue (at most 64
+// lines, behind the one being written) to be written to serve's stdin in
+// order, not that serve has read it, nor even that it reached the pipe.
+// The gate's outputs are its only acknowledgement (a verdict for a
+// rendered event, an error line for a line it refused), and Close
+// returns only after every queued line was written. Send blocks while the
+// queue is full (the gate is not reading, usually because nobody reads its
+// outputs) until ctx is done. A line queued for a gate that dies before it
+// is written is dropped, not lost: what the gate must know is re-sent on
+// restart. After the client ended, Send returns why (ErrClosed after
+// Close).
 func (c *Client) Send(ctx context.Context, ev Event) error {
 	line, err := Marshal(ev)
 	if err != nil {
@@ -491,16 +542,34 @@ func (c *Client) spawn(gen int) (*session, Hello, error) {
 }
 
 // restart starts a new gate after old ended with cause, re-sends what the
-// gate must know, and returns the value that tells the controller so.
+// gate must know, and returns the value that tells the controller so. A
+// start that fails counts as one more death, and is tried again after the
+// backoff, until the restart limit; a gate with an unknown protocol major
+// is not tried again.
 func (c *Client) restart(old *session, cause error) (*session, *Restarted, error) {
-	select {
-	case <-time.After(c.opts.RestartDelay):
-	case <-c.ctx.Done():
-		return nil, nil, c.ctx.Err()
-	}
-	s, hello, err := c.spawn(old.gen + 1)
-	if err != nil {
-		return nil, nil, err
+	var s *session
+	var hello Hello
+	for {
+		delay, err := c.nextRestart(time.Now(), cause)
+		if err != nil {
+			return nil, nil, err
+		}
+		select {
+		case <-time.After(delay):
+		case <-c.ctx.Done():
+			return nil, nil, c.ctx.Err()
+		}
+		if s, hello, err = c.spawn(old.gen + 1); err == nil {
+			break
+		}
+		c.mu.Lock()
+		closing := c.closing
+		c.mu.Unlock()
+		var unsupported *UnsupportedProtocolError
+		if errors.As(err, &unsupported) || c.ctx.Err() != nil || closing {
+			return nil, nil, err
+		}
+		cause = err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -532,6 +601,33 @@ func (c *Client) restart(old *session, cause error) (*session, *Restarted, error
 		}()
 	}
 	return s, restarted, nil
+}
+
+// nextRestart counts one more restart at now and says how long to wait
+// before it: RestartDelay doubled for each restart already within
+// RestartWindow, at most RestartMaxDelay. Past MaxRestarts within the
+// window it gives up instead.
+func (c *Client) nextRestart(now time.Time, cause error) (time.Duration, error) {
+	o := c.opts
+	recent := c.restarts[:0]
+	for _, at := range c.restarts {
+		if now.Sub(at) < o.RestartWindow {
+			recent = append(recent, at)
+		}
+	}
+	c.restarts = recent
+	if o.MaxRestarts < 0 || len(recent) >= o.MaxRestarts {
+		return 0, &RestartLimitError{Restarts: len(recent), Window: o.RestartWindow, Cause: cause}
+	}
+	delay := o.RestartDelay
+	for i := 0; i < len(recent) && delay < o.RestartMaxDelay; i++ {
+		delay *= 2
+	}
+	if delay > o.RestartMaxDelay {
+		delay = o.RestartMaxDelay
+	}
+	c.restarts = append(c.restarts, now)
+	return delay, nil
 }
 
 func (s *session) terminate() {

@@ -20,6 +20,15 @@
 // LostLeadership (values or pointers). Optional fields left empty are
 // omitted from the line: absent means unknown to the gate.
 //
+// Send returns once the event's line is queued, not once it is written to
+// serve's stdin, let alone read: nil means the line waits in the client's
+// queue (at most 64 lines, behind the one being written) and will be
+// written in order, unless serve dies first (then what it told the gate is
+// re-sent, below). The protocol has no acknowledgement besides the gate's
+// outputs: a rendered event is taken when its verdict comes, a line the
+// gate refused comes back as an *InputError. Close returns only after
+// every queued line was written.
+//
 // Next returns one Output at a time:
 //
 //   - *VerdictGroup: a verdict with the lines that came with it (latch,
@@ -67,15 +76,16 @@
 // sent; serve then finishes the check in flight and every queued check
 // that can still reach a verdict, writes their outputs and exits. Close
 // collects those outputs (but for those a concurrent Next takes) and
-// returns them with the exit's error (nil for exit 0); afterwards Next returns io.EOF and Send ErrClosed. Cancelling
+// returns them with the exit's error (nil for exit 0); afterwards Next
+// returns io.EOF and Send ErrClosed. Cancelling
 // the context given to Start sends SIGTERM to serve (which stops at once,
 // publishing nothing more) and ends the client with the context's error.
 //
 // # Restarts
 //
 // A Start-ed client whose serve process ends before Close (a crash, a
-// kill, an exit) starts it again after Options.RestartDelay, reads and
-// checks its hello again, and re-sends what the gate must know:
+// kill, an exit) starts it again, reads and checks its hello again, and
+// re-sends what the gate must know:
 //
 //   - the last PodsDiscovered list (if one was sent in this term);
 //   - each pod's last Applied (pods terminated or no longer discovered
@@ -96,8 +106,21 @@
 // reverts. With HoldRender empty no render was known and there is nothing
 // to wait for. Outputs the dead gate never wrote are not replayed; the
 // re-sent events bring back the decisions that still apply, judged by the
-// new gate. If the new serve cannot start or says an unknown protocol
-// major, the client ends: Next returns that error.
+// new gate.
+//
+// Restarts are bounded. The first waits Options.RestartDelay (500ms by
+// default); each further one within Options.RestartWindow (10 minutes)
+// waits twice as long as the one before, up to Options.RestartMaxDelay
+// (30s). A restarted serve that fails to start (it exits before its hello,
+// or cannot be run) counts as one more death and is tried again the same
+// way. When serve dies once more after Options.MaxRestarts (5) restarts
+// within the window, the client gives up: it ends with a
+// *RestartLimitError (the count, the window, and how the last serve ended
+// as its Cause, also through errors.Unwrap), which Next, Send and Close
+// return from then on. A negative MaxRestarts turns restarts off: the
+// first death ends the client that way. A new serve that says an unknown
+// protocol major ends the client at once with *UnsupportedProtocolError:
+// starting it again would not change its answer.
 //
 // A New client never restarts: the end of its reader before Close ends it
 // with ErrEnded.

@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	path := os.Getenv("RENDERGATE_BIN")
 	if path == "" {
