@@ -15,16 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 wit=$(cd "$here/../../wit" && pwd)
 strategies=(scoped-revert)
 
-pinned=$(sed -n 's/^componentize-py==\([^ ]*\).*/\1/p' "$here/requirements.txt")
-if ! command -v componentize-py >/dev/null; then
-    echo "error: componentize-py not found; pip install --require-hashes -r guest-policy/python/requirements.txt" >&2
-    exit 1
-fi
-installed=$(componentize-py --version | sed -n 's/^componentize-py //p')
-if [[ "$installed" != "$pinned" ]]; then
-    echo "error: componentize-py $installed found, $pinned wanted; pip install --require-hashes -r guest-policy/python/requirements.txt" >&2
-    exit 1
-fi
+source "$here/toolchain.sh"
 
 mkdir -p "$1"
 out=$(cd "$1" && pwd)

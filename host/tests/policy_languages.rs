@@ -3,7 +3,8 @@
 //! `<strategy>.<language>.wasm` there runs through `rendergate policy test`
 //! against tests/fixtures/policies/<strategy>.json, every case passing. The
 //! set of components is checked first, so a language whose build produced
-//! nothing fails rather than going untested.
+//! nothing fails rather than going untested. Each language's SDK runs its
+//! own unit tests too.
 
 #[allow(dead_code)] // only `missing` is needed here
 #[path = "../../tests/needs.rs"]
@@ -33,23 +34,33 @@ fn runs(tool: &str) -> bool {
     Command::new(tool).arg("--version").output().is_ok_and(|out| out.status.success())
 }
 
+/// Whether componentize-py runs here; when it does not, the Python tests are
+/// skipped, or fail in CI (tests/needs.rs).
+fn componentize_py(skipped: &str) -> bool {
+    if runs("componentize-py") {
+        return true;
+    }
+    needs::missing(
+        "componentize-py is not installed (pip install --require-hashes -r \
+         guest-policy/python/requirements.txt)",
+        skipped,
+    );
+    false
+}
+
 #[test]
 fn every_guest_in_every_language_passes_its_strategys_fixtures() {
-    if !runs("componentize-py") {
-        needs::missing(
-            "componentize-py is not installed (pip install --require-hashes -r \
-             guest-policy/python/requirements.txt)",
-            "the test of the guests in every language",
-        );
+    if !componentize_py("the test of the guests in every language") {
         return;
     }
     let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("policy-languages");
-    let out = scratch.join("guests");
-    match std::fs::remove_dir_all(&out) {
+    // Cleared first: the components of an earlier run, and their compiled forms.
+    match std::fs::remove_dir_all(&scratch) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => panic!("clear {}: {e}", out.display()),
+        Err(e) => panic!("clear {}: {e}", scratch.display()),
     }
+    let out = scratch.join("guests");
     let build = Command::new(repository().join("guest-policy/build-guests.sh"))
         .arg(&out)
         // The Rust guests are already built there for the other tests, the
@@ -87,8 +98,9 @@ fn every_guest_in_every_language_passes_its_strategys_fixtures() {
             .args(["policy", "test"])
             .arg(out.join(format!("{component}.wasm")))
             .arg(&fixture)
-            // Compiled components are cached here, not in the user's cache:
-            // a Python component takes seconds to compile.
+            // Compiled forms are cached here, not in the user's cache: no two
+            // builds of a Python component are the same bytes, so each run
+            // would leave tens of megabytes there.
             .env("XDG_CACHE_HOME", scratch.join("cache"))
             .output()
             .unwrap();
@@ -103,4 +115,18 @@ fn every_guest_in_every_language_passes_its_strategys_fixtures() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_python_sdk_passes_its_unit_tests() {
+    if !componentize_py("the Python SDK's unit tests") {
+        return;
+    }
+    let run = Command::new(repository().join("guest-policy/python/test.sh")).output().unwrap();
+    assert!(
+        run.status.success(),
+        "guest-policy/python/test.sh failed:\n{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
 }
