@@ -30,5 +30,7 @@ for strategy in scoped-revert fleet-revert quorum-promote observe-only; do
     cp "$target/wasm32-wasip2/release/${strategy//-/_}.wasm" "$out/$strategy.rust.wasm"
 done
 
-# The other languages, each writing <strategy>.<language>.wasm into OUT_DIR.
+# The other languages: one build script each, taking OUT_DIR and writing its
+# <strategy>.<language>.wasm there; a language added here adds its components
+# to EXPECTED in host/tests/policy_languages.rs.
 "$here/python/build.sh" "$out"
