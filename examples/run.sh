@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets rendergate up on a fresh Debian machine and runs it on the sample
-# render: installs haproxy if it is missing, builds, checks examples/render,
-# then feeds examples/events.ndjson to `rendergate serve`, and replays it
+# render: installs haproxy if it is missing and the policy guests' pinned
+# toolchains, builds, checks examples/render, then feeds examples/events.ndjson to `rendergate serve`, and replays it
 # into a timeline picture (rendergate-timeline.svg).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,8 @@ if ! command -v haproxy >/dev/null 2>&1; then
     $sudo apt-get update -qq && $sudo apt-get install -y -qq haproxy
 fi
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+# The Python and JavaScript policy toolchains, pinned, inside the clone (for the tests).
+guest-policy/setup-toolchains.sh
 cargo build --quiet --bin rendergate
 bin="${CARGO_TARGET_DIR:-target}/debug/rendergate"
 

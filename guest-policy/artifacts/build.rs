@@ -69,7 +69,12 @@ fn main() {
         ("HOSTILE_SLEEP", "hostile_sleep"),
         ("HOSTILE_STDIN", "hostile_stdin"),
     ];
-    let mut code = String::new();
+    // guest-policy/build-guests.sh builds the same workspace the same way:
+    // given this directory, it finds the shipped strategies already built.
+    let mut code = format!(
+        "/// The guests' target directory\npub const TARGET_DIR: &str = {:?};\n",
+        target_dir.display().to_string()
+    );
     for (name, file) in components {
         let path = built.join(format!("{file}.wasm"));
         assert!(path.is_file(), "{} was not built", path.display());
