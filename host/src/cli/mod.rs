@@ -16,6 +16,7 @@ mod check;
 mod policy;
 mod policy_bench;
 mod replay;
+mod replay_fixtures;
 mod serve;
 mod signals;
 
