@@ -11,7 +11,9 @@
 //! policy and the default.
 
 use rendergate::policy::bench::{self, TriggerKind};
-use rendergate::policy::{ComponentPolicy, Decision, NativeDefault, Policy, PolicyLimits};
+use rendergate::policy::{
+    ComponentPolicy, Decision, DecisionCost, NativeDefault, Policy, PolicyLimits,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -51,7 +53,7 @@ fn pods(text: &str) -> Result<usize, String> {
     }
 }
 
-/// The timings of one side (the policy or the default) on one trigger.
+/// The timings of one side (the policy or the default) on one trigger, and its last decision.
 struct Side {
     p50: Duration,
     p99: Duration,
@@ -125,49 +127,39 @@ fn measure(
     instantiations: &mut Vec<Duration>,
 ) -> Row {
     let trigger = kind.trigger(&fleet);
-    let measured = (|| {
-        let mut last = None;
-        let mut cost = rendergate::policy::DecisionCost::default();
-        let side = time(|| {
-            let (decision, spent) =
-                policy.decide_metered(&trigger, &fleet).map_err(|e| e.failure.to_string())?;
-            instantiations.push(spent.instantiate);
-            cost.fuel = cost.fuel.max(spent.fuel);
-            cost.peak_memory = cost.peak_memory.max(spent.peak_memory);
-            last = Some(decision);
-            Ok(())
-        })?;
-        let decision = last.unwrap_or_default();
-        Ok(Measured {
-            side: Side { decision, ..side },
-            fuel: cost.fuel,
-            peak_memory: cost.peak_memory,
-        })
-    })();
-    let mut last = Decision::default();
-    let default = time(|| {
-        last = NativeDefault.decide(&trigger, &fleet).map_err(|e| e.to_string())?;
-        Ok(())
-    })
-    .expect("the built-in default never fails");
-    Row { kind, policy: measured, default: Side { decision: last, ..default } }
+    let mut cost = DecisionCost::default();
+    let measured = time(|| {
+        let (decision, spent) =
+            policy.decide_metered(&trigger, &fleet).map_err(|e| e.failure.to_string())?;
+        instantiations.push(spent.instantiate);
+        cost.fuel = cost.fuel.max(spent.fuel);
+        cost.peak_memory = cost.peak_memory.max(spent.peak_memory);
+        Ok(decision)
+    });
+    let policy =
+        measured.map(|side| Measured { side, fuel: cost.fuel, peak_memory: cost.peak_memory });
+    let default = time(|| NativeDefault.decide(&trigger, &fleet).map_err(|e| e.to_string()))
+        .expect("the built-in default never fails");
+    Row { kind, policy, default }
 }
 
-/// Runs `decide` [`WARM_UP`] times, then times it within the budget.
-fn time(mut decide: impl FnMut() -> Result<(), String>) -> Result<Side, String> {
+/// Runs `decide` [`WARM_UP`] times, then times it within the budget; keeps
+/// the last decision. The first failure ends it.
+fn time(mut decide: impl FnMut() -> Result<Decision, String>) -> Result<Side, String> {
+    let mut decision = Decision::default();
     for _ in 0..WARM_UP {
-        decide()?;
+        decision = decide()?;
     }
     let mut times = Vec::new();
     let started = Instant::now();
     while times.len() < MIN_ROUNDS || (times.len() < MAX_ROUNDS && started.elapsed() < BUDGET) {
         let t = Instant::now();
-        decide()?;
+        decision = decide()?;
         times.push(t.elapsed());
     }
     let rounds = times.len();
     let (p50, p99) = bench::percentiles(&mut times);
-    Ok(Side { p50, p99, rounds, decision: Decision::default() })
+    Ok(Side { p50, p99, rounds, decision })
 }
 
 /// Whether two decisions promote and revert the same items (notes aside, as fixtures compare).
