@@ -204,3 +204,33 @@ fn a_recorded_incident_names_lines_as_serve_counted_them() {
     let (code, last) = policy_test(built::SCOPED_REVERT, &fixtures);
     assert_eq!((code, last.as_str()), (Some(1), "3 passed, 1 failed"));
 }
+
+#[test]
+fn a_trigger_the_policy_failed_gets_no_case_and_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/events.ndjson");
+    let fixtures = dir.path().join("incident.json");
+    let out = replay_to_fixtures(&events, built::HOSTILE_PANIC, &fixtures);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&fixtures).unwrap(), "[]\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> =
+        stderr.lines().filter(|l| l.contains("--fixtures: no case for #")).collect();
+    assert_eq!(warnings.len(), 8, "one per trigger: {stderr}");
+    assert!(
+        warnings.iter().any(|w| w.contains("#5 line 6: haptic/haproxy-0 applied plan-2")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unwritable_fixtures_path_exits_2_before_replaying() {
+    let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/events.ndjson");
+    let out =
+        replay_to_fixtures(&events, built::SCOPED_REVERT, Path::new("/nonexistent/cases.json"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--fixtures /nonexistent/cases.json"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing replayed");
+}

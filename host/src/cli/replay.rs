@@ -102,7 +102,16 @@ pub async fn run(args: Args) -> ExitCode {
         };
         Arc::new(Mutex::new(Timeline::new(title)))
     });
-    let fixtures = args.fixtures.as_ref().map(|_| Arc::new(FixtureLog::default()));
+    let fixtures = match &args.fixtures {
+        None => None,
+        Some(path) => match FixtureLog::create(path) {
+            Ok(log) => Some(Arc::new(log)),
+            Err(e) => {
+                let e = anyhow::Error::from(e).context(format!("--fixtures {}", path.display()));
+                return super::fail(&e, 2);
+            }
+        },
+    };
     // A verdict comes within the interval and two checks (one in flight, then
     // this one); past that the feeder stops waiting for an output.
     let settle =
@@ -142,7 +151,7 @@ pub async fn run(args: Args) -> ExitCode {
         tracing::info!("timeline {kind} written to {}", path.display());
     }
     if let (Some(path), Some(fixtures)) = (&args.fixtures, fixtures) {
-        match fixtures.write(path).with_context(|| format!("--fixtures {}", path.display())) {
+        match fixtures.write().with_context(|| format!("--fixtures {}", path.display())) {
             Ok(cases) => tracing::info!("{cases} fixture cases written to {}", path.display()),
             Err(e) => return super::fail(&e, 1),
         }

@@ -29,9 +29,10 @@ use std::path::Path;
 use std::sync::Mutex;
 
 /// The cases of one replay, gathered as the gate decides.
-#[derive(Default)]
 pub struct FixtureLog {
     inner: Mutex<Inner>,
+    /// OUT.json, opened before the replay starts (so a bad path fails at once).
+    file: Mutex<Option<std::fs::File>>,
 }
 
 #[derive(Default)]
@@ -55,6 +56,24 @@ struct AppliedLine {
 }
 
 impl FixtureLog {
+    /// Creates `path` (0600: a refusal's message may quote the render) or
+    /// truncates it, for [`FixtureLog::write`] to fill once the replay ends.
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(FixtureLog { inner: Mutex::default(), file: Mutex::new(Some(file)) })
+    }
+
+    /// A log that writes nowhere, for tests of the matching.
+    #[cfg(test)]
+    fn detached() -> Self {
+        FixtureLog { inner: Mutex::default(), file: Mutex::new(None) }
+    }
+
     /// An input line about to be fed to the gate, numbered as `serve`
     /// numbers its lines (from 1, over all input lines).
     pub fn fed(&self, number: u64, line: &[u8]) {
@@ -76,9 +95,8 @@ impl FixtureLog {
         }
     }
 
-    /// Writes the cases to `path` (created 0600: a refusal's message may
-    /// quote the render); returns how many.
-    pub fn write(&self, path: &Path) -> anyhow::Result<usize> {
+    /// Writes the cases to the file [`FixtureLog::create`] opened; returns how many.
+    pub fn write(&self) -> anyhow::Result<usize> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         for skipped in &inner.failed {
             tracing::warn!("--fixtures: no case for {skipped}: the policy failed on it");
@@ -94,12 +112,8 @@ impl FixtureLog {
         } else {
             format!("[\n{}\n]\n", indented.join(",\n"))
         };
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)?;
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let file = file.as_mut().context("already written")?;
         file.write_all(text.as_bytes()).context("writing")?;
         Ok(inner.cases.len())
     }
@@ -219,7 +233,7 @@ mod tests {
 
     #[test]
     fn a_report_is_matched_to_its_line_past_repeats_that_asked_nothing() {
-        let log = FixtureLog::default();
+        let log = FixtureLog::detached();
         log.fed(1, applied("ns/a", "p1", "p1").as_bytes());
         log.fed(2, applied("ns/b", "p1", "p1").as_bytes());
         log.fed(3, applied("ns/a", "p1", "p1").as_bytes()); // a repeat: no decision
