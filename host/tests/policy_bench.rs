@@ -1,7 +1,8 @@
 //! `rendergate policy bench` through the real binary with the shipped
 //! guests: a row per fleet size in the table and in `--json`, timings and
 //! costs that hang together, a comparison with the built-in default that
-//! tells a different policy apart, and bad flags refused in one line.
+//! tells a different policy apart, failing decisions reported in their row,
+//! and bad flags refused in one line.
 
 use policy_artifacts as built;
 use serde_json::Value;
@@ -130,6 +131,24 @@ fn a_policy_unlike_the_default_is_told_apart() {
         stdout(&out).contains("decisions unlike the default's: passed at 10 pods"),
         "{}",
         stdout(&out)
+    );
+}
+
+#[test]
+fn a_decision_that_fails_is_reported_in_its_row() {
+    let doc = bench_json(built::HOSTILE_GROW, &["10"]);
+    for t in doc["sizes"][0]["triggers"].as_array().unwrap() {
+        assert_eq!(t["policy"]["error"], "the decision hit the memory limit", "{t}");
+        assert!(number(&t["default"]["p50_us"]) <= number(&t["default"]["p99_us"]), "{t}");
+    }
+    let out = bench(&[built::HOSTILE_GROW, "--pods", "10"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    let row = text.lines().find(|l| l.trim_start().starts_with("10 ")).expect("the row");
+    assert_eq!(row.matches("failed | ").count(), 5, "{row}");
+    assert!(
+        text.contains("failed: passed at 10 pods (the decision hit the memory limit)"),
+        "{text}"
     );
 }
 

@@ -284,7 +284,7 @@ impl Report<'_> {
                 .chain(["fuel (max)".to_owned(), "peak memory".to_owned()])
                 .collect::<Vec<_>>(),
         ];
-        let mut differ = Vec::new();
+        let (mut differ, mut failed) = (Vec::new(), Vec::new());
         for (pods, rows) in self.table {
             let mut line = vec![pods.to_string()];
             for row in rows {
@@ -297,7 +297,7 @@ impl Report<'_> {
                         format!("{:.1}/{:.1} | {default}", us(m.side.p50), us(m.side.p99))
                     }
                     Err(e) => {
-                        differ.push(format!("{} at {pods} pods failed: {e}", row.kind.name()));
+                        failed.push(format!("{} at {pods} pods ({e})", row.kind.name()));
                         format!("failed | {default}")
                     }
                 });
@@ -323,8 +323,14 @@ impl Report<'_> {
                 .collect();
             let _ = writeln!(out, "{}", cells.join("  ").trim_end());
         }
+        if !(differ.is_empty() && failed.is_empty()) {
+            out.push('\n');
+        }
         if !differ.is_empty() {
-            let _ = writeln!(out, "\ndecisions unlike the default's: {}", differ.join("; "));
+            let _ = writeln!(out, "decisions unlike the default's: {}", differ.join("; "));
+        }
+        if !failed.is_empty() {
+            let _ = writeln!(out, "failed: {}", failed.join("; "));
         }
         out
     }
