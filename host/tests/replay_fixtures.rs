@@ -19,19 +19,23 @@ use support::*;
 
 /// `rendergate replay EVENTS --policy POLICY --fixtures OUT` with the test's haproxy.
 fn replay_to_fixtures(events: &Path, policy: &str, out: &Path) -> Output {
+    replay_with(events, &["--policy", policy], out)
+}
+
+/// `rendergate replay EVENTS FLAGS... --fixtures OUT` with the test's haproxy.
+fn replay_with(events: &Path, flags: &[&str], out: &Path) -> Output {
     let haproxy = haproxy();
-    let args = [
+    let mut args = vec![
         "replay",
         events.to_str().unwrap(),
         "--haproxy",
         &haproxy,
         "--check-interval",
         "0s",
-        "--policy",
-        policy,
         "--fixtures",
         out.to_str().unwrap(),
     ];
+    args.extend_from_slice(flags);
     Command::new(BIN).args(args).stdin(Stdio::null()).output().expect("start rendergate replay")
 }
 
@@ -233,4 +237,23 @@ fn an_unwritable_fixtures_path_exits_2_before_replaying() {
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("--fixtures /nonexistent/cases.json"), "{stderr}");
     assert!(out.stdout.is_empty(), "nothing replayed");
+}
+
+#[test]
+fn the_built_in_default_deciding_in_place_is_observed_too() {
+    // Without --policy the driver decides in place, not on the policy worker.
+    let dir = tempfile::tempdir().unwrap();
+    let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/events.ndjson");
+    let fixtures = dir.path().join("incident.json");
+    let out = replay_with(&events, &[], &fixtures);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cases = cases(&fixtures);
+    assert_eq!(cases.len(), 8);
+    assert!(cases.iter().all(|c| c["policy"] == "default"), "{cases:?}");
+    assert_eq!(decisions_expected(&cases), decisions_published(&support::lines(&out)));
+    // scoped-revert is the default as a component: it passes the default's cases.
+    assert_eq!(
+        policy_test(built::SCOPED_REVERT, &fixtures),
+        (Some(0), "8 passed, 0 failed".into())
+    );
 }
