@@ -3,45 +3,22 @@
 //! 10,000 pods, called directly and through the gate's policy worker (the
 //! round trip from the driver's side: hand-off, the seat's rules, the answer
 //! back); fuel burned per decision; and loading a component cold (compile)
-//! against warm (precompiled cache).
+//! against warm (precompiled cache). The fleets and the refusal are
+//! `rendergate_policy::bench`'s, the ones `rendergate policy bench` measures.
 //!
 //! `cargo bench -p rendergate --bench policy` (add `-- --quick` for fewer rounds).
 
-use policy_core::{Fleet, Outcome, PodState, Trigger, Verdict};
+use policy_core::{Fleet, Trigger};
 use rendergate_policy::PolicyMetrics;
+use rendergate_policy::bench::{TriggerKind, fleet, percentiles};
 use rendergate_policy::cache::ComponentCache;
 use rendergate_policy::worker::PolicyWorker;
 use rendergate_policy::{ComponentPolicy, NativeDefault, Policy, PolicyLimits, PolicySeat};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn fleet(pods: usize) -> Fleet {
-    Fleet {
-        pods: std::sync::Arc::new(
-            (0..pods)
-                .map(|i| PodState {
-                    pod: format!("haptic/haproxy-{i}").into(),
-                    applied_plan: Some("plan-2".into()),
-                    running_plan: Some(if i % 3 == 0 { "plan-2" } else { "plan-1" }.into()),
-                    baseline_plan: Some("plan-1".into()),
-                })
-                .collect(),
-        ),
-        passed_plans: vec!["plan-1".into()].into(),
-        refused_plans: vec!["plan-2".into()].into(),
-    }
-}
-
-fn refusal() -> Trigger {
-    Trigger::Verdict(Verdict {
-        plan: "plan-2".into(),
-        render: "r-2".into(),
-        outcome: Outcome::Refused,
-        newest: true,
-        pinned: false,
-        remembered: false,
-        message: String::new(),
-    })
+fn refusal(fleet: &Fleet) -> Trigger {
+    TriggerKind::Refused.trigger(fleet)
 }
 
 /// p50 and p99 of `rounds` timed calls (after a warm-up).
@@ -56,8 +33,7 @@ fn measure(rounds: usize, mut f: impl FnMut()) -> (Duration, Duration) {
             t.elapsed()
         })
         .collect();
-    times.sort();
-    (times[rounds / 2], times[(rounds * 99 / 100).min(rounds - 1)])
+    percentiles(&mut times)
 }
 
 fn us(d: Duration) -> String {
@@ -93,8 +69,9 @@ fn main() {
             _ => 2_000,
         };
         let f = fleet(pods);
-        let t = refusal();
-        let (_, fuel) = wasm.decide_metered(&t, &f).unwrap();
+        let t = refusal(&f);
+        let (_, cost) = wasm.decide_metered(&t, &f).unwrap();
+        let fuel = cost.fuel;
         assert_eq!(
             wasm.decide(&t, &f).unwrap(),
             NativeDefault.decide(&t, &f).unwrap(),

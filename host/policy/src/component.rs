@@ -22,7 +22,7 @@ use super::stdio::GuestOutput;
 use super::{Decision, Fleet, Policy, PolicyError, PolicyFailure, Trigger};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
@@ -221,7 +221,7 @@ impl GuestState {
         GuestState {
             wasi: WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
-            memory: MemoryLimit { max: limits.memory, hit: false },
+            memory: MemoryLimit::new(limits.memory),
         }
     }
 }
@@ -233,16 +233,26 @@ impl WasiView for GuestState {
 }
 
 /// Caps linear memory, and remembers that the cap was hit so the trap that
-/// follows is reported as a memory failure.
+/// follows is reported as a memory failure. Counts what the store's
+/// memories grew to, for [`DecisionCost::peak_memory`].
 struct MemoryLimit {
     max: usize,
     hit: bool,
+    /// Bytes of linear memory the store holds, over all its memories
+    /// (wasm memories never shrink: the last count is the peak).
+    held: usize,
+}
+
+impl MemoryLimit {
+    fn new(max: usize) -> Self {
+        MemoryLimit { max, hit: false, held: 0 }
+    }
 }
 
 impl ResourceLimiter for MemoryLimit {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -253,6 +263,9 @@ impl ResourceLimiter for MemoryLimit {
                 self.max
             )));
         }
+        // Called for each memory's creation too (from 0), so this counts
+        // the initial memories as well as their growth.
+        self.held += desired.saturating_sub(current);
         Ok(true)
     }
 
@@ -264,6 +277,18 @@ impl ResourceLimiter for MemoryLimit {
     ) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
     }
+}
+
+/// What one call into a component cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecisionCost {
+    /// Fuel burned, instantiation included.
+    pub fuel: u64,
+    /// Bytes of linear memory the store held at its end, over all the
+    /// component's memories: its peak, since wasm memory never shrinks.
+    pub peak_memory: usize,
+    /// Time spent instantiating the component in its fresh store.
+    pub instantiate: Duration,
 }
 
 /// A loaded policy component.
@@ -347,12 +372,13 @@ impl ComponentPolicy {
         Ok(policy)
     }
 
-    /// Decides, and says how much fuel the decision burned (for sizing `--policy-fuel`).
+    /// Decides, and says what the decision cost (for sizing `--policy-fuel`
+    /// and `--policy-memory`, and `rendergate policy bench`).
     pub fn decide_metered(
         &self,
         trigger: &Trigger,
         fleet: &Fleet,
-    ) -> Result<(Decision, u64), PolicyError> {
+    ) -> Result<(Decision, DecisionCost), PolicyError> {
         let pods: Vec<wit::PodState<'_>> = fleet.pods.iter().map(pod_out).collect();
         let passed: Vec<&str> = fleet.passed_plans.iter().map(|p| &**p).collect();
         let refused: Vec<&str> = fleet.refused_plans.iter().map(|p| &**p).collect();
@@ -368,7 +394,7 @@ impl ComponentPolicy {
             &self.name,
             kind,
         );
-        let (decision, fuel) = decided.map_err(fail)?;
+        let (decision, cost) = decided.map_err(fail)?;
         let size = decision_size(&decision);
         if size > self.limits.decision_cap {
             return Err(fail(PolicyFailure::TooLarge {
@@ -376,17 +402,17 @@ impl ComponentPolicy {
                 cap: self.limits.decision_cap,
             }));
         }
-        Ok((decision_in(decision), fuel))
+        Ok((decision_in(decision), cost))
     }
 
-    /// Runs one export in a fresh store under the limits; returns the fuel
-    /// burned too. Logs what the guest printed, tagged with `name` and `what`.
+    /// Runs one export in a fresh store under the limits; returns what it
+    /// cost too. Logs what the guest printed, tagged with `name` and `what`.
     fn call<R: Send>(
         &self,
         f: impl AsyncFnOnce(&bindings::Policy, &mut Store<GuestState>) -> wasmtime::Result<R> + Send,
         name: &str,
         what: &str,
-    ) -> Result<(R, u64), PolicyFailure> {
+    ) -> Result<(R, DecisionCost), PolicyFailure> {
         let output = GuestOutput::default();
         let result = on_guest_thread(|| self.call_here(f, &output));
         output.log(name, what);
@@ -398,7 +424,7 @@ impl ComponentPolicy {
         &self,
         f: impl AsyncFnOnce(&bindings::Policy, &mut Store<GuestState>) -> wasmtime::Result<R>,
         output: &GuestOutput,
-    ) -> Result<(R, u64), PolicyFailure> {
+    ) -> Result<(R, DecisionCost), PolicyFailure> {
         let wasi = WasiCtxBuilder::new()
             .stdin(MemoryInputPipe::new(bytes::Bytes::new()))
             .stdout(output.stdout())
@@ -407,7 +433,7 @@ impl ComponentPolicy {
         let state = GuestState {
             wasi,
             table: ResourceTable::new(),
-            memory: MemoryLimit { max: self.limits.memory, hit: false },
+            memory: MemoryLimit::new(self.limits.memory),
         };
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.memory);
@@ -417,20 +443,27 @@ impl ComponentPolicy {
         store.epoch_deadline_trap();
 
         let deadline = self.limits.deadline;
+        let mut instantiate = Duration::ZERO;
         let result = GUEST_RUNTIME.with(|runtime| {
             runtime.block_on(async {
                 // The epoch stops wasm that spins; the timeout stops a guest
                 // waiting in a host call, where no epoch is checked.
                 let run = async {
+                    let started = Instant::now();
                     let instance = self.pre.instantiate_async(&mut store).await?;
+                    instantiate = started.elapsed();
                     f(&instance, &mut store).await
                 };
                 tokio::time::timeout(deadline, run).await
             })
         });
-        let burned = self.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let cost = DecisionCost {
+            fuel: self.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0)),
+            peak_memory: store.data().memory.held,
+            instantiate,
+        };
         match result {
-            Ok(Ok(r)) => Ok((r, burned)),
+            Ok(Ok(r)) => Ok((r, cost)),
             Ok(Err(e)) => Err(classify(e, store.data().memory.hit, output)),
             Err(_elapsed) => Err(PolicyFailure::Deadline),
         }

@@ -10,7 +10,9 @@
 //! ([`component`]) implement the same trait, so swapping one for the other
 //! changes nothing in the gate; [`reload`] swaps them while it runs,
 //! [`cache`] keeps compiled components, [`fixture`] runs a policy against
-//! recorded cases, and [`worker`] decides off the gate's task.
+//! recorded cases, [`worker`] decides off the gate's task, [`observe`]
+//! shows each decision to whoever asked to see it, and [`bench`]
+//! generates the fleets a policy's decision cost is measured on.
 //!
 //! The decision types are policy-core's, shared with every guest; this crate
 //! converts them to and from the WIT bindings in one place
@@ -19,18 +21,20 @@
 //! drives it and registers its [`PolicyMetrics`]. Start reading at
 //! [`PolicySeat::decide`], then `component.rs`.
 
+pub mod bench;
 pub mod cache;
 pub mod component;
 pub mod epoch;
 pub mod fixture;
 pub mod metrics;
 pub mod native;
+pub mod observe;
 pub mod reload;
 pub mod rules;
 pub mod stdio;
 pub mod worker;
 
-pub use component::{ComponentPolicy, PolicyLimits};
+pub use component::{ComponentPolicy, DecisionCost, PolicyLimits};
 pub use metrics::PolicyMetrics;
 pub use native::NativeDefault;
 pub use policy_core::{Decision, Fleet, Name, PodState, Promote, Revert, RevertTarget, Trigger};
@@ -196,6 +200,8 @@ pub struct PolicySeat {
     policy: Arc<dyn Policy>,
     generation: u64,
     fallback: Fallback,
+    /// Shown every decision (`rendergate replay --fixtures`).
+    observer: Option<Arc<dyn observe::DecisionObserver>>,
 }
 
 impl PolicySeat {
@@ -206,7 +212,19 @@ impl PolicySeat {
     /// A seat whose policy a [`reload::Reloader`] may replace.
     pub fn live(live: LivePolicy) -> Self {
         let generation = live.generation();
-        PolicySeat { policy: live.current(), live, generation, fallback: Fallback::Default }
+        PolicySeat {
+            policy: live.current(),
+            live,
+            generation,
+            fallback: Fallback::Default,
+            observer: None,
+        }
+    }
+
+    /// Shows every decision of this seat and its clones to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn observe::DecisionObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// What a trigger gets when the policy fails (the built-in default unless told).
@@ -269,6 +287,8 @@ impl PolicySeat {
             }
         }
         let notes = std::mem::take(&mut decision.notes);
+        // The proposal as it was, for the observer: the rules consume it.
+        let proposed = self.observer.as_ref().map(|_| decision.clone());
         let checked = rules::enforce(decision, fleet);
         for dropped in &checked.dropped {
             metrics.dropped(policy.name(), dropped.rule);
@@ -285,13 +305,24 @@ impl PolicySeat {
         } else if promote > 0 {
             tracing::debug!(policy = policy.name(), promote, "policy decided");
         }
-        Settled {
+        let settled = Settled {
             promote: checked.promote,
             revert: checked.revert,
             failure,
             dropped: checked.dropped,
             notes,
+        };
+        if let (Some(observer), Some(mut proposed)) = (&self.observer, proposed) {
+            proposed.notes.clone_from(&settled.notes);
+            observer.decided(&observe::Observed {
+                trigger,
+                fleet,
+                policy: policy.name(),
+                proposed: &proposed,
+                settled: &settled,
+            });
         }
+        settled
     }
 }
 
@@ -359,6 +390,66 @@ mod tests {
         assert_eq!(metrics.fallbacks("broken", "default"), 0);
         assert_eq!("none".parse(), Ok(Fallback::None));
         assert!("nothing".parse::<Fallback>().is_err());
+    }
+
+    /// Promotes a pod the fleet does not have, beside a good promotion.
+    struct Overreaching;
+    impl Policy for Overreaching {
+        fn name(&self) -> &str {
+            "overreaching"
+        }
+        fn decide(&self, t: &Trigger, f: &Fleet) -> Result<Decision, PolicyError> {
+            let mut d = policy_core::decide(t, f);
+            d.promote.push(Promote { pod: "ns/ghost".into(), plan: "p1".into() });
+            d.notes.push("reached too far".into());
+            Ok(d)
+        }
+    }
+
+    /// What an observer was shown of one decision.
+    struct Shown {
+        policy: String,
+        proposed: Decision,
+        promoted: Vec<Promote>,
+        failed: bool,
+    }
+
+    #[derive(Default)]
+    struct Seen(std::sync::Mutex<Vec<Shown>>);
+    impl observe::DecisionObserver for Seen {
+        fn decided(&self, d: &observe::Observed<'_>) {
+            self.0.lock().unwrap().push(Shown {
+                policy: d.policy.to_owned(),
+                proposed: d.proposed.clone(),
+                promoted: d.settled.promote.clone(),
+                failed: d.settled.failure.is_some(),
+            });
+        }
+    }
+
+    #[test]
+    fn an_observer_sees_the_proposal_before_the_rules_and_what_was_settled() {
+        let (pod, fleet) = one_pod_applied_p1();
+        let metrics = PolicyMetrics::default();
+        let seen = Arc::new(Seen::default());
+        let mut seat = PolicySeat::new(Arc::new(Overreaching)).with_observer(seen.clone());
+        let settled = seat.clone().decide(&Trigger::Applied(pod.clone()), &fleet, &metrics);
+        PolicySeat::new(Arc::new(Broken)).decide(&Trigger::Applied(pod.clone()), &fleet, &metrics);
+        seat = PolicySeat::new(Arc::new(Broken)).with_observer(seen.clone());
+        seat.decide(&Trigger::Applied(pod), &fleet, &metrics);
+        let seen = seen.0.lock().unwrap();
+        let good = Promote { pod: "ns/a".into(), plan: "p1".into() };
+        let ghost = Promote { pod: "ns/ghost".into(), plan: "p1".into() };
+        assert_eq!(seen.len(), 2, "a seat without the observer showed nothing");
+        let first = &seen[0];
+        assert_eq!(first.policy, "overreaching");
+        assert_eq!(first.proposed.promote, [good.clone(), ghost]);
+        assert_eq!(first.proposed.notes, ["reached too far"]);
+        assert_eq!((&first.promoted, first.failed), (&settled.promote, false));
+        assert_eq!(settled.promote, std::slice::from_ref(&good), "the rules dropped the ghost");
+        let second = &seen[1];
+        assert_eq!((second.policy.as_str(), second.failed), ("broken", true));
+        assert_eq!(second.proposed.promote, [good], "the fallback's proposal");
     }
 
     #[test]

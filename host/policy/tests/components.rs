@@ -168,10 +168,11 @@ fn a_guest_decides_a_fleet_of_ten_thousand_within_the_default_limits() {
     let policy =
         ComponentPolicy::load(Path::new(built::SCOPED_REVERT), limits, None).expect("loads");
     let f = fleet(10_000);
-    let (decision, fuel) = policy.decide_metered(&refusal(), &f).expect("fits the default limits");
+    let (decision, cost) = policy.decide_metered(&refusal(), &f).expect("fits the default limits");
     assert_eq!(decision, NativeDefault.decide(&refusal(), &f).unwrap());
     assert_eq!(decision.revert.len(), 5_000, "the half that did not load plan-2 is reverted");
-    assert!(fuel < PolicyLimits::default().fuel, "fuel {fuel}");
+    assert!(cost.fuel < PolicyLimits::default().fuel, "{cost:?}");
+    assert!(cost.peak_memory > 0 && cost.peak_memory <= PolicyLimits::default().memory, "{cost:?}");
 }
 
 #[test]

@@ -14,7 +14,9 @@ macro_rules! print_error {
 
 mod check;
 mod policy;
+mod policy_bench;
 mod replay;
+mod replay_fixtures;
 mod serve;
 mod signals;
 
@@ -50,7 +52,7 @@ enum Command {
     Serve(serve::Args),
     /// Runs the gate over a recorded input stream as `serve` would; `--timeline` draws the run.
     Replay(replay::Args),
-    /// Policy components: check one, or test one against fixtures.
+    /// Policy components: check one, test one against fixtures, or measure one.
     #[command(subcommand)]
     Policy(policy::Command),
 }

@@ -1,5 +1,6 @@
-//! `rendergate policy check|test`: load a policy component, say whether it
-//! implements the world, and run it against fixtures (docs/protocol.md §1, §4).
+//! `rendergate policy check|test|bench`: load a policy component, say whether
+//! it implements the world, run it against fixtures (docs/protocol.md §1, §4),
+//! and measure it (`bench`, in `policy_bench.rs`).
 //! Both compile through the same cache as `serve` (its default directory,
 //! docs/policies.md), so checking a policy before deploying it also warms
 //! the gate's start.
@@ -25,6 +26,8 @@ pub enum Command {
         #[arg(value_name = "FIXTURE.json", required = true)]
         fixtures: Vec<PathBuf>,
     },
+    /// Times a policy's decisions against the built-in default's on generated fleets.
+    Bench(super::policy_bench::Args),
 }
 
 pub fn run(command: Command) -> ExitCode {
@@ -45,6 +48,7 @@ pub fn run(command: Command) -> ExitCode {
             }
         },
         Command::Test { component, fixtures } => test(&component, &fixtures),
+        Command::Bench(args) => super::policy_bench::run(args),
     }
 }
 

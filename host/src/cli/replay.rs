@@ -1,7 +1,8 @@
-//! `rendergate replay EVENTS.ndjson [--timeline FILE.svg|FILE.html] [--realtime]`:
-//! runs the gate over a recorded input stream exactly as `serve` does (the
-//! same flags, real checks, the same NDJSON loop), writes the outputs to
-//! stdout, and with `--timeline` draws the run.
+//! `rendergate replay EVENTS.ndjson [--timeline FILE.svg|FILE.html] [--realtime]
+//! [--fixtures OUT.json]`: runs the gate over a recorded input stream exactly
+//! as `serve` does (the same flags, real checks, the same NDJSON loop), writes
+//! the outputs to stdout, with `--timeline` draws the run, and with
+//! `--fixtures` writes its policy decisions as fixture cases (`replay_fixtures.rs`).
 //!
 //! EVENTS is a `serve --record` recording ([`rendergate::record`]) or a plain
 //! NDJSON event stream. How lines are fed:
@@ -19,10 +20,12 @@
 //!   A run does not depend on how fast haproxy is; it is what a controller
 //!   that waits for each verdict would see.
 
+use super::replay_fixtures::FixtureLog;
 use super::serve;
 use anyhow::Context as _;
 use rendergate::Event;
 use rendergate::lines::{Line, LineReader};
+use rendergate::policy::observe::DecisionObserver;
 use rendergate::protocol;
 use rendergate::record::{self, Entry, Item};
 use rendergate::timeline::{self, Timeline};
@@ -48,6 +51,10 @@ pub struct Args {
     /// this run has written the outputs the live run had by then).
     #[arg(long)]
     realtime: bool,
+    /// Also write each policy trigger, its fleet and the policy's decision
+    /// as fixture cases for `rendergate policy test` (docs/protocol.md §4).
+    #[arg(long, value_name = "OUT.json")]
+    fixtures: Option<PathBuf>,
     #[command(flatten)]
     serve: serve::Args,
 }
@@ -95,6 +102,16 @@ pub async fn run(args: Args) -> ExitCode {
         };
         Arc::new(Mutex::new(Timeline::new(title)))
     });
+    let fixtures = match &args.fixtures {
+        None => None,
+        Some(path) => match FixtureLog::create(path) {
+            Ok(log) => Some(Arc::new(log)),
+            Err(e) => {
+                let e = anyhow::Error::from(e).context(format!("--fixtures {}", path.display()));
+                return super::fail(&e, 2);
+            }
+        },
+    };
     // A verdict comes within the interval and two checks (one in flight, then
     // this one); past that the feeder stops waiting for an output.
     let settle =
@@ -106,6 +123,7 @@ pub async fn run(args: Args) -> ExitCode {
         max_line: args.serve.max_line(),
         start: Instant::now(),
         timeline: timeline.clone(),
+        fixtures: fixtures.clone(),
     };
     let (feed_end, serve_in) = tokio::io::duplex(PIPE);
     let (serve_out, collect_end) = tokio::io::duplex(PIPE);
@@ -114,7 +132,8 @@ pub async fn run(args: Args) -> ExitCode {
     let collector = tokio::spawn(collect(collect_end, progress_tx, start, timeline.clone()));
     let feeding = tokio::spawn(feeder.feed(BufReader::new(file), feed_end, progress_rx));
 
-    let code = serve::run_on(args.serve, serve_in, serve_out).await;
+    let observer = fixtures.clone().map(|log| log as Arc<dyn DecisionObserver>);
+    let code = serve::run_on(args.serve, serve_in, serve_out, observer).await;
 
     let fed = feeding.await.context("the feeder failed").and_then(|fed| fed);
     let _ = collector.await;
@@ -130,6 +149,12 @@ pub async fn run(args: Args) -> ExitCode {
         }
         let kind = if timeline::is_html(path) { "page" } else { "picture" };
         tracing::info!("timeline {kind} written to {}", path.display());
+    }
+    if let (Some(path), Some(fixtures)) = (&args.fixtures, fixtures) {
+        match fixtures.write().with_context(|| format!("--fixtures {}", path.display())) {
+            Ok(cases) => tracing::info!("{cases} fixture cases written to {}", path.display()),
+            Err(e) => return super::fail(&e, 1),
+        }
     }
     code
 }
@@ -198,6 +223,8 @@ struct Feeder {
     max_line: usize,
     start: Instant,
     timeline: Option<Arc<Mutex<Timeline>>>,
+    /// `--fixtures`: told each line fed, to name the cases after them.
+    fixtures: Option<Arc<FixtureLog>>,
 }
 
 /// The serve loop stopped reading: nothing more to feed.
@@ -251,6 +278,8 @@ impl Feeder {
         let mut previous = Duration::ZERO;
         // How many outputs this run lags behind the live run, once it did.
         let mut lag = 0u64;
+        // Input lines fed, as serve numbers them (the header is none).
+        let mut fed = 0u64;
         while let Some(line) = lines.next(&mut file).await.context(CANNOT_READ)? {
             let (number, bytes) = match line {
                 Line::Read { number, bytes } => (number, bytes),
@@ -261,6 +290,7 @@ impl Feeder {
                         "replay: recording line {number}: longer than the record of any line within --max-line {}; fed as a line past it",
                         rendergate::size::format(self.max_line)
                     );
+                    fed += 1;
                     if write_filler(input, self.max_line as u64 + 1).await.is_err() {
                         return Ok(Err(Closed));
                     }
@@ -294,10 +324,14 @@ impl Feeder {
             previous = entry.at;
             let sent = match entry.item {
                 Item::Line(line) => {
-                    self.note_input(&line);
+                    fed += 1;
+                    self.note_input(fed, &line);
                     write_line(input, &line).await
                 }
-                Item::Overlong(length) => write_filler(input, length).await,
+                Item::Overlong(length) => {
+                    fed += 1;
+                    write_filler(input, length).await
+                }
                 Item::End => return Ok(Ok(())),
             };
             if sent.is_err() {
@@ -351,7 +385,7 @@ impl Feeder {
             };
         let before =
             rendered.as_ref().map(|id| progress.borrow().verdicts.get(id).copied().unwrap_or(0));
-        self.note_input(bytes);
+        self.note_input(number, bytes);
         write_line(input, bytes).await?;
         if let (Some(id), Some(before)) = (&rendered, before) {
             let verdict_seen =
@@ -366,9 +400,13 @@ impl Feeder {
         Ok(())
     }
 
-    fn note_input(&self, line: &[u8]) {
+    /// Line `number` (as serve counts) is about to be fed.
+    fn note_input(&self, number: u64, line: &[u8]) {
         if let (Some(timeline), Ok(text)) = (&self.timeline, std::str::from_utf8(line)) {
             timeline.lock().unwrap_or_else(|e| e.into_inner()).input(self.start.elapsed(), text);
+        }
+        if let Some(fixtures) = &self.fixtures {
+            fixtures.fed(number, line);
         }
     }
 }

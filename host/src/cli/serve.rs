@@ -5,6 +5,7 @@ use super::HaproxyArgs;
 use super::signals::Signals;
 use anyhow::Context as _;
 use rendergate::policy::cache::ComponentCache;
+use rendergate::policy::observe::DecisionObserver;
 use rendergate::policy::reload::Reloader;
 use rendergate::policy::{Fallback, PolicyLimits, PolicyMetrics, PolicySeat};
 use rendergate::record::{CountedOutput, Existing, RecordedInput, Recorder};
@@ -88,20 +89,29 @@ fn fallback(text: &str) -> Result<Fallback, String> {
 }
 
 pub async fn run(args: Args) -> ExitCode {
-    run_on(args, tokio::io::stdin(), tokio::io::stdout()).await
+    run_on(args, tokio::io::stdin(), tokio::io::stdout(), None).await
 }
 
-/// `serve` over any input and output (`replay` feeds it a recording).
-pub async fn run_on<R, W>(args: Args, input: R, output: W) -> ExitCode
+/// `serve` over any input and output (`replay` feeds it a recording), its
+/// policy's decisions shown to `observer` if one is given (`replay --fixtures`).
+pub async fn run_on<R, W>(
+    args: Args,
+    input: R,
+    output: W,
+    observer: Option<Arc<dyn DecisionObserver>>,
+) -> ExitCode
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let Started { mut signals, recorder, metrics, seat, reloader, listener } =
+    let Started { mut signals, recorder, metrics, mut seat, reloader, listener } =
         match start(&args).await {
             Ok(started) => started,
             Err(e) => return super::fail(&e, 2),
         };
+    if let Some(observer) = observer {
+        seat = seat.with_observer(observer);
+    }
     let options = HaproxyOptions { dns_skip: !args.no_dns_skip, ..args.haproxy.options() };
     let checker = Arc::new(HaproxyChecker::new(options));
     super::log_sandbox(&checker);
