@@ -489,14 +489,14 @@ fn a_slow_shadow_delays_no_live_line() {
     drop(serve.stdin.take());
     assert!(child.wait().unwrap().success());
     let (outputs, log) = serve.rest();
-    // 2 × 6 + 2 shadow decisions of 200 ms each, after the 5 samples: 2.8 s at least.
-    let shadow_decisions = log.lines().filter(|l| l.contains("hostile-sleep: woke up")).count();
-    assert_eq!(shadow_decisions, 5 + 2 * pods + 2, "{log}");
-    assert!(started.elapsed() >= Duration::from_millis(200 * (2 * pods as u64 + 2)));
     assert!(
         live_done < Duration::from_millis(200 * (2 * pods as u64)),
         "the live lines waited for the shadow: {live_done:?}\n{log}"
     );
+    // 2 × 6 + 2 shadow decisions of 200 ms each, after the 5 samples: 2.8 s at least.
+    let shadow_decisions = log.lines().filter(|l| l.contains("hostile-sleep: woke up")).count();
+    assert_eq!(shadow_decisions, 5 + 2 * pods + 2, "{log}");
+    assert!(started.elapsed() >= Duration::from_millis(200 * (2 * pods as u64 + 2)));
     assert_eq!(of_type(&outputs, "shadow").count(), 0, "it decides as the default: {outputs:?}");
 }
 
