@@ -304,10 +304,10 @@ impl Driver {
             if self.flush().await.is_err() {
                 break; // nobody listens any more
             }
-            let shadowing = self.shadow.as_ref().map_or(0, Shadowing::outstanding);
+            let shadow_waiting = self.shadow.as_ref().map_or(0, Shadowing::outstanding);
             // The shadow's last answers are waited for, so their lines are
             // written; each is bounded by the policy deadline.
-            if !input_open && self.core.is_drained() && self.deciding == 0 && shadowing == 0 {
+            if !input_open && self.core.is_drained() && self.deciding == 0 && shadow_waiting == 0 {
                 break;
             }
             let timer = self.core.poll_timeout();
@@ -316,7 +316,7 @@ impl Driver {
             let room = self.deciding < self.config.channel_capacity;
             tokio::select! {
                 decided = self.policy.next(), if self.deciding > 0 => self.decided(decided),
-                shadowed = next_shadowed(&mut self.shadow), if shadowing > 0 => self.shadowed(shadowed),
+                shadowed = next_shadowed(&mut self.shadow), if shadow_waiting > 0 => self.shadowed(shadowed),
                 n = events.recv_many(&mut batch, EVENT_BATCH), if input_open && room => {
                     if n == 0 {
                         input_open = false;
