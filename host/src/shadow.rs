@@ -120,3 +120,66 @@ impl Shadowing {
         Some(Difference { trigger: pair.trigger, live, shadow })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{NativeDefault, PodState};
+
+    /// A pod that applied p1, which passed: the default promotes it.
+    fn applied() -> (Trigger, Fleet) {
+        let pod = PodState {
+            pod: "ns/a".into(),
+            applied_plan: Some("p1".into()),
+            running_plan: None,
+            baseline_plan: None,
+        };
+        let fleet = Fleet {
+            pods: vec![pod.clone()].into(),
+            passed_plans: vec!["p1".into()].into(),
+            refused_plans: Arc::from([]),
+        };
+        (Trigger::Applied(pod), fleet)
+    }
+
+    fn shadowing() -> (Shadowing, Arc<PolicyMetrics>) {
+        let metrics = Arc::new(PolicyMetrics::default());
+        (Shadowing::start(LivePolicy::new(Arc::new(NativeDefault)), metrics.clone(), 8), metrics)
+    }
+
+    #[tokio::test]
+    async fn a_pair_is_compared_whichever_decision_comes_first() {
+        let (mut shadowing, metrics) = shadowing();
+        let (trigger, fleet) = applied();
+        let promote = [Promote { pod: "ns/a".into(), plan: "p1".into() }];
+        // The live decision first, differing: the difference waits for the shadow.
+        let key = shadowing.ask(&trigger, &fleet).unwrap();
+        assert_eq!(shadowing.live(key, "live".into(), &[], &[]), None);
+        let answer = shadowing.next().await.unwrap();
+        let difference = shadowing.shadowed(answer).unwrap();
+        assert_eq!(difference.trigger, ShadowTrigger::Applied { pod: "ns/a".into() });
+        assert_eq!((difference.live.promote.len(), difference.shadow.promote.len()), (0, 1));
+        assert_eq!(metrics.shadow_differences("live", "default", "applied"), 1);
+        // The shadow first, then the same decision live: nothing.
+        let key = shadowing.ask(&trigger, &fleet).unwrap();
+        let answer = shadowing.next().await.unwrap();
+        assert_eq!(shadowing.shadowed(answer), None);
+        assert_eq!(shadowing.live(key, "live".into(), &promote, &[]), None);
+        assert_eq!(metrics.shadow_differences("live", "default", "applied"), 1);
+        assert!(shadowing.pairs.is_empty(), "every pair done is forgotten");
+    }
+
+    #[tokio::test]
+    async fn a_trigger_the_shadow_failed_is_not_compared() {
+        let (mut shadowing, metrics) = shadowing();
+        let (trigger, fleet) = applied();
+        let key = shadowing.ask(&trigger, &fleet).unwrap();
+        let real = shadowing.next().await.unwrap();
+        let failed = Shadowed { key, shadow: "default".into(), actions: None };
+        assert_eq!(shadowing.shadowed(failed), None);
+        assert_eq!(shadowing.live(key, "live".into(), &[], &[]), None, "nothing to compare with");
+        assert_eq!(shadowing.shadowed(real), None);
+        assert!(shadowing.pairs.is_empty());
+        assert_eq!(metrics.shadow_differences("live", "default", "applied"), 0);
+    }
+}
