@@ -39,6 +39,8 @@ async fn main() {
                 }
                 Output::Promote(p) => println!("promote {} to {}", p.pod, p.plan),
                 Output::Revert(r) => println!("revert {} from {}", r.pod, r.plan),
+                // Only with GateConfig::shadow, which this controller does not set.
+                Output::Shadow(_) => {}
             }
         }
     });

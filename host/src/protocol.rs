@@ -4,6 +4,7 @@
 
 use crate::core::{CheckOutcome, Event, LatchState, PodList, PodReport};
 use crate::policy::RevertTarget;
+use crate::policy::shadow::{Actions, ShadowTrigger};
 use crate::render::{FileKind, Render, RenderFile};
 use crate::runtime::Output;
 use policy_core::Name;
@@ -527,7 +528,64 @@ enum Line<'a> {
         policy: &'a str,
         haproxy: &'a str,
         sandbox: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        shadow: Option<&'a str>,
     },
+    Shadow {
+        trigger: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        plan: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pod: Option<&'a str>,
+        live: ActionsLine<'a>,
+        shadow: ActionsLine<'a>,
+    },
+}
+
+/// A decision inside a `shadow` line: its items with the fields of the
+/// `promote` and `revert` lines.
+#[derive(Debug, Serialize)]
+struct ActionsLine<'a> {
+    promote: Vec<PromoteItem<'a>>,
+    revert: Vec<RevertItem<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct PromoteItem<'a> {
+    pod: &'a str,
+    plan: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct RevertItem<'a> {
+    pod: &'a str,
+    plan: &'a str,
+    to: &'a str,
+}
+
+impl<'a> ActionsLine<'a> {
+    fn of(actions: &'a Actions) -> Self {
+        ActionsLine {
+            promote: actions
+                .promote
+                .iter()
+                .map(|p| PromoteItem { pod: &p.pod, plan: &p.plan })
+                .collect(),
+            revert: actions
+                .revert
+                .iter()
+                .map(|r| RevertItem { pod: &r.pod, plan: &r.plan, to: revert_to(&r.target) })
+                .collect(),
+        }
+    }
+}
+
+/// `revert.to`: `baseline` or the plan's id.
+fn revert_to(target: &RevertTarget) -> &str {
+    match target {
+        RevertTarget::Baseline => "baseline",
+        RevertTarget::Plan(plan) => plan,
+    }
 }
 
 /// The protocol's major version, `hello.protocol`: a breaking change to the
@@ -544,6 +602,9 @@ pub struct Hello {
     pub haproxy: String,
     /// `strict`, `best-effort` or `off`.
     pub sandbox: &'static str,
+    /// The shadow policy's name, with `--shadow-policy` only (absent, the
+    /// line is as before: clients ignore fields they do not know).
+    pub shadow: Option<String>,
 }
 
 /// The `hello` output line (without the newline).
@@ -554,6 +615,7 @@ pub fn hello_line(hello: &Hello) -> String {
         policy: &hello.policy,
         haproxy: &hello.haproxy,
         sandbox: hello.sandbox,
+        shadow: hello.shadow.as_deref(),
     })
     .expect("hello lines always serialize")
 }
@@ -580,14 +642,20 @@ pub fn output_line(output: &Output) -> String {
         }
         Output::Release { plan, render } => Line::Release { plan, render },
         Output::Promote(p) => Line::Promote { pod: &p.pod, plan: &p.plan },
-        Output::Revert(r) => Line::Revert {
-            pod: &r.pod,
-            plan: &r.plan,
-            to: match &r.target {
-                RevertTarget::Baseline => "baseline",
-                RevertTarget::Plan(plan) => plan,
-            },
-        },
+        Output::Revert(r) => Line::Revert { pod: &r.pod, plan: &r.plan, to: revert_to(&r.target) },
+        Output::Shadow(d) => {
+            let (plan, pod) = match &d.trigger {
+                ShadowTrigger::Verdict { plan } => (Some(plan.as_str()), None),
+                ShadowTrigger::Applied { pod } => (None, Some(pod.as_str())),
+            };
+            Line::Shadow {
+                trigger: d.trigger.kind(),
+                plan,
+                pod,
+                live: ActionsLine::of(&d.live),
+                shadow: ActionsLine::of(&d.shadow),
+            }
+        }
     };
     serde_json::to_string(&line).expect("output lines always serialize")
 }
@@ -612,6 +680,7 @@ mod tests {
             policy: "odd \"name\"".into(),
             haproxy: "2.6.12-1+deb12u4".into(),
             sandbox: "strict",
+            shadow: None,
         };
         let line = hello_line(&hello);
         assert!(line.starts_with(r#"{"type":"hello","protocol":1,"version":""#), "{line}");
@@ -867,5 +936,46 @@ mod tests {
             error_line(&LineError { line: 3, message: "x".into() }),
             r#"{"type":"error","line":3,"message":"x"}"#
         );
+    }
+
+    #[test]
+    fn a_shadow_line_names_its_trigger_and_holds_both_decisions_with_line_fields() {
+        use crate::policy::Promote;
+        use crate::shadow::Difference;
+        let revert =
+            |to: RevertTarget| Revert { pod: "ns/a".into(), plan: "plan-2".into(), target: to };
+        let verdict = Difference {
+            trigger: ShadowTrigger::Verdict { plan: "plan-2".into() },
+            live: Actions { promote: vec![], revert: vec![revert(RevertTarget::Baseline)] },
+            shadow: Actions {
+                promote: vec![],
+                revert: vec![revert(RevertTarget::Plan("plan-1".into()))],
+            },
+        };
+        assert_eq!(
+            output_line(&Output::Shadow(verdict)),
+            r#"{"type":"shadow","trigger":"verdict","plan":"plan-2","live":{"promote":[],"revert":[{"pod":"ns/a","plan":"plan-2","to":"baseline"}]},"shadow":{"promote":[],"revert":[{"pod":"ns/a","plan":"plan-2","to":"plan-1"}]}}"#
+        );
+        let applied = Difference {
+            trigger: ShadowTrigger::Applied { pod: "ns/a".into() },
+            live: Actions {
+                promote: vec![Promote { pod: "ns/a".into(), plan: "plan-1".into() }],
+                revert: vec![],
+            },
+            shadow: Actions::default(),
+        };
+        assert_eq!(
+            output_line(&Output::Shadow(applied)),
+            r#"{"type":"shadow","trigger":"applied","pod":"ns/a","live":{"promote":[{"pod":"ns/a","plan":"plan-1"}],"revert":[]},"shadow":{"promote":[],"revert":[]}}"#
+        );
+    }
+
+    #[test]
+    fn hello_names_the_shadow_only_when_there_is_one() {
+        let mut hello =
+            Hello { policy: "p".into(), haproxy: "2.6".into(), sandbox: "off", shadow: None };
+        assert!(!hello_line(&hello).contains("shadow"), "{}", hello_line(&hello));
+        hello.shadow = Some("fleet-revert".into());
+        assert!(hello_line(&hello).ends_with(r#""sandbox":"off","shadow":"fleet-revert"}"#));
     }
 }

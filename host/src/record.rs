@@ -18,7 +18,9 @@
 //!   arrived;
 //! - `outputs`: how many output lines `serve` had written by then, its
 //!   `hello` included (version 1, made before `hello`, counts one fewer;
-//!   replay adds it back). Replay
+//!   replay adds it back) and `shadow` lines left out (they come on the
+//!   shadow policy's own timing, so a run with or without one paces the
+//!   same). Replay
 //!   feeds each line once its own run has written as many, so the checks
 //!   finish on the same side of each input line as they did live, and the
 //!   outputs are the same without waiting out the recorded gaps;
@@ -412,16 +414,44 @@ impl<R: AsyncRead + Unpin> AsyncRead for RecordedInput<R> {
 }
 
 /// The output of `serve`: counts the lines written, so that each recorded
-/// input line says how far the output had got.
+/// input line says how far the output had got. `shadow` lines are not
+/// counted ([`is_paced`]).
 pub struct CountedOutput<W> {
     inner: W,
     recorder: Option<Recorder>,
+    /// The start of the line being written, up to [`SHADOW_PREFIX`]'s length.
+    line_start: Vec<u8>,
 }
 
 impl<W> CountedOutput<W> {
     pub fn new(inner: W, recorder: Option<Recorder>) -> Self {
-        CountedOutput { inner, recorder }
+        CountedOutput { inner, recorder, line_start: Vec::new() }
     }
+}
+
+/// How every `shadow` output line begins (`type` comes first: docs/protocol.md §2).
+const SHADOW_PREFIX: &[u8] = br#"{"type":"shadow""#;
+
+/// Whether an output line counts for replay's pacing: every line but `shadow`
+/// lines, which a shadow policy writes on its own thread's timing.
+pub fn is_paced(line: &[u8]) -> bool {
+    !line.starts_with(SHADOW_PREFIX)
+}
+
+/// The paced lines that `bytes` ends, given the start of the line in progress
+/// (`line_start`), and that start after them.
+fn paced_lines(line_start: &[u8], bytes: &[u8]) -> (u64, Vec<u8>) {
+    let mut start = line_start.to_vec();
+    let mut paced = 0;
+    for &byte in bytes {
+        if byte == b'\n' {
+            paced += u64::from(is_paced(&start));
+            start.clear();
+        } else if start.len() < SHADOW_PREFIX.len() {
+            start.push(byte);
+        }
+    }
+    (paced, start)
 }
 
 impl<W: AsyncWrite + Unpin> AsyncWrite for CountedOutput<W> {
@@ -437,14 +467,16 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for CountedOutput<W> {
         // Counted before the bytes go out: stdout may pass them on from
         // another thread before poll_write returns, and a controller that
         // answers a line must never be recorded as having answered too early.
-        let newlines = |bytes: &[u8]| bytes.iter().filter(|b| **b == b'\n').count() as u64;
-        recorder.count_outputs(newlines(buf));
+        let (all, _) = paced_lines(&this.line_start, buf);
+        recorder.count_outputs(all);
         let written = Pin::new(&mut this.inner).poll_write(cx, buf);
-        let unwritten = match &written {
-            Poll::Ready(Ok(n)) => &buf[*n..],
-            _ => buf,
+        let accepted = match &written {
+            Poll::Ready(Ok(n)) => &buf[..*n],
+            _ => &[],
         };
-        recorder.uncount_outputs(newlines(unwritten));
+        let (counted, line_start) = paced_lines(&this.line_start, accepted);
+        recorder.uncount_outputs(all - counted);
+        this.line_start = line_start;
         written
     }
 
@@ -520,7 +552,9 @@ mod tests {
         let path = dir.path().join("rec.ndjson");
         let recorder = Recorder::create(&path, Existing::Refuse).unwrap();
         let mut output = CountedOutput::new(Vec::new(), Some(recorder.clone()));
-        output.write_all(b"{\"type\":\"latch\"}\n{\"type\":").await.unwrap();
+        // A shadow line, split mid-prefix across writes, is not counted.
+        output.write_all(b"{\"type\":\"latch\"}\n{\"type\":\"sha").await.unwrap();
+        output.write_all(b"dow\",\"trigger\":\"verdict\"}\n{\"type\":").await.unwrap();
         let input: &[u8] = b"first\n\n{bad\xff\nlast";
         let mut reader = RecordedInput::new(input, Some(recorder), crate::serve::DEFAULT_MAX_LINE);
         let mut all = Vec::new();

@@ -6,6 +6,8 @@
 //! and sleeps until the core's next timer. Nothing here decides anything:
 //! decisions run on the policy worker's thread ([`crate::policy::worker`]),
 //! and a verdict's outputs wait, as one group, for its decision to come back.
+//! A shadow policy ([`GateConfig::shadow`]) decides on a thread of its own;
+//! its answers never hold outputs back ([`crate::shadow`]).
 //! Before each input it tells the core who judges now (the checker's
 //! identity, taken afresh), so memory never answers for a replaced binary.
 //! A [`Stopper`] ends the gate at once (SIGTERM): the check in flight is
@@ -18,8 +20,10 @@ use crate::core::{
 };
 use crate::health::Health;
 use crate::metrics::Metrics;
+use crate::policy::shadow::Shadowed;
 use crate::policy::worker::{self, Decided, PolicyWorker};
-use crate::policy::{PolicySeat, Promote, Revert};
+use crate::policy::{LivePolicy, PolicySeat, Promote, Revert};
+use crate::shadow::{Difference, Shadowing};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +53,9 @@ pub struct GateConfig {
     /// Every leadership term starts PESSIMISTIC, reason `term-start`, with a
     /// `Latch` output at its start (`--start-held`; docs/behaviour.md).
     pub start_held: bool,
+    /// A second policy that decides every trigger too, compared with the
+    /// live decision and never applied (`--shadow-policy`; docs/policies.md).
+    pub shadow: Option<LivePolicy>,
 }
 
 impl Default for GateConfig {
@@ -61,12 +68,14 @@ impl Default for GateConfig {
             metrics: Arc::new(Metrics::default()),
             health_margin: Duration::from_secs(5),
             start_held: false,
+            shadow: None,
         }
     }
 }
 
 /// What the gate tells its controller, in protocol order per verdict:
-/// `Verdict`, `Latch`, `Release`, then `Promote`/`Revert`.
+/// `Verdict`, `Latch`, `Release`, then `Promote`/`Revert`; a `Shadow` after
+/// the decision it compares, never inside a verdict's group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     Verdict(Verdict),
@@ -78,6 +87,8 @@ pub enum Output {
     },
     Promote(Promote),
     Revert(Revert),
+    /// The shadow policy decided a trigger otherwise (`--shadow-policy`).
+    Shadow(Difference),
 }
 
 /// The running gate: send it events; read its outputs from the receiver
@@ -154,8 +165,12 @@ impl Gate {
             start_held: config.start_held,
             ..core::CoreConfig::default()
         };
+        let shadow = config.shadow.clone().map(|shadow| {
+            Shadowing::start(shadow, metrics.policy().clone(), config.channel_capacity)
+        });
         let driver = Driver {
             core: core::Gate::new(core_config, &*checker.identity()),
+            shadow,
             checker,
             policy: PolicyWorker::start(policy.clone(), metrics.policy().clone()),
             seat: policy,
@@ -232,6 +247,15 @@ struct Slot {
     awaiting: Option<u64>,
     /// A verdict's group still taking its `latch` and `release`.
     open: bool,
+    /// The shadow's key for the trigger whose decision this slot waits for.
+    compared: Option<u64>,
+}
+
+impl Slot {
+    /// A slot sent as soon as those before it are.
+    fn ready(outputs: Vec<Output>) -> Slot {
+        Slot { outputs, awaiting: None, open: false, compared: None }
+    }
 }
 
 /// Where outputs go: one by one ([`Gate::start`]) or a slot at a time
@@ -252,6 +276,8 @@ struct Driver {
     seat: PolicySeat,
     /// Decisions asked of the worker and not yet back.
     deciding: usize,
+    /// The shadow policy, if any, and its triggers waiting to be compared.
+    shadow: Option<Shadowing>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     outputs: Sink,
@@ -278,7 +304,10 @@ impl Driver {
             if self.flush().await.is_err() {
                 break; // nobody listens any more
             }
-            if !input_open && self.core.is_drained() && self.deciding == 0 {
+            let shadow_waiting = self.shadow.as_ref().map_or(0, Shadowing::outstanding);
+            // The shadow's last answers are waited for, so their lines are
+            // written; each is bounded by the policy deadline.
+            if !input_open && self.core.is_drained() && self.deciding == 0 && shadow_waiting == 0 {
                 break;
             }
             let timer = self.core.poll_timeout();
@@ -287,6 +316,7 @@ impl Driver {
             let room = self.deciding < self.config.channel_capacity;
             tokio::select! {
                 decided = self.policy.next(), if self.deciding > 0 => self.decided(decided),
+                shadowed = next_shadowed(&mut self.shadow), if shadow_waiting > 0 => self.shadowed(shadowed),
                 n = events.recv_many(&mut batch, EVENT_BATCH), if input_open && room => {
                     if n == 0 {
                         input_open = false;
@@ -401,7 +431,7 @@ impl Driver {
     fn emit(&mut self, output: Output) {
         match self.pending.back_mut() {
             Some(group) if group.open => group.outputs.push(output),
-            _ => self.push(Slot { outputs: vec![output], awaiting: None, open: false }),
+            _ => self.push(Slot::ready(vec![output])),
         }
     }
 
@@ -426,14 +456,42 @@ impl Driver {
             return;
         };
         slot.awaiting = None;
+        let difference = match (slot.compared.take(), self.shadow.as_mut()) {
+            (Some(key), Some(shadow)) => {
+                shadow.live(key, self.seat.name(), &decided.promote, &decided.revert)
+            }
+            _ => None,
+        };
         slot.outputs.extend(decision_outputs(decided));
+        self.differed(difference);
+    }
+
+    /// The shadow answered: a `shadow` line if the pair is complete and differs.
+    fn shadowed(&mut self, shadowed: Option<Shadowed>) {
+        let Some(shadow) = self.shadow.as_mut() else { return };
+        let Some(shadowed) = shadowed else {
+            // Its thread catches panics, so this is not expected: stop asking.
+            tracing::error!("the shadow policy's thread is gone: no more triggers are compared");
+            self.shadow = None;
+            return;
+        };
+        let difference = shadow.shadowed(shadowed);
+        self.differed(difference);
+    }
+
+    /// A difference's line goes after everything pending, so after the
+    /// decision it compares, and never inside a verdict's group.
+    fn differed(&mut self, difference: Option<Difference>) {
+        if let Some(difference) = difference {
+            self.push(Slot::ready(vec![Output::Shadow(difference)]));
+        }
     }
 
     /// The slot a decision's outputs go to: the open verdict group, closed
     /// now, or a new slot after everything pending.
     fn decision_slot(&mut self, awaiting: Option<u64>) -> &mut Slot {
         if !self.pending.back().is_some_and(|group| group.open) {
-            self.push(Slot { outputs: Vec::new(), awaiting: None, open: false });
+            self.push(Slot::ready(Vec::new()));
         }
         let slot = self.pending.back_mut().expect("pushed");
         (slot.awaiting, slot.open) = (awaiting, false);
@@ -462,6 +520,7 @@ impl Driver {
                         outputs: vec![Output::Verdict(v)],
                         awaiting: None,
                         open: true,
+                        compared: None,
                     });
                 }
                 Effect::Latch(state) => {
@@ -469,15 +528,30 @@ impl Driver {
                     self.emit(Output::Latch(state));
                 }
                 Effect::Release { plan, render } => self.emit(Output::Release { plan, render }),
-                Effect::Decide { trigger, fleet } if self.seat.inline() => {
-                    let decided =
-                        worker::settle(&mut self.seat, 0, &trigger, &fleet, self.metrics.policy());
-                    self.decision_slot(None).outputs.extend(decision_outputs(decided));
-                }
                 Effect::Decide { trigger, fleet } => {
-                    let seq = self.policy.ask(trigger, fleet);
-                    self.deciding += 1;
-                    self.decision_slot(Some(seq));
+                    let compared = self.shadow.as_mut().and_then(|s| s.ask(&trigger, &fleet));
+                    if self.seat.inline() {
+                        let decided = worker::settle(
+                            &mut self.seat,
+                            0,
+                            &trigger,
+                            &fleet,
+                            self.metrics.policy(),
+                        );
+                        let difference = match (compared, self.shadow.as_mut()) {
+                            (Some(key), Some(shadow)) => {
+                                let policy = self.seat.decided_by().to_owned();
+                                shadow.live(key, policy, &decided.promote, &decided.revert)
+                            }
+                            _ => None,
+                        };
+                        self.decision_slot(None).outputs.extend(decision_outputs(decided));
+                        self.differed(difference);
+                    } else {
+                        let seq = self.policy.ask(trigger, fleet);
+                        self.deciding += 1;
+                        self.decision_slot(Some(seq)).compared = compared;
+                    }
                 }
             }
         }
@@ -568,6 +642,14 @@ fn log_verdict(v: &Verdict) {
             remembered,
             "verdict on a superseded render"
         ),
+    }
+}
+
+/// The shadow's next answer; never, without a shadow.
+async fn next_shadowed(shadow: &mut Option<Shadowing>) -> Option<Shadowed> {
+    match shadow {
+        Some(shadow) => shadow.next().await,
+        None => std::future::pending().await,
     }
 }
 

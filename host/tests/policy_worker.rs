@@ -57,6 +57,7 @@ fn kind(output: &Output) -> String {
         Output::Release { .. } => "release".into(),
         Output::Promote(p) => format!("promote {}", p.pod),
         Output::Revert(r) => format!("revert {}", r.pod),
+        Output::Shadow(d) => format!("shadow {}", d.trigger.kind()),
     }
 }
 

@@ -152,8 +152,23 @@ enum Feed {
 
 #[test]
 fn a_verdicts_lines_come_together_whatever_bad_lines_arrive_meanwhile() {
+    verdict_groups_stay_whole(&[]);
+}
+
+/// With a shadow that never promotes nor reverts, every verdict's decision
+/// differs: its `shadow` line comes after the group, never inside it
+/// (docs/protocol.md §2).
+#[test]
+fn a_verdicts_lines_come_together_with_a_shadow_policy_too() {
+    let shadows = verdict_groups_stay_whole(&["--shadow-policy", policy_artifacts::OBSERVE_ONLY]);
+    assert!(shadows >= 200, "a shadow line per verdict: {shadows}");
+}
+
+/// Runs 200 renders with bad lines arriving all the time and checks every
+/// verdict's group is whole; returns how many `shadow` lines came.
+fn verdict_groups_stay_whole(extra: &[&str]) -> usize {
     const RENDERS: usize = 200;
-    let mut command = serve_command(&[]);
+    let mut command = serve_command(extra);
     let mut child =
         command.stderr(std::process::Stdio::null()).spawn().expect("start rendergate serve");
     let mut stdin = child.stdin.take().unwrap();
@@ -219,19 +234,21 @@ fn a_verdicts_lines_come_together_whatever_bad_lines_arrive_meanwhile() {
     assert!(child.wait().unwrap().success());
 
     // A verdict's group: the verdict, then its latch, release, promote and
-    // revert lines. No `error` line may come between them.
-    let mut error_since_verdict = false;
-    let (mut verdicts, mut errors, mut followers) = (0, 0, 0);
+    // revert lines. No `error` or `shadow` line may come between them (the
+    // pods' reports before each render have nothing to promote: every
+    // promote and revert here is a verdict's).
+    let mut split_by = None;
+    let (mut verdicts, mut errors, mut followers, mut shadows) = (0, 0, 0, 0);
     for (at, line) in seen.iter().enumerate() {
         match line["type"].as_str().unwrap() {
-            "verdict" => (verdicts, error_since_verdict) = (verdicts + 1, false),
-            "error" => (errors, error_since_verdict) = (errors + 1, true),
+            "verdict" => (verdicts, split_by) = (verdicts + 1, None),
+            "error" => (errors, split_by) = (errors + 1, Some("error")),
+            "shadow" => (shadows, split_by) = (shadows + 1, Some("shadow")),
             kind @ ("latch" | "release" | "promote" | "revert") => {
                 followers += 1;
-                assert!(
-                    !error_since_verdict,
-                    "line {at}: a {kind} line split from its verdict by an error line"
-                );
+                if let Some(other) = split_by {
+                    panic!("line {at}: a {kind} line split from its verdict by a {other} line");
+                }
             }
             "hello" => {}
             other => panic!("unexpected output {other}: {line}"),
@@ -243,4 +260,5 @@ fn a_verdicts_lines_come_together_whatever_bad_lines_arrive_meanwhile() {
         followers >= RENDERS * 3,
         "every verdict promoted or reverted three pods ({followers} lines)"
     );
+    shadows
 }

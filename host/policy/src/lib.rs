@@ -13,6 +13,8 @@
 //! recorded cases, [`worker`] decides off the gate's task, [`observe`]
 //! shows each decision to whoever asked to see it, and [`bench`]
 //! generates the fleets a policy's decision cost is measured on.
+//! [`shadow`] runs a second policy beside the live one, compared and never
+//! applied.
 //!
 //! The decision types are policy-core's, shared with every guest; this crate
 //! converts them to and from the WIT bindings in one place
@@ -31,6 +33,7 @@ pub mod native;
 pub mod observe;
 pub mod reload;
 pub mod rules;
+pub mod shadow;
 pub mod stdio;
 pub mod worker;
 
@@ -161,6 +164,12 @@ struct Live {
     generation: AtomicU64,
 }
 
+impl std::fmt::Debug for LivePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LivePolicy").field(&self.current().name()).finish()
+    }
+}
+
 impl LivePolicy {
     pub fn new(policy: Arc<dyn Policy>) -> Self {
         LivePolicy(Arc::new(Live { policy: RwLock::new(policy), generation: AtomicU64::new(0) }))
@@ -239,6 +248,12 @@ impl PolicySeat {
 
     pub fn name(&self) -> String {
         self.live.current().name().to_owned()
+    }
+
+    /// The name of the policy that decided the seat's last trigger (as of
+    /// its last [`PolicySeat::decide`]; [`PolicySeat::name`] looks afresh).
+    pub fn decided_by(&self) -> &str {
+        self.policy.name()
     }
 
     /// Whether the policy in force may decide on the gate's own task ([`Policy::inline`]).

@@ -1,9 +1,10 @@
-//! The policy host's metrics: failures, fallbacks, dropped items, reloads
-//! and decision time, as `prometheus-client` families. The application owns
+//! The policy host's metrics: failures, fallbacks, dropped items, reloads,
+//! decision time, the actions applied and the shadow policy's differences
+//! and failures, as `prometheus-client` families. The application owns
 //! the registry and the endpoint; it registers these beside its own
 //! ([`PolicyMetrics::register`]), so this crate serves no HTTP.
 
-use crate::PolicyFailure;
+use crate::{PolicyFailure, Promote, Revert, RevertTarget};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -37,6 +38,31 @@ struct ReloadResult {
     result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabel {
+    policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyTarget {
+    policy: String,
+    /// `baseline` or `plan`: a revert's target, without the plan's id (unbounded).
+    to: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowDifference {
+    policy: String,
+    shadow: String,
+    trigger: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowReason {
+    shadow: String,
+    reason: &'static str,
+}
+
 fn reload_result(accepted: bool) -> ReloadResult {
     ReloadResult { result: if accepted { "accepted" } else { "refused" } }
 }
@@ -51,6 +77,11 @@ pub struct PolicyMetrics {
     sample_failures: Family<PolicyReason, Counter>,
     reloads: Family<ReloadResult, Counter>,
     decision_duration: DecisionHistogram,
+    promotions: Family<PolicyLabel, Counter>,
+    reverts: Family<PolicyTarget, Counter>,
+    shadow_differences: Family<ShadowDifference, Counter>,
+    shadow_failures: Family<ShadowReason, Counter>,
+    shadow_reloads: Family<ReloadResult, Counter>,
 }
 
 /// `Histogram` has no `Default`; this one has the decision buckets.
@@ -102,6 +133,91 @@ impl PolicyMetrics {
             "Bytes policy components wrote to stdout/stderr past the 64 KiB kept per decision (process-wide)",
             crate::stdio::dropped_bytes_counter(),
         );
+        registry.register(
+            "rendergate_policy_promotions",
+            "Promotions the gate wrote, after the host's rules, by the policy in force",
+            self.promotions.clone(),
+        );
+        registry.register(
+            "rendergate_policy_reverts",
+            "Reverts the gate wrote, after the host's rules, by the policy in force and target (baseline or plan)",
+            self.reverts.clone(),
+        );
+        registry.register(
+            "rendergate_shadow_differences",
+            "Triggers the shadow policy decided otherwise than the live one (compared as sets, after the host's rules), by trigger kind",
+            self.shadow_differences.clone(),
+        );
+        registry.register(
+            "rendergate_shadow_failures",
+            "Triggers the shadow policy gave no decision for (not compared), by reason; backlog: it was too far behind to be asked",
+            self.shadow_failures.clone(),
+        );
+        registry.register(
+            "rendergate_shadow_reloads",
+            "Hot reloads of the shadow policy, by result",
+            self.shadow_reloads.clone(),
+        );
+    }
+
+    /// A decision the gate wrote, after the host's rules, by the policy in force.
+    pub fn applied(&self, policy: &str, promote: &[Promote], revert: &[Revert]) {
+        if !promote.is_empty() {
+            let key = PolicyLabel { policy: policy.to_owned() };
+            self.promotions.get_or_create(&key).inc_by(promote.len() as u64);
+        }
+        if revert.is_empty() {
+            return;
+        }
+        let to_plan = revert.iter().filter(|r| matches!(r.target, RevertTarget::Plan(_))).count();
+        for (to, count) in [("baseline", revert.len() - to_plan), ("plan", to_plan)] {
+            if count > 0 {
+                let key = PolicyTarget { policy: policy.to_owned(), to };
+                self.reverts.get_or_create(&key).inc_by(count as u64);
+            }
+        }
+    }
+
+    /// The shadow decided a trigger of kind `trigger` otherwise than the live `policy`.
+    pub fn shadow_differed(&self, policy: &str, shadow: &str, trigger: &'static str) {
+        let key =
+            ShadowDifference { policy: policy.to_owned(), shadow: shadow.to_owned(), trigger };
+        self.shadow_differences.get_or_create(&key).inc();
+    }
+
+    /// The shadow gave no decision for a trigger: a [`PolicyFailure::reason`], or `backlog`.
+    pub fn shadow_failed(&self, shadow: &str, reason: &'static str) {
+        let key = ShadowReason { shadow: shadow.to_owned(), reason };
+        self.shadow_failures.get_or_create(&key).inc();
+    }
+
+    /// A hot reload of the shadow was accepted or refused.
+    pub fn shadow_reloaded(&self, accepted: bool) {
+        self.shadow_reloads.get_or_create(&reload_result(accepted)).inc();
+    }
+
+    pub fn promotions(&self, policy: &str) -> u64 {
+        self.promotions.get(&PolicyLabel { policy: policy.to_owned() }).map_or(0, |c| c.get())
+    }
+
+    /// Reverts applied under `policy` to `to`, `baseline` or `plan`.
+    pub fn reverts(&self, policy: &str, to: &'static str) -> u64 {
+        self.reverts.get(&PolicyTarget { policy: policy.to_owned(), to }).map_or(0, |c| c.get())
+    }
+
+    pub fn shadow_differences(&self, policy: &str, shadow: &str, trigger: &'static str) -> u64 {
+        let key =
+            ShadowDifference { policy: policy.to_owned(), shadow: shadow.to_owned(), trigger };
+        self.shadow_differences.get(&key).map_or(0, |c| c.get())
+    }
+
+    pub fn shadow_failures(&self, shadow: &str, reason: &'static str) -> u64 {
+        let key = ShadowReason { shadow: shadow.to_owned(), reason };
+        self.shadow_failures.get(&key).map_or(0, |c| c.get())
+    }
+
+    pub fn shadow_reloads(&self, accepted: bool) -> u64 {
+        self.shadow_reloads.get(&reload_result(accepted)).map_or(0, |c| c.get())
     }
 
     /// A policy failed and the fallback decided instead.

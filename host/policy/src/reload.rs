@@ -4,7 +4,8 @@
 //! some of a built-in set of sample triggers is taken with a warning and a
 //! metric, as at start (docs/policies.md): where it fails at run time, the
 //! seat's fallback decides. Decisions already running finish on the policy
-//! they started with.
+//! they started with. The shadow policy (`--shadow-policy`) is reloaded the
+//! same way by a reloader of its own ([`Role::Shadow`]).
 
 use super::cache::ComponentCache;
 use super::{
@@ -17,8 +18,36 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Which policy a reloader keeps current: it names the flag in errors, and
+/// what the log and the reload metric say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `--policy`, whose decisions are applied.
+    Live,
+    /// `--shadow-policy`, whose decisions are only compared.
+    Shadow,
+}
+
+impl Role {
+    /// How the log calls it.
+    fn what(self) -> &'static str {
+        match self {
+            Role::Live => "policy",
+            Role::Shadow => "shadow policy",
+        }
+    }
+
+    pub fn flag(self) -> &'static str {
+        match self {
+            Role::Live => "--policy",
+            Role::Shadow => "--shadow-policy",
+        }
+    }
+}
+
 /// Watches one policy file and keeps the live policy up to date.
 pub struct Reloader {
+    role: Role,
     path: PathBuf,
     limits: PolicyLimits,
     cache: Option<ComponentCache>,
@@ -38,14 +67,25 @@ impl Reloader {
         cache: Option<ComponentCache>,
         metrics: Arc<PolicyMetrics>,
     ) -> Result<(Reloader, LivePolicy), String> {
-        let bytes =
-            std::fs::read(&path).map_err(|e| format!("--policy {}: {e}", path.display()))?;
+        Reloader::start_as(Role::Live, path, limits, cache, metrics)
+    }
+
+    /// [`Reloader::start`] for the policy of `role`.
+    pub fn start_as(
+        role: Role,
+        path: PathBuf,
+        limits: PolicyLimits,
+        cache: Option<ComponentCache>,
+        metrics: Arc<PolicyMetrics>,
+    ) -> Result<(Reloader, LivePolicy), String> {
+        let flag = role.flag();
+        let bytes = std::fs::read(&path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
         let vetted = load_vetted(&bytes, &limits, cache.as_ref())
-            .map_err(|e| format!("--policy {}: {e}", path.display()))?;
+            .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
         let policy = vetted.take(&path, &metrics);
         let live = LivePolicy::new(Arc::new(policy));
         let seen = Sha256::digest(&bytes).into();
-        Ok((Reloader { path, limits, cache, live: live.clone(), metrics, seen }, live))
+        Ok((Reloader { role, path, limits, cache, live: live.clone(), metrics, seen }, live))
     }
 
     /// Tries the file once: `Ok(true)` if a new policy now decides,
@@ -65,15 +105,34 @@ impl Reloader {
                 // Logged once it decides, so whoever reads the line may rely on it.
                 let name = policy.name().to_owned();
                 self.live.replace(Arc::new(policy));
-                tracing::info!(policy = name, path = %self.path.display(), "policy reloaded");
-                self.metrics.reloaded(true);
+                let path = self.path.display();
+                match self.role {
+                    Role::Live => tracing::info!(policy = name, %path, "policy reloaded"),
+                    Role::Shadow => tracing::info!(shadow = name, %path, "shadow reloaded"),
+                }
+                self.counted(true);
                 Ok(true)
             }
             Err(e) => {
-                tracing::error!(path = %self.path.display(), "policy reload refused, the live policy stays: {e}");
-                self.metrics.reloaded(false);
+                let path = self.path.display();
+                match self.role {
+                    Role::Live => {
+                        tracing::error!(%path, "policy reload refused, the live policy stays: {e}")
+                    }
+                    Role::Shadow => {
+                        tracing::error!(%path, "shadow reload refused, the shadow in force stays: {e}")
+                    }
+                }
+                self.counted(false);
                 Err(e)
             }
+        }
+    }
+
+    fn counted(&self, accepted: bool) {
+        match self.role {
+            Role::Live => self.metrics.reloaded(accepted),
+            Role::Shadow => self.metrics.shadow_reloaded(accepted),
         }
     }
 
@@ -92,7 +151,7 @@ impl Reloader {
             };
             tokio::select! {
                 _ = tick.tick() => {}
-                _ = hup => tracing::info!("SIGHUP: checking the policy file"),
+                _ = hup => tracing::info!("SIGHUP: checking the {} file", self.role.what()),
             }
             // Compiling is CPU work: off the async threads.
             let result = tokio::task::spawn_blocking(move || {

@@ -95,5 +95,8 @@ pub fn settle(
     for note in &settled.notes {
         tracing::debug!(policy = seat.name(), "note: {note}");
     }
+    // Counted here, where the gate's decisions and nothing else pass: each
+    // item becomes one `promote` or `revert` line (docs/operations.md).
+    metrics.applied(seat.decided_by(), &settled.promote, &settled.revert);
     Decided { seq, promote: settled.promote, revert: settled.revert }
 }

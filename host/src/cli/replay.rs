@@ -71,6 +71,7 @@ fn timeline_path(text: &str) -> Result<PathBuf, String> {
 /// How far this run's output has got.
 #[derive(Default)]
 struct Progress {
+    /// Output lines written, `shadow` lines left out as the recording does.
     lines: u64,
     /// Verdicts written, per render id.
     verdicts: HashMap<String, u64>,
@@ -206,8 +207,9 @@ async fn collect(
             .ok()
             .filter(|k| k.kind == "verdict")
             .map(|k| k.render);
+        let paced = rendergate::record::is_paced(line.as_bytes());
         progress.send_modify(|p| {
-            p.lines += 1;
+            p.lines += u64::from(paced);
             if let Some(render) = verdict {
                 *p.verdicts.entry(render).or_default() += 1;
             }

@@ -6,8 +6,8 @@ use super::signals::Signals;
 use anyhow::Context as _;
 use rendergate::policy::cache::ComponentCache;
 use rendergate::policy::observe::DecisionObserver;
-use rendergate::policy::reload::Reloader;
-use rendergate::policy::{Fallback, PolicyLimits, PolicyMetrics, PolicySeat};
+use rendergate::policy::reload::{Reloader, Role};
+use rendergate::policy::{Fallback, LivePolicy, PolicyLimits, PolicyMetrics, PolicySeat};
 use rendergate::record::{CountedOutput, Existing, RecordedInput, Recorder};
 use rendergate::{Gate, GateConfig, HaproxyChecker, HaproxyOptions, Metrics};
 use std::path::{Path, PathBuf};
@@ -24,6 +24,11 @@ pub struct Args {
     /// A promotion and revert policy component (WebAssembly).
     #[arg(long, value_name = "FILE.wasm")]
     policy: Option<PathBuf>,
+    /// A second policy component that decides every trigger too: its
+    /// decisions are only compared with the live ones (a `shadow` line when
+    /// they differ), never applied. Same limits and cache as --policy.
+    #[arg(long, value_name = "FILE.wasm")]
+    shadow_policy: Option<PathBuf>,
     /// Bound on one check, waiting for the check slot included.
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = super::duration)]
     check_timeout: Duration,
@@ -104,7 +109,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let Started { mut signals, recorder, metrics, mut seat, reloader, listener } =
+    let Started { mut signals, recorder, metrics, mut seat, reloader, shadow, listener } =
         match start(&args).await {
             Ok(started) => started,
             Err(e) => return super::fail(&e, 2),
@@ -120,6 +125,7 @@ where
         judge = &*rendergate::Checker::identity(checker.as_ref()),
         policy = seat.name(),
         policy_fallback = seat.fallback().as_str(),
+        shadow = shadow.as_ref().map(|(live, _)| live.current().name().to_owned()),
         "rendergate serve"
     );
     let haproxy_version = match checker.binary() {
@@ -130,6 +136,7 @@ where
         policy: seat.name(),
         haproxy: haproxy_version.unwrap_or_else(|| "unknown".into()),
         sandbox: checker.sandbox_mode().name(),
+        shadow: shadow.as_ref().map(|(live, _)| live.current().name().to_owned()),
     };
     let config = GateConfig {
         check_interval: args.check_interval,
@@ -137,9 +144,13 @@ where
         metrics,
         health_margin: args.health_margin,
         start_held: args.start_held,
+        shadow: shadow.as_ref().map(|(live, _)| live.clone()),
         ..GateConfig::default()
     };
-    let watcher = reloader.map(|r| tokio::spawn(r.watch(args.policy_limits.policy_poll)));
+    let poll = args.policy_limits.policy_poll;
+    let shadow_reloader = shadow.map(|(_, reloader)| reloader);
+    let watchers: Vec<_> =
+        reloader.into_iter().chain(shadow_reloader).map(|r| tokio::spawn(r.watch(poll))).collect();
     let (gate, outputs) = Gate::start_grouped(config, checker, seat);
     let endpoint = listener.map(|listener| {
         if let Ok(addr) = listener.local_addr() {
@@ -155,7 +166,7 @@ where
         served = served => Ok(served),
         signal = signals.recv() => Err(signal),
     };
-    if let Some(watcher) = watcher {
+    for watcher in watchers {
         watcher.abort();
     }
     if let Some(endpoint) = endpoint {
@@ -184,6 +195,8 @@ struct Started {
     metrics: Arc<Metrics>,
     seat: PolicySeat,
     reloader: Option<Reloader>,
+    /// `--shadow-policy`, and the reloader that keeps it current.
+    shadow: Option<(LivePolicy, Reloader)>,
     listener: Option<TcpListener>,
 }
 
@@ -200,9 +213,17 @@ async fn start(args: &Args) -> anyhow::Result<Started> {
     let (seat, reloader) = match &args.policy {
         None => (PolicySeat::default(), None),
         Some(path) => {
-            let (seat, reloader) =
-                load_policy(path.clone(), &args.policy_limits, metrics.policy().clone())?;
-            (seat, Some(reloader))
+            let (reloader, live) =
+                load_policy(Role::Live, path.clone(), &args.policy_limits, metrics.policy())?;
+            (PolicySeat::live(live), Some(reloader))
+        }
+    };
+    let shadow = match &args.shadow_policy {
+        None => None,
+        Some(path) => {
+            let (reloader, shadow) =
+                load_policy(Role::Shadow, path.clone(), &args.policy_limits, metrics.policy())?;
+            Some((shadow, reloader))
         }
     };
     let seat = seat.with_fallback(args.policy_limits.policy_fallback);
@@ -213,7 +234,7 @@ async fn start(args: &Args) -> anyhow::Result<Started> {
             Some(bound.with_context(|| format!("--metrics-addr {addr}: cannot listen"))?)
         }
     };
-    Ok(Started { signals, recorder, metrics, seat, reloader, listener })
+    Ok(Started { signals, recorder, metrics, seat, reloader, shadow, listener })
 }
 
 impl Args {
@@ -230,14 +251,16 @@ impl Args {
     }
 }
 
-/// Loads `--policy` and its reloader. Only a component that does not
-/// compile or does not implement the world stops start-up; one that fails
-/// sample triggers is taken with a warning (docs/policies.md).
+/// Loads `--policy` or `--shadow-policy` (by `role`) and its reloader. Only
+/// a component that does not compile or does not implement the world stops
+/// start-up; one that fails sample triggers is taken with a warning
+/// (docs/policies.md).
 fn load_policy(
+    role: Role,
     path: PathBuf,
     args: &PolicyArgs,
-    metrics: Arc<PolicyMetrics>,
-) -> anyhow::Result<(PolicySeat, Reloader)> {
+    metrics: &Arc<PolicyMetrics>,
+) -> anyhow::Result<(Reloader, LivePolicy)> {
     if args.policy_memory > rendergate::policy::component::MAX_POLICY_MEMORY {
         anyhow::bail!(
             "--policy-memory {}: at most {} bytes",
@@ -256,7 +279,6 @@ fn load_policy(
         .inspect_err(|e| tracing::warn!("{e}; compiling policies without a cache"))
         .ok();
     // One line, whatever the compiler's message looks like.
-    let (reloader, live) = Reloader::start(path, limits, cache, metrics)
-        .map_err(|e| anyhow::anyhow!(e.split_whitespace().collect::<Vec<_>>().join(" ")))?;
-    Ok((PolicySeat::live(live), reloader))
+    Reloader::start_as(role, path, limits, cache, metrics.clone())
+        .map_err(|e| anyhow::anyhow!(e.split_whitespace().collect::<Vec<_>>().join(" ")))
 }
