@@ -103,6 +103,9 @@ type Client struct {
 	state   state
 	queue   chan queued
 	closing bool
+	// closed is closed by the first Close: a restart waiting out its
+	// backoff stops there rather than start a gate only to close it.
+	closed chan struct{}
 
 	// smu guards the current session and its hello.
 	smu   sync.Mutex
@@ -187,6 +190,7 @@ func newClient(ctx context.Context, opts *Options) *Client {
 		cancel: cancel,
 		out:    make(chan Output),
 		done:   make(chan struct{}),
+		closed: make(chan struct{}),
 		queue:  make(chan queued, queueSize),
 		state:  newState(),
 	}
@@ -294,6 +298,7 @@ func (c *Client) Close(ctx context.Context) ([]Output, error) {
 	gen := c.current().gen
 	c.mu.Unlock()
 	if first {
+		close(c.closed)
 		// The queue may be full behind a gate waiting for its outputs to
 		// be read: queue the end while this goroutine reads them.
 		go func() {
@@ -558,6 +563,9 @@ func (c *Client) restart(old *session, cause error) (*session, *Restarted, error
 		case <-time.After(delay):
 		case <-c.ctx.Done():
 			return nil, nil, c.ctx.Err()
+		case <-c.closed:
+			// Closed while serve was down: the stream ends with why it died.
+			return nil, nil, cause
 		}
 		if s, hello, err = c.spawn(old.gen + 1); err == nil {
 			break

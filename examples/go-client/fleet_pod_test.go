@@ -252,7 +252,9 @@ func (p *pod) reload() (bool, error) {
 					return true, nil
 				}
 			}
-			if now.failed > 0 {
+			// [failed: N] counts every failed reload since start: only a
+			// rise says this one was refused.
+			if now.failed > before.failed {
 				return false, nil
 			}
 		}

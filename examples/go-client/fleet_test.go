@@ -373,18 +373,14 @@ func runFleet(tb testing.TB, backends int) episode {
 		}
 	}
 
-	// No request failed, and there were enough for that to mean something.
+	// No request failed. (Enough went through each pod for that to mean
+	// something: the episode waited for 10 served by each pod at each step.)
 	total, failures, plans := traffic.summary()
 	if len(failures) > 0 {
 		if len(failures) > 20 {
 			failures = append(failures[:20], fmt.Sprintf("... %d more", len(failures)-20))
 		}
 		t.Fatalf("%d of %d requests failed:\n%s", len(failures), total, strings.Join(failures, "\n"))
-	}
-	for _, p := range pods {
-		if n := traffic.count(p.name, ""); n < 40 {
-			t.Fatalf("only %d requests through %s", n, p.name)
-		}
 	}
 	if plans["plan-2"] != 0 || plans["plan-1"] == 0 || plans["plan-3"] == 0 {
 		t.Fatalf("requests served by plan: %v (plan-2 must never serve)", plans)

@@ -86,6 +86,31 @@ func TestARestartedServeThatCannotStartCountsAsADeath(t *testing.T) {
 	}
 }
 
+func TestCloseDuringARestartsBackoffEndsAtOnce(t *testing.T) {
+	// The first serve says hello and dies; a restart would spawn it again
+	// only after a minute's backoff.
+	marker := filepath.Join(t.TempDir(), "started")
+	fake := fakeServe(t, "if [ -e '"+marker+"' ]; then touch '"+marker+".again'; fi\ntouch '"+marker+"'\necho '"+fakeHello+"'\nexit 3")
+	c, err := Start(context.Background(), Options{Binary: fake, RestartDelay: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // serve has died: the client waits out its backoff
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.Close(ctx)
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("Close waited %v: it sat out the restart's backoff", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("Close: want why serve died, got %v", err)
+	}
+	if _, err := os.Stat(marker + ".again"); err == nil {
+		t.Fatal("a gate was started again after Close")
+	}
+}
+
 func TestRestartsOutsideTheWindowAreForgotten(t *testing.T) {
 	// Each serve lives 150 ms; only restarts within the last 100 ms count,
 	// so one restart allowed in the window is never exceeded.
