@@ -528,8 +528,6 @@ enum Line<'a> {
         policy: &'a str,
         haproxy: &'a str,
         sandbox: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        shadow: Option<&'a str>,
     },
     Shadow {
         trigger: &'static str,
@@ -602,9 +600,6 @@ pub struct Hello {
     pub haproxy: String,
     /// `strict`, `best-effort` or `off`.
     pub sandbox: &'static str,
-    /// The shadow policy's name, with `--shadow-policy` only (absent, the
-    /// line is as before: clients ignore fields they do not know).
-    pub shadow: Option<String>,
 }
 
 /// The `hello` output line (without the newline).
@@ -615,7 +610,6 @@ pub fn hello_line(hello: &Hello) -> String {
         policy: &hello.policy,
         haproxy: &hello.haproxy,
         sandbox: hello.sandbox,
-        shadow: hello.shadow.as_deref(),
     })
     .expect("hello lines always serialize")
 }
@@ -680,7 +674,6 @@ mod tests {
             policy: "odd \"name\"".into(),
             haproxy: "2.6.12-1+deb12u4".into(),
             sandbox: "strict",
-            shadow: None,
         };
         let line = hello_line(&hello);
         assert!(line.starts_with(r#"{"type":"hello","protocol":1,"version":""#), "{line}");
@@ -968,14 +961,5 @@ mod tests {
             output_line(&Output::Shadow(applied)),
             r#"{"type":"shadow","trigger":"applied","pod":"ns/a","live":{"promote":[{"pod":"ns/a","plan":"plan-1"}],"revert":[]},"shadow":{"promote":[],"revert":[]}}"#
         );
-    }
-
-    #[test]
-    fn hello_names_the_shadow_only_when_there_is_one() {
-        let mut hello =
-            Hello { policy: "p".into(), haproxy: "2.6".into(), sandbox: "off", shadow: None };
-        assert!(!hello_line(&hello).contains("shadow"), "{}", hello_line(&hello));
-        hello.shadow = Some("fleet-revert".into());
-        assert!(hello_line(&hello).ends_with(r#""sandbox":"off","shadow":"fleet-revert"}"#));
     }
 }

@@ -165,9 +165,8 @@ impl Gate {
             start_held: config.start_held,
             ..core::CoreConfig::default()
         };
-        let shadow = config.shadow.clone().map(|shadow| {
-            Shadowing::start(shadow, metrics.policy().clone(), config.channel_capacity)
-        });
+        let shadow =
+            config.shadow.clone().map(|shadow| Shadowing::start(shadow, metrics.policy().clone()));
         let driver = Driver {
             core: core::Gate::new(core_config, &*checker.identity()),
             shadow,
@@ -456,12 +455,7 @@ impl Driver {
             return;
         };
         slot.awaiting = None;
-        let difference = match (slot.compared.take(), self.shadow.as_mut()) {
-            (Some(key), Some(shadow)) => {
-                shadow.live(key, self.seat.name(), &decided.promote, &decided.revert)
-            }
-            _ => None,
-        };
+        let difference = shadow_difference(self.shadow.as_mut(), slot.compared.take(), &decided);
         slot.outputs.extend(decision_outputs(decided));
         self.differed(difference);
     }
@@ -538,13 +532,8 @@ impl Driver {
                             &fleet,
                             self.metrics.policy(),
                         );
-                        let difference = match (compared, self.shadow.as_mut()) {
-                            (Some(key), Some(shadow)) => {
-                                let policy = self.seat.decided_by().to_owned();
-                                shadow.live(key, policy, &decided.promote, &decided.revert)
-                            }
-                            _ => None,
-                        };
+                        let difference =
+                            shadow_difference(self.shadow.as_mut(), compared, &decided);
                         self.decision_slot(None).outputs.extend(decision_outputs(decided));
                         self.differed(difference);
                     } else {
@@ -666,6 +655,18 @@ async fn sleep_until(at: Option<std::time::Instant>) {
 }
 
 /// A decision's outputs, in protocol order: promotions, then reverts.
+/// Pairs a live decision with the shadow's for the same trigger (`compared`,
+/// if the shadow was asked), labelled with the policy that decided it: a
+/// [`Difference`] once both are in and they differ.
+fn shadow_difference(
+    shadow: Option<&mut Shadowing>,
+    compared: Option<u64>,
+    decided: &Decided,
+) -> Option<Difference> {
+    let (key, shadow) = compared.zip(shadow)?;
+    shadow.live(key, decided.policy.clone(), &decided.promote, &decided.revert)
+}
+
 fn decision_outputs(decided: Decided) -> impl Iterator<Item = Output> {
     let promote = decided.promote.into_iter().map(Output::Promote);
     promote.chain(decided.revert.into_iter().map(Output::Revert))

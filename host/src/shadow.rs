@@ -20,6 +20,16 @@ pub struct Difference {
     pub shadow: Actions,
 }
 
+/// How many triggers may wait for the shadow: a rollout's burst of reports
+/// at a few hundred pods fits. A shadow further behind is not asked the next
+/// triggers (reason `backlog`).
+pub(crate) const SHADOW_BACKLOG: usize = 256;
+
+/// How many pods the waiting triggers' fleets may hold together: each keeps
+/// a snapshot of the fleet (about 60 bytes a pod), so this caps them near
+/// 16 MiB; at 10,000 pods about 26 triggers wait.
+pub(crate) const SHADOW_POD_BUDGET: usize = 262_144;
+
 /// One trigger's two decisions, as they arrive.
 struct Pair {
     trigger: ShadowTrigger,
@@ -38,9 +48,10 @@ pub(crate) struct Shadowing {
 }
 
 impl Shadowing {
-    /// Starts the shadow's thread; at most `backlog` triggers wait for it.
-    pub fn start(shadow: LivePolicy, metrics: Arc<PolicyMetrics>, backlog: usize) -> Shadowing {
-        let worker = ShadowWorker::start(shadow, metrics.clone(), backlog);
+    /// Starts the shadow's thread, with [`SHADOW_BACKLOG`] and [`SHADOW_POD_BUDGET`].
+    pub fn start(shadow: LivePolicy, metrics: Arc<PolicyMetrics>) -> Shadowing {
+        let worker =
+            ShadowWorker::start(shadow, metrics.clone(), SHADOW_BACKLOG, SHADOW_POD_BUDGET);
         Shadowing { worker, pairs: HashMap::new(), next_key: 0, metrics }
     }
 
@@ -144,7 +155,7 @@ mod tests {
 
     fn shadowing() -> (Shadowing, Arc<PolicyMetrics>) {
         let metrics = Arc::new(PolicyMetrics::default());
-        (Shadowing::start(LivePolicy::new(Arc::new(NativeDefault)), metrics.clone(), 8), metrics)
+        (Shadowing::start(LivePolicy::new(Arc::new(NativeDefault)), metrics.clone()), metrics)
     }
 
     #[tokio::test]

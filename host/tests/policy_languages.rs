@@ -132,6 +132,24 @@ fn every_guest_in_every_language_passes_its_strategys_fixtures() {
 }
 
 #[test]
+fn the_javascript_sdk_passes_its_unit_tests() {
+    if !componentize_qjs("the JavaScript SDK's unit tests") {
+        return;
+    }
+    let run = Command::new("npm")
+        .args(["test", "--silent", "--prefix"])
+        .arg(repository().join("guest-policy/js"))
+        .output()
+        .expect("run npm");
+    assert!(
+        run.status.success(),
+        "npm test in guest-policy/js failed:\n{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+#[test]
 fn the_python_sdk_passes_its_unit_tests() {
     if !componentize_py("the Python SDK's unit tests") {
         return;

@@ -123,13 +123,15 @@ impl TriggerKind {
     }
 }
 
-/// The p50 and p99 of some timings (sorted in place); zero for none.
+/// The p50 and p99 of some timings (sorted in place), by nearest rank: the
+/// smallest timing at least q% of them do not exceed. Of fewer than 100
+/// timings, p99 is the largest. Zero for none.
 pub fn percentiles(times: &mut [Duration]) -> (Duration, Duration) {
     if times.is_empty() {
         return (Duration::ZERO, Duration::ZERO);
     }
     times.sort();
-    let at = |q: usize| times[(times.len() * q / 100).min(times.len() - 1)];
+    let at = |q: usize| times[(times.len() * q).div_ceil(100).max(1) - 1];
     (at(50), at(99))
 }
 
@@ -158,11 +160,14 @@ mod tests {
 
     #[test]
     fn percentiles_pick_the_middle_and_the_tail() {
-        let mut times: Vec<Duration> = (1..=100).rev().map(Duration::from_micros).collect();
-        assert_eq!(
-            percentiles(&mut times),
-            (Duration::from_micros(51), Duration::from_micros(100))
-        );
+        let micros = |n| Duration::from_micros(n);
+        let mut times: Vec<Duration> = (1..=100).rev().map(micros).collect();
+        assert_eq!(percentiles(&mut times), (micros(50), micros(99)));
+        let mut times: Vec<Duration> = (1..=1000).rev().map(micros).collect();
+        assert_eq!(percentiles(&mut times), (micros(500), micros(990)));
+        let mut times: Vec<Duration> = (1..=10).map(micros).collect();
+        assert_eq!(percentiles(&mut times), (micros(5), micros(10)), "p99 of 10 is the largest");
+        assert_eq!(percentiles(&mut [micros(7)]), (micros(7), micros(7)));
         assert_eq!(percentiles(&mut []), (Duration::ZERO, Duration::ZERO));
     }
 }

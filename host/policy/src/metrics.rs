@@ -82,6 +82,7 @@ pub struct PolicyMetrics {
     shadow_differences: Family<ShadowDifference, Counter>,
     shadow_failures: Family<ShadowReason, Counter>,
     shadow_reloads: Family<ReloadResult, Counter>,
+    shadow_sample_failures: Family<ShadowReason, Counter>,
 }
 
 /// `Histogram` has no `Default`; this one has the decision buckets.
@@ -158,6 +159,11 @@ impl PolicyMetrics {
             "Hot reloads of the shadow policy, by result",
             self.shadow_reloads.clone(),
         );
+        registry.register(
+            "rendergate_shadow_sample_failures",
+            "Sample triggers the shadow policy failed when loaded (it is in force anyway), by reason",
+            self.shadow_sample_failures.clone(),
+        );
     }
 
     /// A decision the gate wrote, after the host's rules, by the policy in force.
@@ -189,6 +195,12 @@ impl PolicyMetrics {
     pub fn shadow_failed(&self, shadow: &str, reason: &'static str) {
         let key = ShadowReason { shadow: shadow.to_owned(), reason };
         self.shadow_failures.get_or_create(&key).inc();
+    }
+
+    /// The shadow policy being loaded failed a sample trigger; it is in force anyway.
+    pub fn shadow_sample_failed(&self, shadow: &str, failure: &PolicyFailure) {
+        let key = ShadowReason { shadow: shadow.to_owned(), reason: failure.reason() };
+        self.shadow_sample_failures.get_or_create(&key).inc();
     }
 
     /// A hot reload of the shadow was accepted or refused.

@@ -82,7 +82,7 @@ impl Reloader {
         let bytes = std::fs::read(&path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
         let vetted = load_vetted(&bytes, &limits, cache.as_ref())
             .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
-        let policy = vetted.take(&path, &metrics);
+        let policy = vetted.take(role, &path, &metrics);
         let live = LivePolicy::new(Arc::new(policy));
         let seen = Sha256::digest(&bytes).into();
         Ok((Reloader { role, path, limits, cache, live: live.clone(), metrics, seen }, live))
@@ -101,7 +101,7 @@ impl Reloader {
         self.seen = digest;
         match load_vetted(&bytes, &self.limits, self.cache.as_ref()) {
             Ok(vetted) => {
-                let policy = vetted.take(&self.path, &self.metrics);
+                let policy = vetted.take(self.role, &self.path, &self.metrics);
                 // Logged once it decides, so whoever reads the line may rely on it.
                 let name = policy.name().to_owned();
                 self.live.replace(Arc::new(policy));
@@ -175,10 +175,14 @@ pub struct Vetted {
 }
 
 impl Vetted {
-    /// The policy, once its sample failures are logged and counted.
-    fn take(self, path: &Path, metrics: &PolicyMetrics) -> ComponentPolicy {
+    /// The policy, once its sample failures are logged and counted (a
+    /// shadow's apart from the live policy's, whose alerts they must not fire).
+    fn take(self, role: Role, path: &Path, metrics: &PolicyMetrics) -> ComponentPolicy {
         for (what, e) in &self.sample_failures {
-            metrics.sample_failed(&e.policy, &e.failure);
+            match role {
+                Role::Live => metrics.sample_failed(&e.policy, &e.failure),
+                Role::Shadow => metrics.shadow_sample_failed(&e.policy, &e.failure),
+            }
             tracing::warn!(
                 policy = e.policy,
                 path = %path.display(),

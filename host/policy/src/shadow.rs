@@ -6,19 +6,20 @@
 //!
 //! It decides on a thread of its own, not the live policy worker's: a slow or
 //! spinning shadow then costs only its own thread, and no live decision ever
-//! waits behind one of its decisions. Its queue is bounded: a shadow that
-//! falls that many triggers behind is not asked the next ones (each counted
-//! as a failure, reason `backlog`), so it never holds more memory, nor the
-//! gate's end, than that many decisions. A shadow's failure (trap, deadline,
+//! waits behind one of its decisions. Its queue is bounded twice: in
+//! triggers, and in the pods of the fleets they hold (each waiting trigger
+//! keeps its own snapshot). A shadow that falls behind either bound is not
+//! asked the next triggers (each counted as a failure, reason `backlog`), so
+//! it never holds more memory, nor the gate's end, than that many decisions. A shadow's failure (trap, deadline,
 //! fuel, memory...) is logged and counted; that trigger is not compared, and
 //! the live decision is untouched whatever the shadow does.
 
 use super::{Fleet, LivePolicy, Promote, Revert, Trigger, rules};
 use crate::metrics::PolicyMetrics;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::SyncSender;
 use tokio::sync::mpsc;
 
 /// A decision after the host's rules: what is, or would be, applied.
@@ -32,11 +33,26 @@ impl Actions {
     /// Whether both promote and revert the same items, in any order and
     /// counting a repeat once (docs/protocol.md: compared as sets).
     pub fn same_set(&self, other: &Actions) -> bool {
-        fn set<T: Eq + std::hash::Hash>(items: &[T]) -> HashSet<&T> {
-            items.iter().collect()
-        }
-        set(&self.promote) == set(&other.promote) && set(&self.revert) == set(&other.revert)
+        same_items(&self.promote, &self.revert, &other.promote, &other.revert)
     }
+}
+
+/// Whether two decisions promote and revert the same items, compared as
+/// sets (notes aside): how the shadow and `policy bench` compare decisions.
+pub fn same_decision(a: &super::Decision, b: &super::Decision) -> bool {
+    same_items(&a.promote, &a.revert, &b.promote, &b.revert)
+}
+
+fn same_items(
+    a_promote: &[Promote],
+    a_revert: &[Revert],
+    b_promote: &[Promote],
+    b_revert: &[Revert],
+) -> bool {
+    fn set<T: Eq + std::hash::Hash>(items: &[T]) -> HashSet<&T> {
+        items.iter().collect()
+    }
+    set(a_promote) == set(b_promote) && set(a_revert) == set(b_revert)
 }
 
 /// Which trigger a decision was for, as the `shadow` line names it.
@@ -87,6 +103,12 @@ pub struct ShadowWorker {
     results: mpsc::UnboundedReceiver<Shadowed>,
     /// Asked and not yet answered.
     outstanding: usize,
+    /// The pods in the fleet of each trigger asked and not yet answered, in
+    /// the order asked (answers come in that order), and their sum.
+    waiting: VecDeque<usize>,
+    waiting_pods: usize,
+    /// The most pods the waiting triggers' fleets may hold together.
+    pod_budget: usize,
     metrics: Arc<PolicyMetrics>,
     shadow: LivePolicy,
     stopped: Arc<AtomicBool>,
@@ -99,8 +121,15 @@ impl Drop for ShadowWorker {
 }
 
 impl ShadowWorker {
-    /// Starts the thread; at most `backlog` triggers wait for it.
-    pub fn start(shadow: LivePolicy, metrics: Arc<PolicyMetrics>, backlog: usize) -> ShadowWorker {
+    /// Starts the thread; at most `backlog` triggers wait for it, with at
+    /// most `pod_budget` pods in their fleets together (one trigger at least,
+    /// whatever its fleet).
+    pub fn start(
+        shadow: LivePolicy,
+        metrics: Arc<PolicyMetrics>,
+        backlog: usize,
+        pod_budget: usize,
+    ) -> ShadowWorker {
         let (jobs, queue) = std::sync::mpsc::sync_channel::<Job>(backlog);
         let (done, results) = mpsc::unbounded_channel();
         let stopped = Arc::new(AtomicBool::new(false));
@@ -119,28 +148,39 @@ impl ShadowWorker {
                 }
             })
             .expect("start the shadow policy thread");
-        ShadowWorker { jobs, results, outstanding: 0, metrics, shadow, stopped }
+        ShadowWorker {
+            jobs,
+            results,
+            outstanding: 0,
+            waiting: VecDeque::new(),
+            waiting_pods: 0,
+            pod_budget,
+            metrics,
+            shadow,
+            stopped,
+        }
     }
 
     /// Asks the shadow about a trigger; false if it was not asked (it is too
     /// far behind: counted and logged).
     pub fn ask(&mut self, key: u64, trigger: Trigger, fleet: Fleet) -> bool {
-        match self.jobs.try_send(Job { key, trigger, fleet }) {
-            Ok(()) => {
-                self.outstanding += 1;
-                true
-            }
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                let shadow = self.shadow.current();
-                self.metrics.shadow_failed(shadow.name(), "backlog");
-                tracing::warn!(
-                    shadow = shadow.name(),
-                    reason = "backlog",
-                    "the shadow policy is too far behind: this trigger is not compared"
-                );
-                false
-            }
+        let pods = fleet.pods.len();
+        let over_budget = self.outstanding > 0 && self.waiting_pods + pods > self.pod_budget;
+        let sent = !over_budget && self.jobs.try_send(Job { key, trigger, fleet }).is_ok();
+        if !sent {
+            let shadow = self.shadow.current();
+            self.metrics.shadow_failed(shadow.name(), "backlog");
+            tracing::warn!(
+                shadow = shadow.name(),
+                reason = "backlog",
+                "the shadow policy is too far behind: this trigger is not compared"
+            );
+            return false;
         }
+        self.outstanding += 1;
+        self.waiting.push_back(pods);
+        self.waiting_pods += pods;
+        true
     }
 
     /// Asked and not yet answered.
@@ -152,8 +192,15 @@ impl ShadowWorker {
     pub async fn next(&mut self) -> Option<Shadowed> {
         let shadowed = self.results.recv().await;
         match shadowed {
-            Some(_) => self.outstanding -= 1,
-            None => self.outstanding = 0,
+            Some(_) => {
+                self.outstanding -= 1;
+                self.waiting_pods -= self.waiting.pop_front().unwrap_or(0);
+            }
+            None => {
+                self.outstanding = 0;
+                self.waiting.clear();
+                self.waiting_pods = 0;
+            }
         }
         shadowed
     }
@@ -263,7 +310,8 @@ mod tests {
     #[tokio::test]
     async fn a_failing_shadow_answers_none_and_is_counted() {
         let metrics = Arc::new(PolicyMetrics::default());
-        let mut worker = ShadowWorker::start(LivePolicy::new(Arc::new(Broken)), metrics.clone(), 4);
+        let mut worker =
+            ShadowWorker::start(LivePolicy::new(Arc::new(Broken)), metrics.clone(), 4, 100);
         let (trigger, fleet) = applied("ns/a");
         assert!(worker.ask(7, trigger, fleet));
         let answer = worker.next().await.unwrap();
@@ -294,24 +342,27 @@ mod tests {
         let metrics = Arc::new(PolicyMetrics::default());
         let policy =
             Held { started: std::sync::Mutex::new(started), release: std::sync::Mutex::new(held) };
-        let mut worker = ShadowWorker::start(LivePolicy::new(Arc::new(policy)), metrics.clone(), 1);
-        let ask = |worker: &mut ShadowWorker, key| {
-            let (trigger, fleet) = applied("ns/a");
+        // A queue of one trigger, and room for 3 pods in all.
+        let mut worker =
+            ShadowWorker::start(LivePolicy::new(Arc::new(policy)), metrics.clone(), 1, 3);
+        let ask = |worker: &mut ShadowWorker, key, pods: usize| {
+            let (trigger, mut fleet) = applied("ns/a");
+            fleet.pods = vec![fleet.pods[0].clone(); pods].into();
             worker.ask(key, trigger, fleet)
         };
-        assert!(ask(&mut worker, 0));
+        assert!(ask(&mut worker, 0, 1));
         deciding.recv().unwrap(); // the thread holds trigger 0: the queue is empty
-        assert!(ask(&mut worker, 1), "one fits the backlog");
-        assert!(!ask(&mut worker, 2), "past the backlog");
-        assert!(!ask(&mut worker, 3), "past the backlog");
+        assert!(!ask(&mut worker, 1, 3), "1 + 3 pods: past the pod budget");
+        assert!(ask(&mut worker, 2, 2), "one fits the queue, 1 + 2 pods the budget");
+        assert!(!ask(&mut worker, 3, 0), "past the queue");
         assert_eq!(metrics.shadow_failures("held", "backlog"), 2);
         assert_eq!(worker.outstanding(), 2);
-        for key in 0..2 {
+        for key in [0, 2] {
             release.send(()).unwrap();
             let answer = worker.next().await.unwrap();
             assert_eq!(answer.key, key);
-            assert_eq!(answer.actions.unwrap().promote, vec![promote("ns/a")]);
         }
         assert_eq!(worker.outstanding(), 0);
+        assert!(ask(&mut worker, 4, 50), "alone, any fleet is asked");
     }
 }

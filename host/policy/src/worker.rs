@@ -25,6 +25,8 @@ struct Job {
 #[derive(Debug)]
 pub struct Decided {
     pub seq: u64,
+    /// The policy that decided (after a hot reload, not always the one in force now).
+    pub policy: String,
     pub promote: Vec<Promote>,
     pub revert: Vec<Revert>,
 }
@@ -98,5 +100,10 @@ pub fn settle(
     // Counted here, where the gate's decisions and nothing else pass: each
     // item becomes one `promote` or `revert` line (docs/operations.md).
     metrics.applied(seat.decided_by(), &settled.promote, &settled.revert);
-    Decided { seq, promote: settled.promote, revert: settled.revert }
+    Decided {
+        seq,
+        policy: seat.decided_by().to_owned(),
+        promote: settled.promote,
+        revert: settled.revert,
+    }
 }

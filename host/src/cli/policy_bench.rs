@@ -11,11 +11,11 @@
 //! policy and the default.
 
 use rendergate::policy::bench::{self, TriggerKind};
+use rendergate::policy::shadow::same_decision;
 use rendergate::policy::{
     ComponentPolicy, Decision, DecisionCost, NativeDefault, Policy, PolicyLimits,
 };
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -162,16 +162,6 @@ fn time(mut decide: impl FnMut() -> Result<Decision, String>) -> Result<Side, St
     Ok(Side { p50, p99, rounds, decision })
 }
 
-/// Whether two decisions promote and revert the same items (notes aside, as fixtures compare).
-fn same(a: &Decision, b: &Decision) -> bool {
-    let set = |d: &Decision| {
-        let promote: BTreeSet<_> = d.promote.iter().cloned().collect();
-        let revert: BTreeSet<_> = d.revert.iter().cloned().collect();
-        (promote, revert)
-    };
-    set(a) == set(b)
-}
-
 struct Report<'a> {
     policy: &'a str,
     component: &'a std::path::Path,
@@ -227,7 +217,7 @@ impl Report<'_> {
                                 "fuel": m.fuel, "peak_memory": m.peak_memory,
                                 "promote": m.side.decision.promote.len(),
                                 "revert": m.side.decision.revert.len(),
-                                "same_as_default": same(&m.side.decision, &default.decision),
+                                "same_as_default": same_decision(&m.side.decision, &default.decision),
                             }),
                             Err(e) => json!({ "error": e }),
                         };
@@ -291,7 +281,7 @@ impl Report<'_> {
                 let default = format!("{:.1}/{:.1}", us(row.default.p50), us(row.default.p99));
                 line.push(match &row.policy {
                     Ok(m) => {
-                        if !same(&m.side.decision, &row.default.decision) {
+                        if !same_decision(&m.side.decision, &row.default.decision) {
                             differ.push(format!("{} at {pods} pods", row.kind.name()));
                         }
                         format!("{:.1}/{:.1} | {default}", us(m.side.p50), us(m.side.p99))

@@ -136,7 +136,6 @@ where
         policy: seat.name(),
         haproxy: haproxy_version.unwrap_or_else(|| "unknown".into()),
         sandbox: checker.sandbox_mode().name(),
-        shadow: shadow.as_ref().map(|(live, _)| live.current().name().to_owned()),
     };
     let config = GateConfig {
         check_interval: args.check_interval,
