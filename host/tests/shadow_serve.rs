@@ -13,34 +13,14 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod sample;
+use sample::{haproxy, rendered};
+
 const BIN: &str = env!("CARGO_BIN_EXE_rendergate");
-
-fn haproxy() -> String {
-    std::env::var("RENDERGATE_TEST_HAPROXY").unwrap_or_else(|_| "haproxy".into())
-}
-
-fn example(path: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/render").join(path),
-    )
-    .unwrap()
-}
-
-fn rendered(plan: &str, broken: bool) -> Value {
-    let mut config = example("haproxy.cfg");
-    if broken {
-        config =
-            config.replace("    bind :8080\n", "    bind :8080\n    http-request bogus-action\n");
-    }
-    let files =
-        json!([{"kind": "map", "path": "maps/hosts.map", "content": example("maps/hosts.map")}]);
-    json!({"type": "rendered", "plan": plan, "render": format!("r-{plan}"), "config": config, "files": files})
-}
 
 fn applied(pod: usize, plan: &str, running: &str) -> Value {
     json!({"type": "applied", "pod": pod_name(pod), "plan": plan,
