@@ -55,7 +55,20 @@ fn policy_check_names_a_good_component_and_refuses_another_world() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"quorum-promote\""));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"quorum-promote\""), "{text}");
+    assert!(!text.contains("warning"), "{text}");
+    // A component that implements the world but fails every decision is
+    // said so (exit 0: it does implement the world; serve would load it).
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "check", built::HOSTILE_PANIC])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"hostile-panic\""), "{text}");
+    assert_eq!(text.matches("warning: it fails the sample trigger").count(), 5, "{text}");
+    assert!(text.contains("\"refusal\" (trap)"), "{text}");
     let out = std::process::Command::new(BIN)
         .args(["policy", "check", built::HOSTILE_OTHER_WORLD])
         .output()

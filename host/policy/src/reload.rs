@@ -203,13 +203,19 @@ pub fn load_vetted(
 ) -> Result<Vetted, String> {
     let policy =
         ComponentPolicy::from_bytes(bytes, limits.clone(), cache).map_err(|e| e.to_string())?;
-    let sample_failures = samples()
+    let sample_failures = sample_failures(&policy);
+    Ok(Vetted { policy, sample_failures })
+}
+
+/// The sample triggers `policy` fails: what each is, and why. `serve` runs
+/// them at load and `policy check` reports them.
+pub fn sample_failures(policy: &dyn Policy) -> Vec<(&'static str, PolicyError)> {
+    samples()
         .into_iter()
         .filter_map(|(what, trigger, fleet)| {
             policy.decide(&trigger, &fleet).err().map(|e| (what, e))
         })
-        .collect();
-    Ok(Vetted { policy, sample_failures })
+        .collect()
 }
 
 /// A few triggers every policy should decide without failing.

@@ -40,6 +40,14 @@ pub fn run(command: Command) -> ExitCode {
                     rendergate::policy::component::WORLD,
                     policy.name()
                 );
+                // What serve would warn of at load: the component runs, but
+                // the fallback would decide these triggers.
+                for (what, e) in rendergate::policy::reload::sample_failures(&policy) {
+                    println!(
+                        "warning: it fails the sample trigger \"{what}\" ({}): {e}",
+                        e.failure.reason()
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
