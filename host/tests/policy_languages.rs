@@ -3,16 +3,21 @@
 //! `<strategy>.<language>.wasm` there runs through `rendergate policy test`
 //! against tests/fixtures/policies/<strategy>.json, every case passing. The
 //! set of components is checked first, so a language whose build produced
-//! nothing fails rather than going untested. Each language's SDK runs its
-//! own unit tests too.
+//! nothing fails rather than going untested. The JavaScript and Python
+//! ports of scoped-revert also run live in `rendergate serve`, at 1, 4 and
+//! 100 pods, and must write what the built-in default writes. Each
+//! language's SDK runs its own unit tests too.
 
 #[allow(dead_code)] // only `missing` is needed here
 #[path = "../../tests/needs.rs"]
 mod needs;
 
 use policy_artifacts as built;
+use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+
+mod sample;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rendergate");
 
@@ -61,20 +66,31 @@ fn componentize_qjs(skipped: &str) -> bool {
     false
 }
 
-#[test]
-fn every_guest_in_every_language_passes_its_strategys_fixtures() {
-    let skipped = "the test of the guests in every language";
+/// This run's scratch directory: the guests built, and their compiled forms
+/// (the policy cache: no two builds of a Python component are the same
+/// bytes, so each run would leave tens of megabytes in the user's cache).
+fn scratch() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("policy-languages")
+}
+
+/// Every guest, built once per run by build-guests.sh into scratch()/guests
+/// (cleared first: the components of an earlier run, and their compiled
+/// forms). None when a toolchain is missing (skipped, or failed in CI).
+fn guests(skipped: &str) -> Option<PathBuf> {
+    static BUILT: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
     if !componentize_py(skipped) || !componentize_qjs(skipped) {
-        return;
+        return None;
     }
-    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("policy-languages");
-    // Cleared first: the components of an earlier run, and their compiled forms.
-    match std::fs::remove_dir_all(&scratch) {
+    let out = scratch().join("guests");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if *built {
+        return Some(out);
+    }
+    match std::fs::remove_dir_all(scratch()) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => panic!("clear {}: {e}", scratch.display()),
+        Err(e) => panic!("clear {}: {e}", scratch().display()),
     }
-    let out = scratch.join("guests");
     let build = Command::new(repository().join("guest-policy/build-guests.sh"))
         .arg(&out)
         // The Rust guests are already built there for the other tests, the
@@ -91,6 +107,15 @@ fn every_guest_in_every_language_passes_its_strategys_fixtures() {
         String::from_utf8_lossy(&build.stdout),
         String::from_utf8_lossy(&build.stderr)
     );
+    *built = true;
+    Some(out)
+}
+
+#[test]
+fn every_guest_in_every_language_passes_its_strategys_fixtures() {
+    let Some(out) = guests("the test of the guests in every language") else {
+        return;
+    };
 
     let mut components: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
@@ -112,10 +137,7 @@ fn every_guest_in_every_language_passes_its_strategys_fixtures() {
             .args(["policy", "test"])
             .arg(out.join(format!("{component}.wasm")))
             .arg(&fixture)
-            // Compiled forms are cached here, not in the user's cache: no two
-            // builds of a Python component are the same bytes, so each run
-            // would leave tens of megabytes there.
-            .env("XDG_CACHE_HOME", scratch.join("cache"))
+            .env("XDG_CACHE_HOME", scratch().join("cache"))
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&run.stdout);
@@ -161,4 +183,93 @@ fn the_python_sdk_passes_its_unit_tests() {
         String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
+}
+
+/// One `serve` run of a rollout at `pods` pods, with `policy` live (the
+/// built-in without), each step sent once the one before was decided:
+/// plan-1 passes, every pod loads it (a promote each); plan-2 is refused
+/// (the latch closes), every pod took it without loading it (a revert each).
+/// Returns its output lines after `hello`, verdicts without their time and
+/// message.
+fn rollout(policy: Option<&Path>, pods: usize) -> Vec<String> {
+    let mut serve = Command::new(BIN);
+    serve.args(["serve", "--check-interval", "0s", "--haproxy", &sample::haproxy()]);
+    if let Some(policy) = policy {
+        serve.arg("--policy").arg(policy);
+    }
+    let mut child = serve
+        .env("XDG_CACHE_HOME", scratch().join("cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
+    let mut stderr = child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut log).map(|_| log)
+    });
+
+    let mut outputs: Vec<String> = Vec::new();
+    let mut step = |events: Vec<serde_json::Value>, kind: &str, count: usize| {
+        for event in events {
+            writeln!(stdin, "{event}").unwrap();
+        }
+        let wanted = format!(r#"{{"type":"{kind}""#);
+        while outputs.iter().filter(|l| l.starts_with(&wanted)).count() < count {
+            let line = lines
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|e| panic!("no {count} {kind} lines ({e}): {outputs:#?}"));
+            outputs.push(line);
+        }
+    };
+    let pod = |i: usize| format!("ns/haproxy-{i:03}");
+    let applied = |i: usize, plan: &str| {
+        serde_json::json!({"type": "applied", "pod": pod(i), "plan": plan,
+            "running_plan": "plan-1", "baseline_plan": "plan-0"})
+    };
+    let discovered = serde_json::json!({"type": "pods_discovered", "pods": (0..pods).map(pod).collect::<Vec<_>>()});
+    step(vec![discovered, sample::rendered("plan-1", false)], "verdict", 1);
+    step((0..pods).map(|i| applied(i, "plan-1")).collect(), "promote", pods);
+    step(vec![sample::rendered("plan-2", true)], "latch", 1);
+    step((0..pods).map(|i| applied(i, "plan-2")).collect(), "revert", pods);
+    drop(stdin);
+    outputs.extend(lines.iter());
+    let status = child.wait().unwrap();
+    let log = log.join().unwrap().unwrap();
+    assert!(status.success(), "serve: {log}");
+    outputs.remove(0); // hello: names the policy
+    // A verdict's time and haproxy's message (process ids) differ run to run.
+    outputs
+        .iter()
+        .map(|line| {
+            let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+            let fields = value.as_object_mut().unwrap();
+            fields.remove("duration_ms");
+            fields.remove("message");
+            value.to_string()
+        })
+        .collect()
+}
+
+/// The JavaScript and Python ports of scoped-revert, live in `serve`, write
+/// what the built-in default writes, at 1, 4 and 100 pods: both verdicts,
+/// the latch, a promote and a revert per pod.
+#[test]
+fn javascript_and_python_policies_in_serve_write_what_the_default_writes() {
+    let Some(out) = guests("the JavaScript and Python policies in serve") else {
+        return;
+    };
+    for pods in [1, 4, 100] {
+        let default = rollout(None, pods);
+        assert_eq!(default.len(), 2 * pods + 3, "{default:#?}");
+        for language in ["javascript", "python"] {
+            let component = out.join(format!("scoped-revert.{language}.wasm"));
+            assert_eq!(rollout(Some(&component), pods), default, "{language} at {pods} pods");
+        }
+    }
 }
