@@ -189,13 +189,15 @@ fn the_python_sdk_passes_its_unit_tests() {
 /// built-in without), each step sent once the one before was decided:
 /// plan-1 passes, every pod loads it (a promote each); plan-2 is refused
 /// (the latch closes), every pod took it without loading it (a revert each).
+/// With `reload_to`, the policy's file is replaced by that component once
+/// plan-1 is promoted, and plan-2 is sent once the gate says it reloaded.
 /// Returns its output lines after `hello`, verdicts without their time and
 /// message.
-fn rollout(policy: Option<&Path>, pods: usize) -> Vec<String> {
+fn rollout(policy: Option<&Path>, pods: usize, reload_to: Option<&Path>) -> Vec<String> {
     let mut serve = Command::new(BIN);
     serve.args(["serve", "--check-interval", "0s", "--haproxy", &sample::haproxy()]);
     if let Some(policy) = policy {
-        serve.arg("--policy").arg(policy);
+        serve.arg("--policy").arg(policy).args(["--policy-poll", "50ms"]);
     }
     let mut child = serve
         .env("XDG_CACHE_HOME", scratch().join("cache"))
@@ -208,11 +210,10 @@ fn rollout(policy: Option<&Path>, pods: usize) -> Vec<String> {
     let (tx, lines) = std::sync::mpsc::channel();
     let stdout = BufReader::new(child.stdout.take().unwrap());
     std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
-    let mut stderr = child.stderr.take().unwrap();
-    let log = std::thread::spawn(move || {
-        let mut log = String::new();
-        std::io::Read::read_to_string(&mut stderr, &mut log).map(|_| log)
-    });
+    let (tx, log_lines) = std::sync::mpsc::channel();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || stderr.lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
+    let mut log: Vec<String> = Vec::new();
 
     let mut outputs: Vec<String> = Vec::new();
     let mut step = |events: Vec<serde_json::Value>, kind: &str, count: usize| {
@@ -235,13 +236,23 @@ fn rollout(policy: Option<&Path>, pods: usize) -> Vec<String> {
     let discovered = serde_json::json!({"type": "pods_discovered", "pods": (0..pods).map(pod).collect::<Vec<_>>()});
     step(vec![discovered, sample::rendered("plan-1", false)], "verdict", 1);
     step((0..pods).map(|i| applied(i, "plan-1")).collect(), "promote", pods);
+    if let (Some(policy), Some(next)) = (policy, reload_to) {
+        std::fs::copy(next, policy).unwrap();
+        while !log.last().is_some_and(|l| l.contains("policy reloaded")) {
+            // Compiling a Python component takes tens of seconds uncached.
+            let line = log_lines
+                .recv_timeout(std::time::Duration::from_secs(180))
+                .unwrap_or_else(|e| panic!("no reload ({e}): {}", log.join("\n")));
+            log.push(line);
+        }
+    }
     step(vec![sample::rendered("plan-2", true)], "latch", 1);
     step((0..pods).map(|i| applied(i, "plan-2")).collect(), "revert", pods);
     drop(stdin);
     outputs.extend(lines.iter());
     let status = child.wait().unwrap();
-    let log = log.join().unwrap().unwrap();
-    assert!(status.success(), "serve: {log}");
+    log.extend(log_lines.iter());
+    assert!(status.success(), "serve: {}", log.join("\n"));
     outputs.remove(0); // hello: names the policy
     // A verdict's time and haproxy's message (process ids) differ run to run.
     outputs
@@ -258,18 +269,27 @@ fn rollout(policy: Option<&Path>, pods: usize) -> Vec<String> {
 
 /// The JavaScript and Python ports of scoped-revert, live in `serve`, write
 /// what the built-in default writes, at 1, 4 and 100 pods: both verdicts,
-/// the latch, a promote and a revert per pod.
+/// the latch, a promote and a revert per pod; and so do they when one is
+/// hot-reloaded to the other between the two plans.
 #[test]
 fn javascript_and_python_policies_in_serve_write_what_the_default_writes() {
     let Some(out) = guests("the JavaScript and Python policies in serve") else {
         return;
     };
+    let component = |language: &str| out.join(format!("scoped-revert.{language}.wasm"));
     for pods in [1, 4, 100] {
-        let default = rollout(None, pods);
+        let default = rollout(None, pods, None);
         assert_eq!(default.len(), 2 * pods + 3, "{default:#?}");
         for language in ["javascript", "python"] {
-            let component = out.join(format!("scoped-revert.{language}.wasm"));
-            assert_eq!(rollout(Some(&component), pods), default, "{language} at {pods} pods");
+            let lines = rollout(Some(&component(language)), pods, None);
+            assert_eq!(lines, default, "{language} at {pods} pods");
+        }
+        // Hot reload between the two plans: JavaScript to Python, and back.
+        let live = scratch().join("live-policy.wasm");
+        for (from, to) in [("javascript", "python"), ("python", "javascript")] {
+            std::fs::copy(component(from), &live).unwrap();
+            let lines = rollout(Some(&live), pods, Some(&component(to)));
+            assert_eq!(lines, default, "{from} reloaded to {to} at {pods} pods");
         }
     }
 }
