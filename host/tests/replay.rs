@@ -62,9 +62,12 @@ fn without_pids(text: &str) -> String {
 /// A live `serve --record` run: a pass with promotions, a bad line, a
 /// refusal with a revert, the same broken content again (remembered), then
 /// a fix that is released and promoted. Each step waits for its outputs, so
-/// the live run itself is not a race. Returns its outputs.
-fn record_live_run(recording: &Path) -> Vec<Value> {
-    let mut gate = Serve::start(&["--record", recording.to_str().unwrap()]);
+/// the live run itself is not a race. `extra` goes to `serve`. Returns its
+/// outputs.
+fn record_live_run(recording: &Path, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["--record", recording.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let mut gate = Serve::start(&args);
     let mut out = vec![];
     gate.send(
         &json!({"type": "pods_discovered", "pods": ["haptic/haproxy-0", "haptic/haproxy-1"]}),
@@ -100,7 +103,7 @@ fn record_live_run(recording: &Path) -> Vec<Value> {
 fn a_replayed_recording_gives_the_live_outputs() {
     let dir = tempfile::tempdir().unwrap();
     let recording = dir.path().join("incident.ndjson");
-    let live = record_live_run(&recording);
+    let live = record_live_run(&recording, &[]);
     let kinds: Vec<&str> = live.iter().map(|l| l["type"].as_str().unwrap()).collect();
     assert!(
         kinds.contains(&"error") && kinds.contains(&"revert") && kinds.contains(&"release"),
@@ -130,11 +133,47 @@ fn a_replayed_recording_gives_the_live_outputs() {
     assert_eq!(error["line"], 5, "{error}");
 }
 
+/// The `outputs` count of each record in a recording.
+fn output_counts(recording: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(recording).unwrap();
+    text.lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["outputs"].as_u64().unwrap())
+        .collect()
+}
+
+/// A shadow writes its lines on its own thread's timing: a recording leaves
+/// them out of its counts, so the same run recorded with and without a
+/// shadow paces the same, and replays to the same live lines.
+#[test]
+fn a_shadows_lines_never_pace_a_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plain, shadowed) = (dir.path().join("plain.ndjson"), dir.path().join("shadowed.ndjson"));
+    let live = record_live_run(&plain, &[]);
+    // fleet-revert reverts every pod to the newest passed plan on a refusal:
+    // it differs from the default on each of the two refusals.
+    let with_shadow = ["--shadow-policy", policy_artifacts::FLEET_REVERT];
+    let live_shadowed = record_live_run(&shadowed, &with_shadow);
+    let shadow_lines = live_shadowed.iter().filter(|l| l["type"] == "shadow").count();
+    assert_eq!(shadow_lines, 2, "{live_shadowed:#?}");
+    let not_shadow = |lines: &[Value]| -> Vec<Value> {
+        untimed(lines).into_iter().filter(|l| l["type"] != "shadow").collect()
+    };
+    assert_eq!(not_shadow(&live_shadowed), not_shadow(&live));
+    assert_eq!(output_counts(&shadowed), output_counts(&plain), "the shadow's lines counted");
+
+    let out = replay(&shadowed, &with_shadow);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replayed = support::lines(&out);
+    assert_eq!(not_shadow(&replayed), not_shadow(&live), "same live outputs, in the same order");
+    assert_eq!(replayed.iter().filter(|l| l["type"] == "shadow").count(), shadow_lines);
+}
+
 #[test]
 fn the_timeline_has_one_bar_per_check_and_parses_as_svg_and_html() {
     let dir = tempfile::tempdir().unwrap();
     let recording = dir.path().join("incident.ndjson");
-    let live = record_live_run(&recording);
+    let live = record_live_run(&recording, &[]);
     let checks = live.iter().filter(|l| l["type"] == "verdict" && l["remembered"] == false).count();
     let remembered =
         live.iter().filter(|l| l["type"] == "verdict" && l["remembered"] == true).count();
