@@ -49,6 +49,21 @@ fn run(live: Option<&str>, shadow: Option<&str>, pods: usize, wait_for: usize) -
     run_logged(live, shadow, pods, wait_for, None)
 }
 
+/// `rendergate serve` with `args`, the test's haproxy, no check spacing and a
+/// compile cache shared by these tests, every stream piped.
+fn spawn_serve(args: &[&str]) -> Child {
+    let cache = std::env::temp_dir().join("rendergate-test-policy-cache");
+    std::process::Command::new(BIN)
+        .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy(), "--policy-cache"])
+        .arg(cache)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start rendergate serve")
+}
+
 /// [`run`], reading `/metrics` only once the log holds `logged.1` lines with `logged.0`.
 fn run_logged(
     live: Option<&str>,
@@ -57,24 +72,14 @@ fn run_logged(
     wait_for: usize,
     logged: Option<(&str, usize)>,
 ) -> Run {
-    let cache = std::env::temp_dir().join("rendergate-test-policy-cache");
-    let mut command = std::process::Command::new(BIN);
-    command
-        .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy()])
-        .args(["--metrics-addr", "127.0.0.1:0", "--policy-cache"])
-        .arg(cache);
+    let mut args = vec!["--metrics-addr", "127.0.0.1:0"];
     if let Some(live) = live {
-        command.arg("--policy").arg(live);
+        args.extend(["--policy", live]);
     }
     if let Some(shadow) = shadow {
-        command.arg("--shadow-policy").arg(shadow);
+        args.extend(["--shadow-policy", shadow]);
     }
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start rendergate serve");
+    let mut child = spawn_serve(&args);
     let mut serve = Serve::new(&mut child);
     let hello = serve.next_output();
     assert_eq!(hello["type"], "hello", "{hello}");
@@ -446,17 +451,14 @@ fn a_hostile_shadow_leaves_the_live_stream_as_without_a_shadow() {
 fn a_slow_shadow_delays_no_live_line() {
     let pods = 6;
     let started = Instant::now();
-    let cache = std::env::temp_dir().join("rendergate-test-policy-cache");
-    let mut child = std::process::Command::new(BIN)
-        .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy()])
-        .args(["--policy-deadline", "2s", "--policy", built::SCOPED_REVERT])
-        .args(["--shadow-policy", built::HOSTILE_SLEEP, "--policy-cache"])
-        .arg(cache)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_serve(&[
+        "--policy-deadline",
+        "2s",
+        "--policy",
+        built::SCOPED_REVERT,
+        "--shadow-policy",
+        built::HOSTILE_SLEEP,
+    ]);
     let mut serve = Serve::new(&mut child);
     serve.next_output();
     // Both verdicts first, so the timed part needs no haproxy check: only
@@ -541,18 +543,15 @@ fn the_shadow_hot_reloads_from_its_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("shadow.wasm");
     std::fs::copy(built::SCOPED_REVERT, &file).unwrap();
-    let cache = std::env::temp_dir().join("rendergate-test-policy-cache");
-    let mut child = std::process::Command::new(BIN)
-        .args(["serve", "--check-interval", "0s", "--haproxy", &haproxy()])
-        .args(["--policy-poll", "50ms", "--metrics-addr", "127.0.0.1:0", "--shadow-policy"])
-        .arg(&file)
-        .arg("--policy-cache")
-        .arg(cache)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let file_arg = file.to_str().unwrap();
+    let mut child = spawn_serve(&[
+        "--policy-poll",
+        "50ms",
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--shadow-policy",
+        file_arg,
+    ]);
     let mut serve = Serve::new(&mut child);
     serve.next_output();
     serve.send(&rendered("plan-1", false));
