@@ -102,18 +102,20 @@ impl Reloader {
         match load_vetted(&bytes, &self.limits, self.cache.as_ref()) {
             Ok(vetted) => {
                 let policy = vetted.take(self.role, &self.path, &self.metrics);
-                // Logged once it decides, so whoever reads the line may rely on it.
+                // Logged once it decides and is counted, so whoever reads the
+                // line may rely on both.
                 let name = policy.name().to_owned();
                 self.live.replace(Arc::new(policy));
+                self.counted(true);
                 let path = self.path.display();
                 match self.role {
                     Role::Live => tracing::info!(policy = name, %path, "policy reloaded"),
                     Role::Shadow => tracing::info!(shadow = name, %path, "shadow reloaded"),
                 }
-                self.counted(true);
                 Ok(true)
             }
             Err(e) => {
+                self.counted(false);
                 let path = self.path.display();
                 match self.role {
                     Role::Live => {
@@ -123,7 +125,6 @@ impl Reloader {
                         tracing::error!(%path, "shadow reload refused, the shadow in force stays: {e}")
                     }
                 }
-                self.counted(false);
                 Err(e)
             }
         }
