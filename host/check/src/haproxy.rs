@@ -17,7 +17,6 @@
 //! binary that gave it.
 
 use super::base::BaseDir;
-use super::checked_copy::CheckedCopy;
 use super::identity::{Binary, BinaryIdentity};
 use super::limits::RenderLimits;
 use super::prepare::{self, InFlight, Job, Prepared};
@@ -222,7 +221,7 @@ impl HaproxyChecker {
             Err(reason) => return unavailable(reason),
         };
         let outcome = match self.run_haproxy(setup, render, &ready, deadline, started).await {
-            Ok((transcript, exit)) => self.read_verdict(transcript, exit, &ready.copy),
+            Ok((transcript, exit)) => self.read_verdict(transcript, exit),
             Err(reason) => unavailable(reason),
         };
         // After the process group is dead (run_haproxy's guards); dropped
@@ -244,7 +243,6 @@ impl HaproxyChecker {
             render: render.clone(),
             base,
             limits: self.opts.limits,
-            sandboxed: setup.sandbox.mode() != sandbox::Mode::Off,
             binary: setup.binary.path.clone(),
             in_flight: self.in_flight.clone(),
         };
@@ -268,7 +266,6 @@ impl HaproxyChecker {
             config: render.config(),
             check_dir: ready.dir.path(),
             haproxy_path: &setup.binary.path,
-            forgeable: ready.copy.forgeable,
         };
         // Every line is classified as it arrives; only the excerpt is kept.
         let mut transcript = Transcript::new(ctx);
@@ -294,16 +291,10 @@ impl HaproxyChecker {
     }
 
     /// What HAProxy said, read into a verdict: the outcome its exit and its
-    /// lines make, the sandbox's limits named when they spoke, the checked
-    /// copy's note added, and the message held to the output cap.
-    fn read_verdict(&self, transcript: Transcript, exit: Exit, copy: &CheckedCopy) -> CheckOutcome {
+    /// lines make, the sandbox's limits named when they spoke, and the
+    /// message held to the output cap.
+    fn read_verdict(&self, transcript: Transcript, exit: Exit) -> CheckOutcome {
         let outcome = self.explain_out_of_memory(transcript.finish(exit));
-        let outcome = match copy.note() {
-            Some(note) => {
-                outcome.map_message(|m| if m.is_empty() { note } else { format!("{m}\n{note}") })
-            }
-            None => outcome,
-        };
         cap_message(outcome, self.opts.output_cap)
     }
 

@@ -5,8 +5,8 @@
 //! byte is written: a render with one bad path writes nothing at all.
 //! [`Arrangement::write`] then creates the files through the check directory's
 //! handle (a cap-std [`Dir`]: nothing can be reached outside it), each one
-//! new, regular and owner-only, never through a symlink. The config it
-//! writes is the checked copy ([`super::checked_copy`]).
+//! new, regular and owner-only, never through a symlink. The config is
+//! written byte for byte as sent: nothing of a render is ever rewritten.
 
 use super::at;
 use super::limits::{MAX_PATH_BYTES, MAX_PATH_DEPTH};
@@ -231,8 +231,8 @@ impl<'a> Arrangement<'a> {
         &self.files
     }
 
-    /// Writes `config` (the checked copy of the render's config, see
-    /// [`super::checked_copy`]) as `haproxy.cfg`, and every file, into `dir`,
+    /// Writes the render's config as `haproxy.cfg`, byte for byte as sent,
+    /// and every file, into `dir`,
     /// a fresh, private directory. Files are created exclusively, as regular
     /// files, and never through a symlink, so nothing outside `dir` can be
     /// touched. Each directory is made once and entered by its handle, so
@@ -244,11 +244,10 @@ impl<'a> Arrangement<'a> {
     pub fn write(
         &self,
         dir: &Dir,
-        config: &str,
         go_on: &mut dyn FnMut(usize) -> bool,
     ) -> io::Result<()> {
         let mut written = 0;
-        create_file(dir, CONFIG_NAME, config.as_bytes(), &mut || go_on(written))
+        create_file(dir, CONFIG_NAME, self.config.as_bytes(), &mut || go_on(written))
             .map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
         // Depth first; a stack of open directories, at most as deep as a path.
         let mut stack: Vec<(Option<Dir>, std::slice::Iter<'_, usize>)> =

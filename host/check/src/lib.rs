@@ -14,16 +14,14 @@
 //! step. The checker finds the binary and names it ([`identity`]);
 //! [`prepare`] makes a fresh check directory under a private base
 //! directory ([`base`]) off the runtime, after the render's [`limits`], and
-//! writes the render's files where [`layout`] arranges them, the config as
-//! its checked copy ([`checked_copy`], which reads lines as HAProxy does:
-//! [`tokenize`]); [`haproxy`] then runs `haproxy -c` there as one process
+//! writes the render's files, byte for byte, where [`layout`] arranges
+//! them; [`haproxy`] then runs `haproxy -c` there as one process
 //! group ([`process`]) under the [`sandbox`] (Landlock, seccomp,
 //! namespaces, limits), and [`verdict`] reads what it said. [`at`] opens a directory's entries without
 //! following symlinks.
 
 pub mod at;
 pub mod base;
-pub mod checked_copy;
 pub mod dir;
 pub mod haproxy;
 pub mod identity;
@@ -33,7 +31,6 @@ pub mod prepare;
 pub mod process;
 pub mod sandbox;
 pub mod size;
-pub mod tokenize;
 pub mod verdict;
 pub mod version;
 

@@ -1,5 +1,5 @@
 //! Preparing one check directory (docs/checking.md, "The check directory"): the
-//! render's limits, its layout, the checked copy and every file written, on
+//! render's limits, its layout, and every file written byte for byte, on
 //! a blocking thread, so that no runtime worker (and never the task that
 //! reads events) waits on the disk, and under the check's deadline.
 //!
@@ -16,10 +16,9 @@
 //! runtime's blocking threads.
 
 use super::base::{BaseDir, CheckDir};
-use super::checked_copy::{CheckedCopy, ResolveId, Rewrites, checked_copy};
 use super::layout;
 use super::limits::RenderLimits;
-use super::sandbox::{self, HostFiles};
+use super::sandbox::HostFiles;
 use super::verdict;
 use rendergate_core::render::Render;
 use std::path::PathBuf;
@@ -34,8 +33,6 @@ pub struct Job {
     pub render: Render,
     pub base: Arc<BaseDir>,
     pub limits: RenderLimits,
-    /// The sandbox is on: user and group names become ids ([`checked_copy`]).
-    pub sandboxed: bool,
     /// The binary's path, taken out of messages as the check directory is.
     pub binary: PathBuf,
     /// The checker's blocking work still running.
@@ -81,7 +78,6 @@ impl Drop for Token {
 /// A check directory with the render in it, ready for `haproxy -c`.
 pub struct Prepared {
     pub dir: CheckDir,
-    pub copy: CheckedCopy,
     pub host: HostFiles,
 }
 
@@ -188,9 +184,8 @@ impl Job {
         let dir = self.base.check_dir().map_err(|e| {
             format!("cannot create a check directory in {}: {e}", self.base.own_path().display())
         })?;
-        // HAProxy is told this exact path (default-path origin), so it is
-        // also the one to take out of messages. Nothing is opened by it:
-        // files are written through the handle.
+        // Taken out of messages; nothing is opened by this path: files are
+        // written through the handle.
         let sanitised = |e: std::io::Error| {
             verdict::sanitise(
                 &format!("cannot write the check directory: {e}"),
@@ -198,20 +193,13 @@ impl Job {
                 &self.binary,
             )
         };
-        let lookup = |kind, name: &[u8]| sandbox::ids::lookup(kind, name);
-        let rewrites = Rewrites {
-            check_dir: dir.path(),
-            resolve_ids: self.sandboxed.then_some(&lookup as ResolveId),
-            inherit_env: !self.sandboxed,
-        };
-        let copy = checked_copy(arrangement.config(), &rewrites).map_err(sanitised)?;
         let mut go_on_writing = |written| {
             progress.written.store(written, Ordering::Relaxed);
             go_on()
         };
-        if let Err(e) = arrangement.write(dir.dir(), &copy.config, &mut go_on_writing) {
+        if let Err(e) = arrangement.write(dir.dir(), &mut go_on_writing) {
             return Err(if go_on() { sanitised(e) } else { stopped() });
         }
-        Ok(Prepared { dir, copy, host: HostFiles::of(&self.render) })
+        Ok(Prepared { dir, host: HostFiles::of(&self.render) })
     }
 }

@@ -34,9 +34,10 @@ pub fn spawn(
         }
         // `-V` outranks `quiet` (and anything else that would make HAProxy
         // keep its alerts to itself): nothing in a render silences them.
-        // `-L`: the local peer name is fixed, never the host's name.
-        // No current_dir: the child fchdirs to the directory's descriptor.
-        cmd.args(["-V", "-L", sandbox::host_view::HOST_NAME, "-c", "-f", layout::CONFIG_NAME])
+        // No `-L`: HAProxy takes its local peer name from the host name, as
+        // bare `haproxy -c` does. No current_dir: the child fchdirs to the
+        // directory's descriptor.
+        cmd.args(["-V", "-c", "-f", layout::CONFIG_NAME])
             .stdin(Stdio::null())
             .stdout(Stdio::from(writer))
             .stderr(Stdio::from(stderr))

@@ -101,10 +101,6 @@ pub struct Context<'a> {
     /// Removed from everything shown.
     pub check_dir: &'a Path,
     pub haproxy_path: &'a Path,
-    /// Whether a line of output can have been written by the render rather
-    /// than by HAProxy (a `\n` escape in a quoted message, Lua): then an
-    /// "out of memory" line is not believed over the exit status.
-    pub forgeable: bool,
 }
 
 /// One output line as kept: sanitised, cut to [`LINE_LIMIT`].
@@ -411,9 +407,6 @@ impl<'a> Transcript<'a> {
     /// alert says so (or, untagged, a line does and nothing judged). Not
     /// believed when the render can write lines of its own.
     fn out_of_memory(&self) -> bool {
-        if self.ctx.forgeable {
-            return false;
-        }
         if self.alerts > 0 {
             return self.oom_alerts == self.alerts;
         }
@@ -614,7 +607,6 @@ mod tests {
             config,
             check_dir: Path::new(DIR),
             haproxy_path: Path::new(BIN),
-            forgeable: false,
         }
     }
 
@@ -975,10 +967,6 @@ Configuration file has no error but will not start (no listener) => exit(2).
         // the render's own words, quoted by HAProxy, are not HAProxy's
         let output = "[ALERT] (1) : config : parsing [haproxy.cfg:3]: 'out of memory'.\n[ALERT] (1) : config : parsing [haproxy.cfg:4]: '(null)'.\n";
         assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
-        // a render that can write whole lines (a `\n` escape, Lua) is not believed
-        let output = "[ALERT] (1) : config : out of memory\n";
-        let forgeable = Context { forgeable: true, ..ctx(CONFIG) };
-        assert!(matches!(classify(Exit::Code(1), output, forgeable), CheckOutcome::Refused { .. }));
     }
 
     #[test]

@@ -16,7 +16,6 @@
 
 pub mod caps;
 pub mod host_view;
-pub mod ids;
 pub mod landlock;
 pub mod loader;
 pub mod namespaces;
@@ -242,7 +241,7 @@ impl Prepared<'_> {
             }
             return;
         };
-        cmd.env_clear().env("LUA_PATH", host_view::LUA_PATH).env("LUA_CPATH", host_view::LUA_CPATH);
+        cmd.env_clear();
         // SAFETY: `ChildSetup::run` makes only async-signal-safe raw system
         // calls and touches only memory prepared before the fork.
         unsafe {
