@@ -249,7 +249,7 @@ mod tests {
     fn files_land_at_their_relative_path_in_the_check_directory() {
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("maps/a.map", "a"), ("x.lua", "x")]);
         let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
-        let arrangement = layout::arrange(&render).unwrap();
+        let arrangement = layout::arrange(&render, std::path::Path::new("/etc/haproxy")).unwrap();
         let placed: Vec<&Path> = arrangement.files().iter().map(|f| f.relative.as_path()).collect();
         assert_eq!(placed, [Path::new("maps/a.map"), Path::new("x.lua")]);
     }
@@ -404,7 +404,7 @@ mod tests {
         let tmp = tree(&[("haproxy.cfg", "global\n"), (&format!("{deep}/f"), "x")]);
         let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
         assert_eq!(render.files()[0].path, format!("./{deep}/f"));
-        layout::arrange(&render).unwrap();
+        layout::arrange(&render, std::path::Path::new("/etc/haproxy")).unwrap();
         let tmp = tree(&[("haproxy.cfg", "global\n"), (&format!("{deep}/d/f"), "x")]);
         let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
         assert!(

@@ -9,7 +9,9 @@
 //! whole when the check ends for any reason: exit, deadline, or the future
 //! being dropped ([`super::process`]), and reads what it said into a verdict
 //! ([`super::verdict`]). The directory is removed after the group is dead, on
-//! every way out. [`HaproxyChecker`]'s `run` is these steps, in order.
+//! every way out. [`HaproxyChecker`]'s `run_once` is these steps, in order;
+//! `run` takes them again, in a fresh directory under `--check-memory-max`,
+//! when the first run may have hit `--check-memory`.
 //!
 //! Which binary runs is settled per check ([`super::identity`]), and so is
 //! its sandbox: a binary replaced or installed while the gate runs is the one
@@ -47,6 +49,10 @@ pub struct HaproxyOptions {
     pub output_cap: usize,
     /// The sandbox around each check (strict by default).
     pub sandbox: SandboxOptions,
+    /// The address space of a check's second run, when its first, under
+    /// `sandbox.memory`, may have hit that bound (`--check-memory-max`; at
+    /// or below `sandbox.memory`, no second run).
+    pub memory_max: u64,
     /// How big a render may be; a bigger one could not run.
     pub limits: RenderLimits,
 }
@@ -59,6 +65,7 @@ impl Default for HaproxyOptions {
             work_dir: None,
             output_cap: 64 * 1024,
             sandbox: SandboxOptions::default(),
+            memory_max: sandbox::rlimits::DEFAULT_MEMORY_MAX,
             limits: RenderLimits::default(),
         }
     }
@@ -81,8 +88,6 @@ pub struct HaproxyChecker {
     /// Shared with the thread preparing a check directory, which may
     /// outlive a cancelled check by a file.
     base: Result<Arc<BaseDir>, String>,
-    /// Stand-ins for the host's own files, in the base's own subdirectory.
-    view: Option<Arc<sandbox::host_view::HostView>>,
     /// Threads preparing or removing a check directory: waited for when
     /// the checker goes, so that its directories go with it.
     in_flight: Arc<InFlight>,
@@ -109,16 +114,7 @@ impl HaproxyChecker {
     /// As [`HaproxyChecker::new`] with a given sandbox probe (tests force layers absent).
     pub fn with_probe(opts: HaproxyOptions, probe: Probe) -> Self {
         let work_dir = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let mut view = None;
-        let base = BaseDir::open(&work_dir)
-            .and_then(|base| {
-                let made = sandbox::host_view::HostView::create(base.own_path());
-                view = Some(Arc::new(
-                    made.map_err(|e| format!("cannot write the host view's stand-ins: {e}"))?,
-                ));
-                Ok(base)
-            })
-            .map(Arc::new);
+        let base = BaseDir::open(&work_dir).map(Arc::new);
         if let Err(problem) = &base {
             tracing::error!("{problem}; every check will be could-not-run");
         }
@@ -130,7 +126,6 @@ impl HaproxyChecker {
             probe,
             sandbox: Mutex::new(None),
             base,
-            view,
             in_flight,
         };
         // The first check need not hash the binary nor read its loader.
@@ -145,9 +140,9 @@ impl HaproxyChecker {
         let sandbox = match made.as_ref().filter(|(identity, _)| *identity == binary.identity) {
             Some((_, sandbox)) => sandbox.clone(),
             None => {
-                let (opts, probe, view) =
-                    (self.opts.sandbox.clone(), self.probe.clone(), self.view.clone());
-                let sandbox = Arc::new(Sandbox::with_probe(opts, &binary.path, probe, view));
+                let (opts, probe) = (self.opts.sandbox.clone(), self.probe.clone());
+                let private = self.base.as_ref().ok().map(|base| base.own_path());
+                let sandbox = Arc::new(Sandbox::with_probe(opts, &binary.path, probe, private));
                 *made = Some((binary.identity.clone(), sandbox.clone()));
                 sandbox
             }
@@ -212,22 +207,46 @@ impl HaproxyChecker {
         Checked { outcome, judge: self.binary.identity() }
     }
 
-    /// One run of `haproxy -c` over `render`, step by step. Any step that
-    /// fails makes the check could-not-run, saying why.
+    /// The check: a run of `haproxy -c` under `--check-memory`, and when
+    /// that run may have hit it, a second under `--check-memory-max` to
+    /// tell, by the same deadline ([`verdict::needs_second_run`],
+    /// [`verdict::settle`]). The message is held to the output cap.
     async fn run(&self, setup: &Setup, render: &Render, deadline: Instant) -> CheckOutcome {
-        let started = Instant::now();
-        let ready = match self.prepare_check_dir(setup, render, deadline).await {
-            Ok(ready) => ready,
-            Err(reason) => return unavailable(reason),
-        };
-        let outcome = match self.run_haproxy(setup, render, &ready, deadline, started).await {
-            Ok((transcript, exit)) => self.read_verdict(transcript, exit),
+        let bounds =
+            verdict::MemoryBounds { first: self.opts.sandbox.memory, second: self.opts.memory_max };
+        // without the sandbox there is no bound; at or below the first, no second run
+        let measures = self.opts.sandbox.mode != sandbox::Mode::Off && bounds.second > bounds.first;
+        let outcome = match self.run_once(setup, render, deadline, None).await {
+            Ok((outcome, exit)) if measures && verdict::needs_second_run(&outcome, exit) => {
+                let second = self.run_once(setup, render, deadline, Some(bounds.second)).await;
+                verdict::settle(outcome, second.map(|(outcome, _)| outcome), bounds)
+            }
+            Ok((outcome, _)) => outcome,
             Err(reason) => unavailable(reason),
         };
+        cap_message(outcome, self.opts.output_cap)
+    }
+
+    /// One run of `haproxy -c` over `render` in a fresh check directory
+    /// (a second run must not see what the first wrote), under `memory`
+    /// when given, step by step. Any step that fails is why it could not run.
+    async fn run_once(
+        &self,
+        setup: &Setup,
+        render: &Render,
+        deadline: Instant,
+        memory: Option<u64>,
+    ) -> Result<(CheckOutcome, Exit), String> {
+        let started = Instant::now();
+        let ready = self.prepare_check_dir(setup, render, deadline).await?;
+        let ran = self
+            .run_haproxy(setup, render, &ready, deadline, started, memory)
+            .await
+            .map(|(transcript, exit)| (self.read_verdict(transcript, exit), exit));
         // After the process group is dead (run_haproxy's guards); dropped
         // mid-check instead, the directory goes with the future.
         prepare::remove(ready.dir, &self.in_flight).await;
-        outcome
+        ran
     }
 
     /// Lays the render out in a fresh check directory, off the runtime and
@@ -244,6 +263,8 @@ impl HaproxyChecker {
             base,
             limits: self.opts.limits,
             binary: setup.binary.path.clone(),
+            config_dir: self.opts.sandbox.world.config_dir.clone(),
+            world: setup.sandbox.world_shared(),
             in_flight: self.in_flight.clone(),
         };
         prepare::prepare(job, deadline).await
@@ -260,8 +281,9 @@ impl HaproxyChecker {
         ready: &'a Prepared,
         deadline: Instant,
         started: Instant,
+        memory: Option<u64>,
     ) -> Result<(Transcript<'a>, Exit), String> {
-        let running = self.spawn_in_sandbox(setup, ready, deadline)?;
+        let running = self.spawn_in_sandbox(setup, ready, deadline, memory)?;
         let ctx = verdict::Context {
             config: render.config(),
             check_dir: ready.dir.path(),
@@ -273,50 +295,36 @@ impl HaproxyChecker {
         Ok((transcript, exit))
     }
 
-    /// Prepares the sandbox for this check directory, then starts `haproxy
-    /// -c` in it ([`process`]).
+    /// Prepares the sandbox for this check directory (under `memory` when
+    /// given), then starts `haproxy -c` in it ([`process`]).
     fn spawn_in_sandbox(
         &self,
         setup: &Setup,
         ready: &Prepared,
         deadline: Instant,
+        memory: Option<u64>,
     ) -> Result<Running, String> {
         let binary = &setup.binary.path;
         let time_left = deadline.saturating_duration_since(Instant::now());
         let sandboxed = setup
             .sandbox
-            .prepare(ready.dir.fd(), ready.host, time_left)
+            .prepare(ready.dir.fd(), time_left)
             .map_err(|reason| verdict::sanitise(&reason, ready.dir.path(), binary))?;
+        let sandboxed = match memory {
+            Some(memory) => sandboxed.with_memory(memory),
+            None => sandboxed,
+        };
         process::spawn(binary, self.opts.dns_skip, &sandboxed)
     }
 
     /// What HAProxy said, read into a verdict: the outcome its exit and its
-    /// lines make, the sandbox's limits named when they spoke, and the
-    /// message held to the output cap.
+    /// lines make, the file-size limit named when it killed.
     fn read_verdict(&self, transcript: Transcript, exit: Exit) -> CheckOutcome {
-        let outcome = self.explain_out_of_memory(transcript.finish(exit));
-        cap_message(outcome, self.opts.output_cap)
-    }
-
-    /// Out of memory under the sandbox is the check's own limit speaking:
-    /// say which limit, so an operator knows what to raise. The file-size
-    /// limit kills instead (SIGXFSZ): that one is named too.
-    fn explain_out_of_memory(&self, outcome: CheckOutcome) -> CheckOutcome {
-        let sandboxed = self.opts.sandbox.mode != sandbox::Mode::Off;
-        let outcome = if sandboxed { sandbox::explain_file_size(outcome) } else { outcome };
-        match outcome {
-            CheckOutcome::Unavailable { reason }
-                if sandboxed && reason.starts_with(verdict::OUT_OF_MEMORY_REASON) =>
-            {
-                CheckOutcome::Unavailable {
-                    reason: format!(
-                        "{reason}\n(the check's address space is limited to {} MiB: --check-memory)",
-                        self.opts.sandbox.memory >> 20
-                    ),
-                }
-            }
-            other => other,
+        let outcome = transcript.finish(exit);
+        if self.opts.sandbox.mode == sandbox::Mode::Off {
+            return outcome;
         }
+        sandbox::explain_file_size(outcome)
     }
 }
 

@@ -90,21 +90,34 @@ struct PathLimits {
 /// Resolves every file of `render` inside the check directory, refusing the
 /// whole render at the first path that is too long or too deep, or that
 /// could escape or collide.
-pub fn arrange(render: &Render) -> Result<Arrangement<'_>, RenderPathError> {
-    arrange_within(render, PathLimits { bytes: MAX_PATH_BYTES, depth: MAX_PATH_DEPTH })
+/// `config_dir` is where the render lies in the check's world (an absolute
+/// path under it lands at its place relative to it).
+pub fn arrange<'a>(
+    render: &'a Render,
+    config_dir: &Path,
+) -> Result<Arrangement<'a>, RenderPathError> {
+    let limits = PathLimits { bytes: MAX_PATH_BYTES, depth: MAX_PATH_DEPTH };
+    arrange_within(render, config_dir, limits)
 }
 
 /// [`arrange`] in time linear in the render's paths, whatever their limits:
 /// each component is looked up once, under its parent, in a tree of the
 /// check directory (no path is compared with its prefixes).
-fn arrange_within(render: &Render, limits: PathLimits) -> Result<Arrangement<'_>, RenderPathError> {
+fn arrange_within<'a>(
+    render: &'a Render,
+    config_dir: &Path,
+    limits: PathLimits,
+) -> Result<Arrangement<'a>, RenderPathError> {
+    // "/etc/haproxy/": the prefix of paths that land where they say
+    let mut under = config_dir.to_string_lossy().into_owned();
+    under.push('/');
     let sent = render.files();
     let mut files = Vec::with_capacity(sent.len());
     let mut nodes = vec![Node { name: "", file: None, by: 0, children: Vec::new() }];
     // (parent node, name) → node
     let mut index: HashMap<(usize, &str), usize> = HashMap::with_capacity(sent.len() * 2);
     for (at_file, file) in sent.iter().enumerate() {
-        let components = resolve(file.kind, &file.path, limits)?;
+        let components = resolve(file.kind, &file.path, &under, limits)?;
         if components.first() == Some(&CONFIG_NAME) {
             // `haproxy.cfg` itself, or anything that needs it to be a directory
             return Err(RenderPathError::Reserved { path: file.path.clone() });
@@ -170,7 +183,12 @@ fn add<'a>(
 
 /// The path's place in the check directory, as normal components
 /// (docs/checking.md, "The check directory").
-fn resolve(kind: FileKind, path: &str, limits: PathLimits) -> Result<Vec<&str>, RenderPathError> {
+fn resolve<'p>(
+    kind: FileKind,
+    path: &'p str,
+    config_dir: &str,
+    limits: PathLimits,
+) -> Result<Vec<&'p str>, RenderPathError> {
     let err_path = || path.to_owned();
     // First, so that nothing else reads a path of any length.
     if path.len() > limits.bytes {
@@ -196,12 +214,15 @@ fn resolve(kind: FileKind, path: &str, limits: PathLimits) -> Result<Vec<&str>, 
     if name.is_empty() || name == "." {
         return Err(RenderPathError::Empty { path: err_path() });
     }
-    if path.starts_with('/') || !path.contains('/') {
-        // absolute or bare: the kind's directory + the file name
+    // absolute under the config directory: its place there, as on a pod
+    let relative = path.strip_prefix(config_dir);
+    if relative.is_none() && (path.starts_with('/') || !path.contains('/')) {
+        // absolute elsewhere, or bare: the kind's directory + the file name
         return Ok(vec![kind.directory(), name]);
     }
     // relative with a `/`: the path itself, without `.` or empty components
-    let components: Vec<&str> = path.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    let components: Vec<&str> =
+        relative.unwrap_or(path).split('/').filter(|c| !c.is_empty() && *c != ".").collect();
     if components.len() > limits.depth {
         return Err(RenderPathError::TooDeep {
             path: err_path(),
@@ -344,6 +365,8 @@ mod tests {
     use rendergate_core::render::RenderFile;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
+    const CONFIG_DIR: &str = "/etc/haproxy";
+
     fn handle(dir: &Path) -> Dir {
         Dir::open_ambient_dir(dir, cap_std::ambient_authority()).unwrap()
     }
@@ -362,7 +385,7 @@ mod tests {
 
     fn placed(files: &[(FileKind, &str)]) -> Vec<String> {
         let r = render(files);
-        arrange(&r)
+        arrange(&r, Path::new(CONFIG_DIR))
             .unwrap()
             .files()
             .iter()
@@ -371,11 +394,11 @@ mod tests {
     }
 
     fn refused(files: &[(FileKind, &str)]) -> RenderPathError {
-        arrange(&render(files)).unwrap_err()
+        arrange(&render(files), Path::new(CONFIG_DIR)).unwrap_err()
     }
 
     #[test]
-    fn absolute_paths_land_in_the_kind_directory() {
+    fn absolute_paths_land_at_their_place_under_the_config_dir_else_in_the_kind_directory() {
         assert_eq!(
             placed(&[
                 (FileKind::Map, "/etc/haproxy/maps/a.map"),
@@ -383,8 +406,16 @@ mod tests {
                 (FileKind::Ca, "/ca.pem"),
                 (FileKind::CrtList, "/etc/haproxy/list.txt"),
                 (FileKind::General, "/etc/haproxy/errors/503.http"),
+                (FileKind::General, "/etc/haproxyx/y.http"),
             ]),
-            ["maps/a.map", "ssl/x.pem", "ssl/ca.pem", "general/list.txt", "general/503.http"]
+            [
+                "maps/a.map",
+                "ssl/x.pem",
+                "ssl/ca.pem",
+                "list.txt",
+                "errors/503.http",
+                "general/y.http"
+            ]
         );
     }
 
@@ -489,7 +520,7 @@ mod tests {
             [(FileKind::General, "./maps"), (FileKind::Map, "x.map")],
         ] {
             assert!(
-                matches!(arrange(&render(&files)).unwrap_err(), RenderPathError::Nested { .. }),
+                matches!(arrange(&render(&files), Path::new(CONFIG_DIR)).unwrap_err(), RenderPathError::Nested { .. }),
                 "{files:?}"
             );
         }
@@ -560,7 +591,7 @@ mod tests {
         }));
         let r = Render::new("p", "r", "global\n", files);
         let started = std::time::Instant::now();
-        let arrangement = arrange_within(&r, unlimited).unwrap();
+        let arrangement = arrange_within(&r, Path::new(CONFIG_DIR), unlimited).unwrap();
         assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
         // one node per distinct component: 120,000 + 1, 100, 2,000, and the root
         assert_eq!(arrangement.nodes.len(), 120_001 + 100 + 2_000 + 1);
@@ -572,7 +603,7 @@ mod tests {
         };
         let r = Render::new("p", "r", "global\n", [r.files(), &[clash]].concat());
         assert!(matches!(
-            arrange_within(&r, unlimited).unwrap_err(),
+            arrange_within(&r, Path::new(CONFIG_DIR), unlimited).unwrap_err(),
             RenderPathError::Nested { .. }
         ));
     }
@@ -584,10 +615,10 @@ mod tests {
             (0..10).map(|n| (FileKind::General, format!("d{}/f{n}", n % 3))).collect();
         let files: Vec<(FileKind, &str)> = files.iter().map(|(k, p)| (*k, p.as_str())).collect();
         let r = render(&files);
-        let arrangement = arrange(&r).unwrap();
+        let arrangement = arrange(&r, Path::new(CONFIG_DIR)).unwrap();
         let mut asked = Vec::new();
         let err = arrangement
-            .write(&handle(tmp.path()), "global\n", &mut |written| {
+            .write(&handle(tmp.path()), &mut |written| {
                 asked.push(written);
                 written < 4
             })
@@ -605,9 +636,9 @@ mod tests {
         let r = Render::new("p", "r", "", big);
         let tmp = tempfile::tempdir().unwrap();
         let mut asked = 0;
-        let err = arrange(&r)
+        let err = arrange(&r, Path::new(CONFIG_DIR))
             .unwrap()
-            .write(&handle(tmp.path()), "", &mut |_| {
+            .write(&handle(tmp.path()), &mut |_| {
                 asked += 1;
                 asked < 4
             })
@@ -649,11 +680,12 @@ mod tests {
                 },
             ],
         );
-        let arrangement = arrange(&r).unwrap();
+        let arrangement = arrange(&r, Path::new(CONFIG_DIR)).unwrap();
         assert_eq!(arrangement.config(), "global\n  default-path origin /etc/haproxy\n");
-        arrangement.write(&handle(&dir), "the checked copy\n", &mut |_| true).unwrap();
+        arrangement.write(&handle(&dir), &mut |_| true).unwrap();
+        // the config as sent, byte for byte
         let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
-        assert_eq!(config, "the checked copy\n");
+        assert_eq!(config, "global\n  default-path origin /etc/haproxy\n");
         assert_eq!(std::fs::read_to_string(dir.join("maps/a.map")).unwrap(), "k v\n");
         assert_eq!(std::fs::read_to_string(dir.join("deep/er/x.lua")).unwrap(), "-- lua");
         for file in ["haproxy.cfg", "maps/a.map", "deep/er/x.lua"] {
@@ -683,7 +715,7 @@ mod tests {
             "global\n",
             vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "x".into() }],
         );
-        assert!(arrange(&r).unwrap().write(&handle(&dir), "global\n", &mut |_| true).is_err());
+        assert!(arrange(&r, Path::new(CONFIG_DIR)).unwrap().write(&handle(&dir), &mut |_| true).is_err());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 
         let dir2 = tmp.path().join("check2");
@@ -691,7 +723,7 @@ mod tests {
         std::fs::create_dir(dir2.join("maps")).unwrap();
         std::os::unix::fs::symlink(outside.join("victim"), dir2.join("maps/a.map")).unwrap();
         let err =
-            arrange(&r).unwrap().write(&handle(&dir2), "global\n", &mut |_| true).unwrap_err();
+            arrange(&r, Path::new(CONFIG_DIR)).unwrap().write(&handle(&dir2), &mut |_| true).unwrap_err();
         assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
         assert!(!outside.join("victim").exists());
 
@@ -702,7 +734,7 @@ mod tests {
             std::fs::create_dir(dir.join("real")).unwrap();
             std::os::unix::fs::symlink(target, dir.join("maps")).unwrap();
             let err =
-                arrange(&r).unwrap().write(&handle(&dir), "global\n", &mut |_| true).unwrap_err();
+                arrange(&r, Path::new(CONFIG_DIR)).unwrap().write(&handle(&dir), &mut |_| true).unwrap_err();
             assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
             assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
             assert_eq!(std::fs::read_dir(dir.join("real")).unwrap().count(), 0);
@@ -715,7 +747,7 @@ mod tests {
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         let err =
-            arrange(&r).unwrap().write(&handle(&dir5), "global\n", &mut |_| true).unwrap_err();
+            arrange(&r, Path::new(CONFIG_DIR)).unwrap().write(&handle(&dir5), &mut |_| true).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
     }
 }

@@ -18,7 +18,7 @@
 use super::base::{BaseDir, CheckDir};
 use super::layout;
 use super::limits::RenderLimits;
-use super::sandbox::HostFiles;
+use super::sandbox::world::{StockFile, World};
 use super::verdict;
 use rendergate_core::render::Render;
 use std::path::PathBuf;
@@ -35,6 +35,10 @@ pub struct Job {
     pub limits: RenderLimits,
     /// The binary's path, taken out of messages as the check directory is.
     pub binary: PathBuf,
+    /// Where the render lies in the check's world (`--config-dir`).
+    pub config_dir: PathBuf,
+    /// The world checks run in, whose stock files join the render's.
+    pub world: Option<Arc<World>>,
     /// The checker's blocking work still running.
     pub in_flight: Arc<InFlight>,
 }
@@ -78,7 +82,6 @@ impl Drop for Token {
 /// A check directory with the render in it, ready for `haproxy -c`.
 pub struct Prepared {
     pub dir: CheckDir,
-    pub host: HostFiles,
 }
 
 /// Prepares the check directory for `job` by `deadline`, or says why it
@@ -177,7 +180,8 @@ impl Job {
         let stopped = || timed_out(budget, progress.written.load(Ordering::Relaxed), files);
         // Every limit and every path is validated before the directory even exists.
         self.limits.admit(&self.render)?;
-        let arrangement = layout::arrange(&self.render).map_err(|e| e.to_string())?;
+        let arrangement =
+            layout::arrange(&self.render, &self.config_dir).map_err(|e| e.to_string())?;
         if !go_on() {
             return Err(stopped());
         }
@@ -200,6 +204,35 @@ impl Job {
         if let Err(e) = arrangement.write(dir.dir(), &mut go_on_writing) {
             return Err(if go_on() { sanitised(e) } else { stopped() });
         }
-        Ok(Prepared { dir, host: HostFiles::of(&self.render) })
+        if let Some(world) = &self.world {
+            write_stock(dir.dir(), world.stock()).map_err(sanitised)?;
+        }
+        Ok(Prepared { dir })
     }
+}
+
+/// The stock files of the world under the config directory, each where the
+/// render has no file of its own (the render's wins), as new owner-only
+/// files beside the render's.
+fn write_stock(dir: &cap_std::fs::Dir, stock: &[StockFile]) -> std::io::Result<()> {
+    use cap_std::fs::OpenOptionsExt;
+    use std::io::Write;
+    for file in stock {
+        if let Some(parent) = file.relative.parent().filter(|p| !p.as_os_str().is_empty()) {
+            match dir.create_dir_all(parent) {
+                Ok(()) => {}
+                // the render put a file where the stock directory would be: it wins
+                Err(_) if dir.symlink_metadata(parent).is_ok_and(|m| !m.is_dir()) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        let mut options = cap_std::fs::OpenOptions::new();
+        options.write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
+        match dir.open_with(&file.relative, &options) {
+            Ok(mut out) => out.write_all(&file.content)?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

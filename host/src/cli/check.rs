@@ -28,50 +28,50 @@ pub struct Args {
     dir: Option<PathBuf>,
 }
 
-/// `--explain`: the start-up line, then what each layer means here.
+/// `--explain`: the start-up line, then the check's world and what each
+/// layer means here.
 fn explain(checker: &HaproxyChecker) -> ExitCode {
-    use rendergate::check::sandbox::{host_view, landlock, rlimits, seccomp};
+    use rendergate::check::sandbox::{landlock, rlimits, seccomp};
     println!("{}", checker.sandbox_report());
-    if let Some(s) = checker.sandbox()
-        && s.mode() != Mode::Off
-    {
-        println!(
-            "  landlock: the check directory: read, and new files written (no directories, links or removals);"
-        );
-        println!("            the haproxy binary and its loader: read and execute;");
-        let libraries: Vec<String> = s
-            .grants()
-            .rules
-            .iter()
-            .filter(|(_, access)| *access == landlock::FS_READ_FILE)
-            .map(|(path, _)| path.display().to_string())
-            .collect();
-        println!("            read-only, as the loader finds them: {}", libraries.join(" "));
-        println!(
-            "            read-only for run-time loading: {}; the CA store only for @system-ca, /etc/resolv.conf only for parse-resolv-conf",
-            landlock::LIBRARY_DIRS.join(" ")
-        );
-        println!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
-        println!(
-            "  rlimits:  address space, CPU seconds (the timeout), file size {} MiB, {} open files, core 0",
-            rlimits::FILE_SIZE >> 20,
-            rlimits::OPEN_FILES
-        );
-        println!(
-            "  env:      haproxy starts with an empty environment but LUA_PATH={} LUA_CPATH={}; stdin /dev/null",
-            host_view::LUA_PATH,
-            host_view::LUA_CPATH
-        );
-        println!(
-            "  host:     host name and local peer {}; stand-ins for /etc/resolv.conf, /etc/hosts and os-release {}",
-            host_view::HOST_NAME,
-            if s.probe().unshare_flags() & libc::CLONE_NEWNS != 0 {
-                "mounted in the check's mount namespace"
-            } else {
-                "NOT mounted (no namespaces): the host's own files show"
+    let Some(s) = checker.sandbox().filter(|s| s.mode() != Mode::Off) else {
+        return ExitCode::SUCCESS;
+    };
+    match s.world() {
+        Some(world) => {
+            let shown =
+                |paths: &[std::path::PathBuf]| paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ");
+            println!("  world:    a root of its own (user, mount, network, IPC and UTS namespaces); nothing else of the host exists");
+            println!(
+                "            the render: {} (the working directory; writable, discarded)",
+                world.options().config_dir.display()
+            );
+            println!("            read-only: {}", shown(world.exposed()));
+            println!("            devices: {}", shown(world.devices()));
+            let stock: Vec<String> =
+                world.stock().iter().map(|f| f.relative.display().to_string()).collect();
+            if !stock.is_empty() {
+                println!("            stock files under the render (its own win): {}", stock.join(" "));
             }
-        );
+            println!("            scratch: /tmp (tmpfs); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)");
+            println!("            host name: {}", world.hostname());
+        }
+        None => println!(
+            "  world:    NONE: this host gives no user and mount namespaces; haproxy sees the host's files as Landlock allows"
+        ),
     }
+    println!("  landlock: the render: read, and new files written (no directories, links or removals); /tmp: read and write");
+    println!("            the haproxy binary and its loader: read and execute; the world's read-only parts: read");
+    println!(
+        "            read-only for run-time loading: {}",
+        landlock::LIBRARY_DIRS.join(" ")
+    );
+    println!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
+    println!(
+        "  rlimits:  address space, CPU seconds (the timeout), file size {} MiB, {} open files, core 0",
+        rlimits::FILE_SIZE >> 20,
+        rlimits::OPEN_FILES
+    );
+    println!("  env:      only --check-env; stdin /dev/null");
     ExitCode::SUCCESS
 }
 

@@ -70,9 +70,29 @@ struct HaproxyArgs {
     /// Run haproxy without the sandbox (same as --sandbox off).
     #[arg(long)]
     no_sandbox: bool,
+    /// Where the render is laid out in the check's world, as on a pod.
+    #[arg(long, value_name = "PATH", default_value = sandbox::world::DEFAULT_CONFIG_DIR, value_parser = world_path)]
+    config_dir: PathBuf,
+    /// One more host path HAProxy may read, read-only (repeatable).
+    #[arg(long = "check-read", value_name = "PATH", value_parser = world_path)]
+    check_read: Vec<PathBuf>,
+    /// A directory holding the `passwd` and `group` HAProxy sees (names and
+    /// ids only are kept); default: the host's.
+    #[arg(long, value_name = "DIR")]
+    accounts: Option<PathBuf>,
+    /// One variable of HAProxy's environment (repeatable); default: none.
+    #[arg(long = "check-env", value_name = "NAME=VALUE", value_parser = env_pair)]
+    check_env: Vec<(String, String)>,
+    /// The host name HAProxy sees; default: the host's.
+    #[arg(long, value_name = "NAME")]
+    check_hostname: Option<String>,
     /// Address space of one check (e.g. 1GiB).
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = rendergate::size::parse)]
     check_memory: usize,
+    /// Address space of a check's second run, made when its first did not
+    /// pass (it may have hit --check-memory); at or below --check-memory, none.
+    #[arg(long, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
+    check_memory_max: usize,
     /// How much of haproxy's output a check keeps (the message notes the cut).
     #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = rendergate::size::parse)]
     check_output_cap: usize,
@@ -90,7 +110,18 @@ impl HaproxyArgs {
         HaproxyOptions {
             binary: self.haproxy.clone(),
             output_cap: self.check_output_cap,
-            sandbox: SandboxOptions { mode, memory: self.check_memory as u64 },
+            sandbox: SandboxOptions {
+                mode,
+                memory: self.check_memory as u64,
+                world: sandbox::world::WorldOptions {
+                    config_dir: self.config_dir.clone(),
+                    reads: self.check_read.clone(),
+                    accounts: self.accounts.clone(),
+                    hostname: self.check_hostname.clone(),
+                },
+                env: self.check_env.clone(),
+            },
+            memory_max: self.check_memory_max as u64,
             limits: RenderLimits {
                 files: self.max_render_files,
                 bytes: self.max_render_size as u64,
@@ -119,6 +150,26 @@ fn log_sandbox(checker: &HaproxyChecker) {
 
 fn sandbox_mode(text: &str) -> Result<Mode, String> {
     text.parse()
+}
+
+/// A path of the check's world: absolute, without `.` or `..`.
+fn world_path(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    let plain = path.is_absolute()
+        && path.components().all(|c| {
+            matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_))
+        });
+    if plain { Ok(path) } else { Err("must be an absolute path without `.` or `..`".into()) }
+}
+
+/// `NAME=VALUE`, NAME a non-empty name without `=` or NUL.
+fn env_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() && !text.contains('\0') => {
+            Ok((name.to_owned(), value.to_owned()))
+        }
+        _ => Err("must be NAME=VALUE".into()),
+    }
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -228,5 +279,17 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(flags.haproxy.options().limits, RenderLimits { files: 7, bytes: 1 << 20 });
+    }
+
+    #[test]
+    fn the_memory_flags_default_to_the_library_defaults() {
+        let flags = Flags::try_parse_from(["rendergate"]).unwrap();
+        let options = flags.haproxy.options();
+        let defaults = HaproxyOptions::default();
+        assert_eq!(options.sandbox.memory, defaults.sandbox.memory);
+        assert_eq!(options.memory_max, defaults.memory_max);
+        assert_eq!(options.memory_max, 16 << 30);
+        let flags = Flags::try_parse_from(["rendergate", "--check-memory-max", "2GiB"]).unwrap();
+        assert_eq!(flags.haproxy.options().memory_max, 2 << 30);
     }
 }

@@ -20,9 +20,10 @@
 //! it does without the sandbox, or a render passing bare would be refused.
 //! `execute` is granted on the binary and the loader only, so nothing else
 //! can be `execve`d even though seccomp must allow our own `execve` (mapping
-//! a library needs read, not execute). The system CA store (`/etc/ssl/certs`
-//! and friends) is granted only when the render asks for `@system-ca`: it is
-//! large, slow to load, and not needed.
+//! a library needs read, not execute). Inside the check's world
+//! ([`super::world`]) Landlock grants what the world shows: its read-only
+//! parts and stand-ins read, its devices read and write, the scratch `/tmp`
+//! read and write (a rule added in the child, where `/tmp` exists).
 //!
 //! The check directory is readable, and writable as far as HAProxy writes
 //! during `-c`: new regular files, written and truncated (3.2 writes an
@@ -62,15 +63,11 @@ pub const LIBRARY_DIRS: [&str; 4] = ["/lib", "/lib64", "/usr/lib", "/usr/lib64"]
 /// and truncate regular files.
 pub const CHECK_DIR_ACCESS: u64 =
     FS_READ_FILE | FS_READ_DIR | FS_WRITE_FILE | FS_MAKE_REG | FS_TRUNCATE;
-/// The system CA store, granted only for `@system-ca`: the certificate
-/// directories only, never `/etc/ssl` whole (`/etc/ssl/private` holds keys).
-pub const SYSTEM_CA_DIRS: [&str; 5] = [
-    "/etc/ssl/certs",
-    "/usr/share/ca-certificates",
-    "/usr/local/share/ca-certificates",
-    "/etc/pki/tls/certs",
-    "/etc/pki/ca-trust/extracted",
-];
+/// What the check may do in its scratch `/tmp` (a tmpfs of its own).
+pub const SCRATCH_ACCESS: u64 = CHECK_DIR_ACCESS | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_DIR;
+const FS_REMOVE_DIR: u64 = 1 << 4;
+const FS_REMOVE_FILE: u64 = 1 << 5;
+const FS_MAKE_DIR: u64 = 1 << 7;
 
 #[repr(C)]
 struct RulesetAttr {
@@ -133,8 +130,13 @@ impl Grants {
     /// cannot be read gets only itself (it then fails to start, and the
     /// check says so).
     pub fn for_binary(binary: &Path) -> Grants {
+        Grants::for_closure(binary, super::loader::closure(binary).ok().as_ref())
+    }
+
+    /// [`Grants::for_binary`] with the loader's closure already found.
+    pub fn for_closure(binary: &Path, closure: Option<&super::loader::Closure>) -> Grants {
         let mut rules = vec![(binary.to_path_buf(), FS_EXECUTE | FS_READ_FILE)];
-        if let Ok(closure) = super::loader::closure(binary) {
+        if let Some(closure) = closure.cloned() {
             rules.extend(closure.interpreter.map(|i| (i, FS_EXECUTE | FS_READ_FILE)));
             rules.extend(closure.libraries.into_iter().map(|l| (l, FS_READ_FILE)));
             rules.extend(closure.data.into_iter().map(|d| (d, FS_READ_FILE)));
@@ -145,25 +147,45 @@ impl Grants {
         Grants { rules }
     }
 
-    /// Adds the system CA store (for renders that ask for `@system-ca`).
-    pub fn with_system_ca(mut self) -> Grants {
-        for dir in SYSTEM_CA_DIRS {
-            self.rules.push((dir.into(), FS_READ_FILE | FS_READ_DIR));
+    /// Adds what `world` shows: its read-only parts and its skeleton (the
+    /// stand-ins) read, its devices read and write.
+    pub fn with_world(mut self, world: &super::world::World) -> Grants {
+        for path in world.exposed() {
+            self.rules.push((path.clone(), FS_READ_FILE | FS_READ_DIR));
+        }
+        self.rules.push((world.skeleton().to_path_buf(), FS_READ_FILE | FS_READ_DIR));
+        for device in world.devices() {
+            self.rules.push((device.clone(), FS_READ_FILE | FS_WRITE_FILE | FS_IOCTL_DEV));
         }
         self
     }
 }
 
-impl Grants {
-    /// Adds read-only access to one more file.
-    pub fn with_file(mut self, path: &Path) -> Grants {
-        self.rules.push((path.into(), FS_READ_FILE));
-        self
+/// In the child, inside its world: adds the rule for the scratch `/tmp`
+/// to the ruleset. Returns 0 or an errno. Raw system calls only.
+pub fn grant_scratch(ruleset_fd: RawFd, abi: u32) -> i32 {
+    // SAFETY: a constant C string; the fd is closed below.
+    let fd = unsafe { libc::open(c"/tmp".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return errno();
     }
+    let access = SCRATCH_ACCESS & handled(abi).handled_access_fs;
+    let rule = PathBeneathAttr { allowed_access: access, parent_fd: fd };
+    // SAFETY: rule is a valid packed struct; both fds are open.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset_fd,
+            RULE_PATH_BENEATH,
+            &rule as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    let e = if r != 0 { errno() } else { 0 };
+    // SAFETY: our own fd.
+    unsafe { libc::close(fd) };
+    e
 }
-
-/// The resolver configuration, granted only for `parse-resolv-conf`.
-pub const RESOLV_CONF: &str = "/etc/resolv.conf";
 
 /// Builds a ruleset fd (close-on-exec) granting `grants` plus
 /// [`CHECK_DIR_ACCESS`] on the check directory, given by its descriptor. Paths that do not exist are

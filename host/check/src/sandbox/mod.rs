@@ -3,25 +3,25 @@
 //!
 //! Everything that allocates or reads files happens in the parent before
 //! `fork`: the Landlock ruleset fd, the seccomp program, the limits, the
-//! host view's paths. The child then runs `ChildSetup::run`, in this
-//! order: (process group, set by `Command::process_group(0)` before it)
+//! world's skeleton and mounts. The child then runs `ChildSetup::run`, in
+//! this order: (process group, set by `Command::process_group(0)` before it)
 //! `fchdir` to the check directory's descriptor (the child needs no path
 //! string; with the sandbox off too), parent-death signal, rlimits,
-//! namespaces, the host view (stand-in files mounted, the fixed host name:
-//! [`host_view`]), capability drop, `no_new_privs`, Landlock, seccomp; then
-//! `execve` of haproxy with an empty environment but for Lua's fixed module
-//! paths. A failing step returns an error code that carries the layer
+//! namespaces, the world (ids mapped, mounts made, root pivoted, the config
+//! directory entered, the host name set: [`world`]), capability drop,
+//! `no_new_privs`, Landlock, seccomp; then `execve` of haproxy with an
+//! empty environment but for the operator's `--check-env`. A failing step returns an error code that carries the layer
 //! ([`spawn_failure`] reads it back), so the check says "sandbox setup
 //! failed in layer 'landlock': …" and counts as could-not-run.
 
 pub mod caps;
-pub mod host_view;
 pub mod landlock;
 pub mod loader;
 pub mod namespaces;
 pub mod probe;
 pub mod rlimits;
 pub mod seccomp;
+pub mod world;
 
 pub use probe::Probe;
 
@@ -76,11 +76,20 @@ pub struct SandboxOptions {
     pub mode: Mode,
     /// Address space limit of the check, in bytes.
     pub memory: u64,
+    /// What the check's world holds besides the render.
+    pub world: world::WorldOptions,
+    /// HAProxy's environment (`--check-env`), in every mode; nothing else.
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for SandboxOptions {
     fn default() -> Self {
-        SandboxOptions { mode: Mode::Strict, memory: DEFAULT_MEMORY }
+        SandboxOptions {
+            mode: Mode::Strict,
+            memory: DEFAULT_MEMORY,
+            world: world::WorldOptions::default(),
+            env: Vec::new(),
+        }
     }
 }
 
@@ -93,21 +102,19 @@ pub struct Sandbox {
     refusal: Option<String>,
     seccomp: Option<Arc<Vec<libc::sock_filter>>>,
     grants: landlock::Grants,
-    grants_with_ca: landlock::Grants,
-    /// The stand-ins mounted over the host's own files, when checks get a
-    /// mount namespace to mount them in.
-    view: Option<Arc<host_view::HostView>>,
+    /// The root checks see, when the host gives user and mount namespaces.
+    world: Option<Arc<world::World>>,
 }
 
 impl Sandbox {
     /// The sandbox for checks running `binary`, given this host's probe
-    /// (tests pass one with layers forced absent) and the stand-ins for the
-    /// host's own files.
+    /// (tests pass one with layers forced absent); its world's skeleton is
+    /// built in `private`, the checker's own directory.
     pub fn with_probe(
         opts: SandboxOptions,
         binary: &Path,
         probe: Probe,
-        view: Option<Arc<host_view::HostView>>,
+        private: Option<&Path>,
     ) -> Sandbox {
         let mut refusal = None;
         let mut seccomp = None;
@@ -123,18 +130,32 @@ impl Sandbox {
                 }
             }
         }
-        // Resolving the binary's libraries once: the CA variant only adds rules.
-        let grants = landlock::Grants::for_binary(binary);
-        let view = view.filter(|_| probe.unshare_flags() & libc::CLONE_NEWNS != 0);
-        Sandbox {
-            grants_with_ca: grants.clone().with_system_ca(),
-            grants,
-            opts,
-            probe,
-            refusal,
-            seccomp,
-            view,
+        // Resolving the binary's libraries once, for Landlock and the world.
+        let closure = loader::closure(binary).ok();
+        let mut grants = landlock::Grants::for_closure(binary, closure.as_ref());
+        let mut world = None;
+        if opts.mode != Mode::Off && probe.unshare_flags() & libc::CLONE_NEWNS != 0 {
+            let parts = closure.map(|c| c.paths()).unwrap_or_default();
+            match private.map(|dir| world::World::build(dir, binary, &parts, &opts.world)) {
+                Some(Ok(built)) => {
+                    grants = grants.with_world(&built);
+                    world = Some(Arc::new(built));
+                }
+                Some(Err(e)) => refusal = Some(format!("cannot build the check's world: {e}")),
+                None => refusal = Some("the check's world has no private directory".into()),
+            }
         }
+        Sandbox { grants, opts, probe, refusal, seccomp, world }
+    }
+
+    /// The world checks see (`None` without namespaces or with the sandbox off).
+    pub fn world(&self) -> Option<&world::World> {
+        self.world.as_deref()
+    }
+
+    /// The same, shared (a check directory's preparation holds it).
+    pub fn world_shared(&self) -> Option<Arc<world::World>> {
+        self.world.clone()
     }
 
     pub fn mode(&self) -> Mode {
@@ -167,38 +188,23 @@ impl Sandbox {
 
     /// Everything one check's child needs, made now in the parent.
     /// `check_dir`: the check directory's descriptor, which the child
-    /// `fchdir`s to and Landlock grants (read-only) from; it must stay open
-    /// until `spawn` has returned. `host`: the host files the render asks
-    /// for. `time_left` bounds CPU.
+    /// `fchdir`s to and Landlock grants from; it must stay open until
+    /// `spawn` has returned. `time_left` bounds CPU.
     pub fn prepare<'a>(
         &self,
         check_dir: BorrowedFd<'a>,
-        host: HostFiles,
         time_left: Duration,
     ) -> Result<Prepared<'a>, String> {
+        let env = self.opts.env.clone();
         if self.opts.mode == Mode::Off {
-            return Ok(Prepared { dir: check_dir, setup: None, _ruleset: None });
+            return Ok(Prepared { dir: check_dir, setup: None, _ruleset: None, env });
         }
         if let Some(refusal) = &self.refusal {
             return Err(refusal.clone());
         }
         let ruleset = match &self.probe.landlock {
             Ok(abi) => {
-                let grants = if host.system_ca { &self.grants_with_ca } else { &self.grants };
-                let with_resolv_conf;
-                let grants = if host.resolv_conf {
-                    // the stand-in, mounted where the host's is; without a
-                    // mount namespace, the host's own
-                    let file = self
-                        .view
-                        .as_ref()
-                        .map_or(Path::new(landlock::RESOLV_CONF), |v| v.resolv_conf());
-                    with_resolv_conf = grants.clone().with_file(file);
-                    &with_resolv_conf
-                } else {
-                    grants
-                };
-                let fd = landlock::ruleset(*abi, grants, check_dir)
+                let fd = landlock::ruleset(*abi, &self.grants, check_dir)
                     .map_err(|e| format!("sandbox setup failed in layer 'landlock': {e}"))?;
                 Some(fd)
             }
@@ -212,9 +218,10 @@ impl Sandbox {
             unshare: self.probe.unshare_flags(),
             ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             seccomp: self.seccomp.clone(),
-            view: self.view.clone(),
+            world: self.world.clone(),
+            abi: *self.probe.landlock.as_ref().unwrap_or(&0),
         };
-        Ok(Prepared { dir: check_dir, setup: Some(setup), _ruleset: ruleset })
+        Ok(Prepared { dir: check_dir, setup: Some(setup), _ruleset: ruleset, env })
     }
 }
 
@@ -225,13 +232,25 @@ pub struct Prepared<'a> {
     dir: BorrowedFd<'a>,
     setup: Option<ChildSetup>,
     _ruleset: Option<OwnedFd>,
+    /// HAProxy's whole environment.
+    env: Vec<(String, String)>,
 }
 
 impl Prepared<'_> {
-    /// Puts the sandbox on `cmd`: empty environment and the child setup.
-    /// With the sandbox off, the child only `fchdir`s to the check directory
-    /// (otherwise a plain exec).
+    /// The same sandbox with another address-space bound: a check's second
+    /// run, under `--check-memory-max` (the sandbox off has no bound).
+    pub fn with_memory(mut self, memory: u64) -> Self {
+        if let Some(setup) = &mut self.setup {
+            setup.limits = setup.limits.with_memory(memory);
+        }
+        self
+    }
+
+    /// Puts the sandbox on `cmd`: the environment (`--check-env` only) and
+    /// the child setup. With the sandbox off, the child only `fchdir`s to
+    /// the check directory (otherwise a plain exec).
     pub fn apply(&self, cmd: &mut tokio::process::Command) {
+        cmd.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
         let Some(setup) = self.setup.clone() else {
             let dir = self.dir.as_raw_fd();
             // SAFETY: `enter` is one raw, async-signal-safe system call on a
@@ -241,7 +260,6 @@ impl Prepared<'_> {
             }
             return;
         };
-        cmd.env_clear();
         // SAFETY: `ChildSetup::run` makes only async-signal-safe raw system
         // calls and touches only memory prepared before the fork.
         unsafe {
@@ -262,8 +280,8 @@ pub enum Layer {
     Seccomp = 7,
     /// The `fchdir` to the check directory (first, and also without a sandbox).
     CheckDirectory = 8,
-    /// Stand-in files and the fixed host name, in the new namespaces.
-    HostView = 9,
+    /// The check's world: ids, mounts, root, host name, in the new namespaces.
+    World = 9,
 }
 
 impl Layer {
@@ -272,7 +290,7 @@ impl Layer {
         Layer::DeathSignal,
         Layer::Rlimits,
         Layer::Namespaces,
-        Layer::HostView,
+        Layer::World,
         Layer::Capabilities,
         Layer::NoNewPrivs,
         Layer::Landlock,
@@ -289,7 +307,7 @@ impl Layer {
             Layer::Landlock => "landlock",
             Layer::Seccomp => "seccomp",
             Layer::CheckDirectory => "check-directory",
-            Layer::HostView => "host-view",
+            Layer::World => "world",
         }
     }
 }
@@ -337,8 +355,10 @@ struct ChildSetup {
     /// -1: no Landlock.
     ruleset: RawFd,
     seccomp: Option<Arc<Vec<libc::sock_filter>>>,
-    /// Mounted when `unshare` makes a mount namespace.
-    view: Option<Arc<host_view::HostView>>,
+    /// Entered when `unshare` makes a mount namespace.
+    world: Option<Arc<world::World>>,
+    /// The Landlock ABI (0: none), for the scratch `/tmp`'s rule.
+    abi: u32,
 }
 
 impl ChildSetup {
@@ -362,13 +382,10 @@ impl ChildSetup {
         }
         step(Layer::Rlimits, self.limits.apply())?;
         step(Layer::Namespaces, namespaces::unshare(self.unshare))?;
-        if let Some(view) = &self.view
+        if let Some(world) = &self.world
             && self.unshare & libc::CLONE_NEWNS != 0
         {
-            step(Layer::HostView, view.mount())?;
-        }
-        if self.unshare & libc::CLONE_NEWUTS != 0 {
-            step(Layer::HostView, host_view::set_host_name())?;
+            step(Layer::World, world.enter(self.unshare & libc::CLONE_NEWUSER != 0))?;
         }
         step(Layer::Capabilities, caps::drop_all())?;
         // SAFETY: integer arguments only.
@@ -376,6 +393,10 @@ impl ChildSetup {
             return step(Layer::NoNewPrivs, landlock::errno());
         }
         if self.ruleset >= 0 {
+            if self.world.is_some() && self.unshare & libc::CLONE_NEWNS != 0 {
+                // the scratch /tmp exists only now, in the new root
+                step(Layer::Landlock, landlock::grant_scratch(self.ruleset, self.abi))?;
+            }
             step(Layer::Landlock, landlock::restrict_self(self.ruleset))?;
         }
         if let Some(prog) = &self.seccomp {
@@ -412,31 +433,6 @@ pub fn explain_file_size(outcome: rendergate_core::CheckOutcome) -> rendergate_c
             }
         }
         other => other,
-    }
-}
-
-/// Whether a render asks for the system CA store (`ca-file @system-ca`),
-/// in its config or any file (a crt-list can name it too).
-pub fn wants_system_ca(render: &rendergate_core::render::Render) -> bool {
-    const MARK: &str = "@system-ca";
-    render.config().contains(MARK) || render.files().iter().any(|f| f.content.contains(MARK))
-}
-
-/// Host files a check may read because the render asks for them by name.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HostFiles {
-    /// `@system-ca`: the system CA store.
-    pub system_ca: bool,
-    /// `parse-resolv-conf` in a `resolvers` section: `/etc/resolv.conf`.
-    pub resolv_conf: bool,
-}
-
-impl HostFiles {
-    pub fn of(render: &rendergate_core::render::Render) -> Self {
-        HostFiles {
-            system_ca: wants_system_ca(render),
-            resolv_conf: render.config().contains("parse-resolv-conf"),
-        }
     }
 }
 

@@ -18,6 +18,18 @@ pub const OPEN_FILES: u64 = 256;
 /// (could not run, never refused).
 pub const FILE_SIZE: u64 = 16 << 20;
 
+/// The address space of a check's second run (`--check-memory-max`), 16
+/// GiB. A check whose first run, under `--check-memory`, did not pass runs
+/// again under this bound, so that the gate's limit never decides a verdict
+/// (docs/checking.md, "Verdicts"). The bound is address space, not memory
+/// used: HAProxy 2.6 reserves a 1.5 GB `ring` with 14 MB resident, while
+/// `tune.ssl.cachesize 4000000` touches the ~1 GB it maps; renders that
+/// pass bare mostly need the room, not the memory. 16 GiB is 16 times the
+/// first bound and within what a host running such a config could give it,
+/// yet it still stops a runaway (a Lua loop that allocates) well short of
+/// the 47-bit address space that "unlimited" would hand it.
+pub const DEFAULT_MEMORY_MAX: u64 = 16 << 30;
+
 /// The limits for one check, computed in the parent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -41,6 +53,16 @@ impl Limits {
                 (libc::RLIMIT_CORE, 0),
             ],
         }
+    }
+
+    /// The same limits with another address space (the second run's).
+    pub fn with_memory(mut self, memory: u64) -> Limits {
+        for entry in &mut self.entries {
+            if entry.0 == libc::RLIMIT_AS {
+                entry.1 = memory;
+            }
+        }
+        self
     }
 
     /// In the child: sets every limit (soft = hard, so they cannot be raised
@@ -74,5 +96,15 @@ mod tests {
         assert_eq!(l.get(libc::RLIMIT_FSIZE), Some(16 << 20));
         assert_eq!(l.get(libc::RLIMIT_CORE), Some(0));
         assert_eq!(l.get(libc::RLIMIT_NOFILE), Some(OPEN_FILES));
+    }
+
+    #[test]
+    fn a_second_run_changes_only_the_address_space() {
+        let l = Limits::new(1 << 30, Duration::from_secs(3));
+        let raised = l.with_memory(DEFAULT_MEMORY_MAX);
+        assert_eq!(raised.get(libc::RLIMIT_AS), Some(16 << 30));
+        for r in [libc::RLIMIT_CPU, libc::RLIMIT_FSIZE, libc::RLIMIT_NOFILE, libc::RLIMIT_CORE] {
+            assert_eq!(raised.get(r), l.get(r));
+        }
     }
 }

@@ -1,0 +1,741 @@
+//! The check's world: what HAProxy finds at each path, built like a pod's
+//! (docs/checking.md, "The check's world"). As in bubblewrap, a world is a
+//! list of mounts: prepared once per binary in the parent ([`World::build`]),
+//! made in the forked child with raw system calls only ([`World::enter`]).
+//!
+//! The root is a skeleton directory in the checker's private directory:
+//! empty mount points, the symlinks the host has on the way to each exposed
+//! path (`/lib64 -> usr/lib64`), and the stand-ins (`/etc/hosts`,
+//! `/etc/resolv.conf`, `/etc/passwd`, `/etc/group`, `/etc/nsswitch.conf`).
+//! In fresh user and mount namespaces the child binds onto it, read-only,
+//! the public parts a check needs (the binary and its loader closure, the
+//! system CA store, Lua's module directories, the stock files a packaged
+//! HAProxy names, `--check-read` paths) and the devices; the check
+//! directory at the config directory (`--config-dir`, writable); a bounded
+//! tmpfs at `/tmp`; then it makes the skeleton its root (`pivot_root`) and
+//! detaches the host's. Every other path does not exist: a render cannot
+//! learn whether a host path exists, nor what kind of file it is.
+//!
+//! The uid and gid are mapped to themselves, so HAProxy runs as the ids bare
+//! `haproxy -c` runs as on this host.
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+
+/// Where HAProxy's pods keep the render (HAPTIC's, and a packaged HAProxy's).
+pub const DEFAULT_CONFIG_DIR: &str = "/etc/haproxy";
+
+/// The system CA store and OpenSSL's own directory (`@system-ca`, a
+/// `ca-file` by path): always visible, as on a pod. Never `/etc/ssl` whole:
+/// `/etc/ssl/private` holds the host's keys.
+const CA_STORE: [&str; 8] = [
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/usr/lib/ssl",
+    "/usr/share/ca-certificates",
+    "/usr/local/share/ca-certificates",
+    "/etc/pki/tls/certs",
+    "/etc/pki/ca-trust/extracted",
+    "/etc/pki/tls/openssl.cnf",
+];
+/// Lua's module directories (`require` from a `lua-load`ed script).
+const LUA_DIRS: [&str; 6] = [
+    "/usr/share/lua",
+    "/usr/local/share/lua",
+    "/usr/lib/lua",
+    "/usr/local/lib/lua",
+    "/usr/lib/x86_64-linux-gnu/lua",
+    "/usr/lib/aarch64-linux-gnu/lua",
+];
+/// Stock files a packaged HAProxy's default config names.
+const STOCK: [&str; 1] = ["/etc/haproxy/errors"];
+/// Devices a config may name (`errorfile 408 /dev/null`, Lua's randomness).
+const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"];
+/// The scratch `/tmp`: bounded, discarded with the namespace.
+const TMP_OPTIONS: &str = "size=64m,nr_inodes=4096,mode=1777";
+/// How many symlinks one exposed path may go through (the kernel's own bound).
+const MAX_LINKS: usize = 40;
+/// The largest stock file copied into each check directory.
+const MAX_STOCK_FILE: u64 = 1 << 20;
+
+/// What the world holds besides the render: the operator's choices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorldOptions {
+    /// Where the render is laid out and HAProxy runs (`--config-dir`).
+    pub config_dir: PathBuf,
+    /// More host paths HAProxy may read (`--check-read`).
+    pub reads: Vec<PathBuf>,
+    /// A directory with the `passwd` and `group` HAProxy sees (`--accounts`);
+    /// the host's own names and ids when unset.
+    pub accounts: Option<PathBuf>,
+    /// The host name HAProxy sees (`--check-hostname`); the host's when unset.
+    pub hostname: Option<String>,
+}
+
+impl Default for WorldOptions {
+    fn default() -> Self {
+        WorldOptions {
+            config_dir: DEFAULT_CONFIG_DIR.into(),
+            reads: Vec::new(),
+            accounts: None,
+            hostname: None,
+        }
+    }
+}
+
+impl WorldOptions {
+    /// Refuses what cannot make a world: a config directory that is not an
+    /// absolute, plain path, or a read path that is not absolute.
+    pub fn validate(&self) -> Result<(), String> {
+        if !plain_absolute(&self.config_dir) || self.config_dir == Path::new("/") {
+            return Err(format!(
+                "--config-dir {}: must be an absolute path without `.` or `..`, and not /",
+                self.config_dir.display()
+            ));
+        }
+        for read in &self.reads {
+            if !plain_absolute(read) {
+                return Err(format!(
+                    "--check-read {}: must be an absolute path without `.` or `..`",
+                    read.display()
+                ));
+            }
+            if read.starts_with(&self.config_dir) || self.config_dir.starts_with(read) {
+                return Err(format!(
+                    "--check-read {}: overlaps --config-dir {}, where the render is laid out",
+                    read.display(),
+                    self.config_dir.display()
+                ));
+            }
+        }
+        if let Some(name) = &self.hostname
+            && (name.is_empty() || name.len() > 64 || name.bytes().any(|b| b == 0 || b == b'\n'))
+        {
+            return Err(format!("--check-hostname {name:?}: 1 to 64 bytes, no NUL or newline"));
+        }
+        Ok(())
+    }
+}
+
+fn plain_absolute(path: &Path) -> bool {
+    path.is_absolute() && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+}
+
+/// One bind mount of a host path into the root.
+#[derive(Debug)]
+struct Bind {
+    source: CString,
+    /// The mount point in the skeleton.
+    target: CString,
+    /// Flags of the read-only remount; `None` for a device (bound as it is).
+    remount: Option<libc::c_ulong>,
+}
+
+/// A stock file under the config directory: copied into each check
+/// directory unless the render has a file at its place.
+#[derive(Debug, Clone)]
+pub struct StockFile {
+    /// Relative to the config directory.
+    pub relative: PathBuf,
+    pub content: Vec<u8>,
+}
+
+/// A world, prepared: the skeleton on disk and the mounts the child makes.
+#[derive(Debug)]
+pub struct World {
+    /// Holds `root/`; removed with the world.
+    _dir: tempfile::TempDir,
+    root_path: PathBuf,
+    root: CString,
+    binds: Vec<Bind>,
+    /// Flags of the skeleton's read-only remount (its file system's locked flags kept).
+    root_remount: libc::c_ulong,
+    /// The config directory's mount point in the skeleton, and its path inside.
+    config_target: CString,
+    config_inside: CString,
+    tmp_target: CString,
+    tmp_options: CString,
+    /// `/proc/self/uid_map` and friends, written after `unshare`.
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    hostname: Vec<u8>,
+    stock: Vec<StockFile>,
+    /// Every host path the world shows, for Landlock's read grants.
+    exposed: Vec<PathBuf>,
+    devices: Vec<PathBuf>,
+    options: WorldOptions,
+}
+
+/// What a path is on the host, once its symlinks are followed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+    Device,
+}
+
+impl World {
+    /// Builds the skeleton in a new directory under `private` (the checker's
+    /// own, owner-only) for checks running `binary`, whose loader closure is
+    /// `closure`.
+    pub fn build(
+        private: &Path,
+        binary: &Path,
+        closure: &[PathBuf],
+        options: &WorldOptions,
+    ) -> io::Result<World> {
+        options.validate().map_err(io::Error::other)?;
+        let dir = tempfile::Builder::new().prefix("world.").tempdir_in(private)?;
+        let root = dir.path().join("root");
+        std::fs::DirBuilder::new().mode(0o755).create(&root)?;
+        let mut skeleton = Skeleton { root: root.clone(), found: BTreeMap::new() };
+
+        let mut public: Vec<PathBuf> = vec![binary.to_path_buf()];
+        public.extend(closure.iter().cloned());
+        public.extend(CA_STORE.iter().map(PathBuf::from));
+        public.extend(LUA_DIRS.iter().map(PathBuf::from));
+        public.extend(options.reads.iter().cloned());
+        let mut stock = Vec::new();
+        for path in STOCK {
+            let path = Path::new(path);
+            match path.strip_prefix(&options.config_dir) {
+                // under the render's own directory: copied, the render's files win
+                Ok(relative) => read_stock(path, relative, &mut stock)?,
+                Err(_) => public.push(path.to_path_buf()),
+            }
+        }
+        for path in &public {
+            skeleton.expose(path)?;
+        }
+        for device in DEVICES {
+            skeleton.expose(Path::new(device))?;
+        }
+        let found = skeleton.outermost();
+        let mut binds = Vec::new();
+        let mut exposed = Vec::new();
+        let mut devices = Vec::new();
+        for (path, kind) in &found {
+            skeleton.mount_point(path, *kind)?;
+            let remount = match kind {
+                Kind::Device => {
+                    devices.push(path.clone());
+                    None
+                }
+                _ => {
+                    exposed.push(path.clone());
+                    Some(locked_flags(path)? | libc::MS_RDONLY | libc::MS_NOSUID)
+                }
+            };
+            binds.push(Bind { source: c_path(path)?, target: c_path(&skeleton.inside(path))?, remount });
+        }
+        // the render's directory, and the scratch /tmp
+        let config_target = skeleton.inside(&options.config_dir);
+        if found.iter().any(|(p, _)| options.config_dir.starts_with(p)) {
+            return Err(io::Error::other(format!(
+                "--config-dir {} lies inside a read-only part of the check's world",
+                options.config_dir.display()
+            )));
+        }
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&config_target)?;
+        let tmp_target = root.join("tmp");
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&tmp_target)?;
+
+        let hostname = match &options.hostname {
+            Some(name) => name.clone(),
+            None => host_name()?,
+        };
+        let accounts = options.accounts.as_deref().unwrap_or(Path::new("/etc"));
+        write_stand_ins(&root, &hostname, accounts)?;
+
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Ok(World {
+            root_remount: locked_flags(&root)? | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+            root: c_path(&root)?,
+            root_path: root,
+            binds,
+            config_target: c_path(&config_target)?,
+            config_inside: c_path(&options.config_dir)?,
+            tmp_target: c_path(&tmp_target)?,
+            tmp_options: CString::new(TMP_OPTIONS).expect("no NUL in a constant"),
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            hostname: hostname.into_bytes(),
+            stock,
+            exposed,
+            devices,
+            options: options.clone(),
+            _dir: dir,
+        })
+    }
+
+    /// The skeleton: the root's own directories, symlinks and stand-ins.
+    pub fn skeleton(&self) -> &Path {
+        &self.root_path
+    }
+
+    /// The host paths shown read-only (real paths, symlinks followed).
+    pub fn exposed(&self) -> &[PathBuf] {
+        &self.exposed
+    }
+
+    /// The devices shown.
+    pub fn devices(&self) -> &[PathBuf] {
+        &self.devices
+    }
+
+    /// Stock files copied into each check directory.
+    pub fn stock(&self) -> &[StockFile] {
+        &self.stock
+    }
+
+    pub fn options(&self) -> &WorldOptions {
+        &self.options
+    }
+
+    /// The host name checks see.
+    pub fn hostname(&self) -> &str {
+        std::str::from_utf8(&self.hostname).unwrap_or_default()
+    }
+
+    /// In the child, right after `unshare` of user, mount, network, IPC and
+    /// UTS namespaces, with the check directory as its working directory:
+    /// maps the ids, makes the mounts, enters the root and the config
+    /// directory, sets the host name. `own_users`: the namespaces include a
+    /// user namespace whose ids are still to be mapped. Raw system calls on
+    /// memory prepared before the fork only. Returns 0 or an errno.
+    pub fn enter(&self, own_users: bool) -> i32 {
+        let steps: [&dyn Fn() -> i32; 6] = [
+            &|| if own_users { self.map_ids() } else { 0 },
+            &|| super::namespaces::private_mounts(),
+            &|| self.mount_all(),
+            &|| self.pivot(),
+            // SAFETY (both): pointers to buffers prepared in the parent.
+            &|| check(unsafe { libc::chdir(self.config_inside.as_ptr()) }),
+            &|| check(unsafe { libc::sethostname(self.hostname.as_ptr().cast(), self.hostname.len()) }),
+        ];
+        for step in steps {
+            let e = step();
+            if e != 0 {
+                return e;
+            }
+        }
+        0
+    }
+
+    fn map_ids(&self) -> i32 {
+        let files: [(&std::ffi::CStr, &[u8]); 3] = [
+            (c"/proc/self/uid_map", &self.uid_map),
+            (c"/proc/self/setgroups", b"deny"),
+            (c"/proc/self/gid_map", &self.gid_map),
+        ];
+        for (path, content) in files {
+            let e = write_file(path, content);
+            if e != 0 {
+                return e;
+            }
+        }
+        0
+    }
+
+    fn mount_all(&self) -> i32 {
+        // the skeleton becomes a mount of its own (pivot_root needs one)
+        let e = bind(&self.root, &self.root);
+        if e != 0 {
+            return e;
+        }
+        for b in &self.binds {
+            let e = bind(&b.source, &b.target);
+            if e != 0 {
+                return e;
+            }
+            if let Some(flags) = b.remount {
+                let e = remount(&b.target, flags);
+                if e != 0 {
+                    return e;
+                }
+            }
+        }
+        // the render: the working directory, bound where a pod keeps it
+        let e = bind(c".", &self.config_target);
+        if e != 0 {
+            return e;
+        }
+        // SAFETY: C strings prepared in the parent.
+        let r = unsafe {
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                self.tmp_target.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                self.tmp_options.as_ptr().cast(),
+            )
+        };
+        if r != 0 {
+            return super::landlock::errno();
+        }
+        remount(&self.root, self.root_remount)
+    }
+
+    fn pivot(&self) -> i32 {
+        // SAFETY: raw system calls on prepared C strings; pivot_root(".", ".")
+        // stacks the old root on the new one, then detaches it.
+        unsafe {
+            if libc::chdir(self.root.as_ptr()) != 0 {
+                return super::landlock::errno();
+            }
+            if libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0 {
+                return super::landlock::errno();
+            }
+            if libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0 {
+                return super::landlock::errno();
+            }
+        }
+        0
+    }
+}
+
+/// The skeleton being built: every exposed host path found, with its kind.
+struct Skeleton {
+    root: PathBuf,
+    /// Real host paths (symlinks followed) and what they are.
+    found: BTreeMap<PathBuf, Kind>,
+}
+
+impl Skeleton {
+    /// The place of a host path in the skeleton.
+    fn inside(&self, path: &Path) -> PathBuf {
+        self.root.join(path.strip_prefix("/").unwrap_or(path))
+    }
+
+    /// Follows `path` on the host component by component, mirroring each
+    /// symlink on the way into the skeleton, and records the real path it
+    /// ends at. A path that does not exist is left out.
+    fn expose(&mut self, path: &Path) -> io::Result<()> {
+        let mut pending: Vec<PathBuf> = vec![path.to_path_buf()];
+        let mut links = 0;
+        'paths: while let Some(path) = pending.pop() {
+            let mut at = PathBuf::from("/");
+            let parts: Vec<&OsStr> = path
+                .components()
+                .filter_map(|c| match c {
+                    Component::Normal(n) => Some(n),
+                    _ => None,
+                })
+                .collect();
+            for (i, part) in parts.iter().enumerate() {
+                let next = at.join(part);
+                let meta = match std::fs::symlink_metadata(&next) {
+                    Ok(meta) => meta,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue 'paths,
+                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => continue 'paths,
+                    Err(e) => return Err(e),
+                };
+                let ty = meta.file_type();
+                if ty.is_symlink() {
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return Err(io::Error::other(format!("too many symlinks in {}", path.display())));
+                    }
+                    let target = std::fs::read_link(&next)?;
+                    self.mirror_link(&next, &target)?;
+                    let mut rest = if target.is_absolute() { target } else { at.join(target) };
+                    for part in &parts[i + 1..] {
+                        rest.push(part);
+                    }
+                    pending.push(normalise(&rest));
+                    continue 'paths;
+                }
+                let last = i + 1 == parts.len();
+                if last {
+                    use std::os::unix::fs::FileTypeExt;
+                    let kind = if ty.is_dir() {
+                        Kind::Dir
+                    } else if ty.is_char_device() {
+                        Kind::Device
+                    } else if ty.is_file() {
+                        Kind::File
+                    } else {
+                        continue 'paths; // sockets, FIFOs: never shown
+                    };
+                    self.found.insert(next.clone(), kind);
+                } else if !ty.is_dir() {
+                    continue 'paths;
+                }
+                at = next;
+            }
+        }
+        Ok(())
+    }
+
+    /// The same symlink at the same place in the skeleton (once).
+    fn mirror_link(&self, at: &Path, target: &Path) -> io::Result<()> {
+        let place = self.inside(at);
+        if std::fs::symlink_metadata(&place).is_ok() {
+            return Ok(());
+        }
+        if let Some(parent) = place.parent() {
+            std::fs::DirBuilder::new().recursive(true).mode(0o755).create(parent)?;
+        }
+        std::os::unix::fs::symlink(target, &place)
+    }
+
+    /// The paths to bind: those found, but none inside another found
+    /// directory (it shows through its parent's bind).
+    fn outermost(&self) -> Vec<(PathBuf, Kind)> {
+        let mut out: Vec<(PathBuf, Kind)> = Vec::new();
+        for (path, kind) in &self.found {
+            let covered = out.iter().any(|(p, k)| *k == Kind::Dir && path.starts_with(p));
+            if !covered {
+                out.push((path.clone(), *kind));
+            }
+        }
+        out
+    }
+
+    /// An empty directory or file to bind `path` onto.
+    fn mount_point(&self, path: &Path, kind: Kind) -> io::Result<()> {
+        let place = self.inside(path);
+        let mut dirs = std::fs::DirBuilder::new();
+        dirs.recursive(true).mode(0o755);
+        if kind == Kind::Dir {
+            return dirs.create(&place);
+        }
+        if let Some(parent) = place.parent() {
+            dirs.create(parent)?;
+        }
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&place) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// `a/./b/../c` → `a/c`, lexically (for a symlink's target joined to its place).
+fn normalise(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Reads the stock files under `path` (a directory or a file) into `stock`.
+fn read_stock(path: &Path, relative: &Path, stock: &mut Vec<StockFile>) -> io::Result<()> {
+    let Ok(meta) = std::fs::metadata(path) else { return Ok(()) };
+    if meta.is_file() {
+        if meta.len() <= MAX_STOCK_FILE {
+            stock.push(StockFile { relative: relative.to_path_buf(), content: std::fs::read(path)? });
+        }
+        return Ok(());
+    }
+    if !meta.is_dir() {
+        return Ok(());
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(path)?.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        // one level: a packaged HAProxy ships flat directories of pages
+        let Ok(meta) = std::fs::metadata(entry.path()) else { continue };
+        if meta.is_file() && meta.len() <= MAX_STOCK_FILE {
+            stock.push(StockFile {
+                relative: relative.join(entry.file_name()),
+                content: std::fs::read(entry.path())?,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The stand-ins, written into the skeleton (read-only once it is the root).
+fn write_stand_ins(root: &Path, hostname: &str, accounts: &Path) -> io::Result<()> {
+    let etc = root.join("etc");
+    std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&etc)?;
+    let hosts = format!(
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{hostname}\n"
+    );
+    let passwd = names_and_ids(&accounts.join("passwd"), 4)?;
+    let group = names_and_ids(&accounts.join("group"), 3)?;
+    let files: [(&str, &[u8]); 5] = [
+        ("hosts", hosts.as_bytes()),
+        ("resolv.conf", b"nameserver 127.0.0.1\n"),
+        ("nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files dns\n"),
+        ("passwd", passwd.as_bytes()),
+        ("group", group.as_bytes()),
+    ];
+    for (name, content) in files {
+        let path = etc.join(name);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            continue; // an exposed path's symlink took the name: the host's wins
+        }
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&path)?;
+        io::Write::write_all(&mut file, content)?;
+    }
+    Ok(())
+}
+
+/// `passwd` or `group` holding names and ids only: the first `fields`
+/// fields of each line (`name:x:uid:gid`, `name:x:gid`), the rest empty.
+fn names_and_ids(path: &Path, fields: usize) -> io::Result<String> {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    };
+    let mut out = String::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split(':').collect();
+        if line.starts_with('#') || parts.len() < fields {
+            continue;
+        }
+        let ids_ok = parts[2..fields].iter().all(|id| id.parse::<u32>().is_ok());
+        if parts[0].is_empty() || !ids_ok {
+            continue;
+        }
+        let kept: Vec<&str> = [parts[0], "x"].into_iter().chain(parts[2..fields].iter().copied()).collect();
+        out.push_str(&kept.join(":"));
+        // passwd: gecos, home, shell; group: members
+        out.push_str(if fields == 4 { ":::\n" } else { ":\n" });
+    }
+    Ok(out)
+}
+
+fn host_name() -> io::Result<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: a buffer of the size given.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// The flags a bind of `path` cannot drop in a user namespace (they are
+/// locked to those of the mount it comes from); a remount must repeat them.
+fn locked_flags(path: &Path) -> io::Result<libc::c_ulong> {
+    let c = c_path(path)?;
+    // SAFETY: an all-zero statvfs is a valid value to be overwritten.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a C string and an out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let pairs = [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ];
+    Ok(pairs.iter().filter(|(st_flag, _)| st.f_flag & st_flag != 0).fold(0, |acc, (_, ms)| acc | ms))
+}
+
+fn bind(source: &std::ffi::CStr, target: &std::ffi::CStr) -> i32 {
+    // SAFETY: C strings prepared in the parent.
+    check(unsafe {
+        libc::mount(source.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())
+    })
+}
+
+fn remount(target: &std::ffi::CStr, flags: libc::c_ulong) -> i32 {
+    // SAFETY: a C string prepared in the parent.
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REMOUNT | libc::MS_BIND | flags,
+            std::ptr::null(),
+        )
+    })
+}
+
+/// Writes `content` to `path` whole: 0 or an errno. Raw system calls.
+fn write_file(path: &std::ffi::CStr, content: &[u8]) -> i32 {
+    // SAFETY: a C string and a buffer of the length given; the fd is closed.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return super::landlock::errno();
+        }
+        let n = libc::write(fd, content.as_ptr().cast(), content.len());
+        let e = if n == content.len() as isize { 0 } else { super::landlock::errno().max(libc::EIO) };
+        libc::close(fd);
+        e
+    }
+}
+
+fn check(r: libc::c_int) -> i32 {
+    if r != 0 { super::landlock::errno() } else { 0 }
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounts_keep_names_and_ids_only() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("passwd"),
+            "root:x:0:0:root:/root:/bin/bash\n# comment\nhaproxy:x:108:113::/var/lib/haproxy:/usr/sbin/nologin\nbroken\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("group"), "root:x:0:\nhaproxy:x:113:alice,bob\n").unwrap();
+        assert_eq!(
+            names_and_ids(&dir.path().join("passwd"), 4).unwrap(),
+            "root:x:0:0:::\nhaproxy:x:108:113:::\n"
+        );
+        assert_eq!(names_and_ids(&dir.path().join("group"), 3).unwrap(), "root:x:0:\nhaproxy:x:113:\n");
+        assert_eq!(names_and_ids(&dir.path().join("missing"), 3).unwrap(), "");
+    }
+
+    #[test]
+    fn symlinks_on_the_way_are_mirrored_and_only_outermost_paths_bound() {
+        let host = tempfile::tempdir().unwrap();
+        let h = host.path();
+        std::fs::create_dir_all(h.join("usr/lib/x")).unwrap();
+        std::fs::write(h.join("usr/lib/x/a.so"), "a").unwrap();
+        std::os::unix::fs::symlink("usr/lib", h.join("lib")).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let mut s = Skeleton { root: root.path().to_path_buf(), found: BTreeMap::new() };
+        s.expose(&h.join("lib/x/a.so")).unwrap();
+        s.expose(&h.join("usr/lib/x")).unwrap();
+        s.expose(&h.join("does/not/exist")).unwrap();
+        let real = h.join("usr/lib/x");
+        assert_eq!(s.outermost(), vec![(real, Kind::Dir)]);
+        let mirrored = std::fs::read_link(s.inside(&h.join("lib"))).unwrap();
+        assert_eq!(mirrored, Path::new("usr/lib"));
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_the_flag_named() {
+        let bad = |o: WorldOptions| o.validate().unwrap_err();
+        let base = WorldOptions::default();
+        assert!(bad(WorldOptions { config_dir: "etc/haproxy".into(), ..base.clone() }).contains("--config-dir"));
+        assert!(bad(WorldOptions { config_dir: "/etc/../x".into(), ..base.clone() }).contains("--config-dir"));
+        assert!(
+            bad(WorldOptions { reads: vec!["/etc/haproxy/certs".into()], ..base.clone() })
+                .contains("overlaps")
+        );
+        assert!(bad(WorldOptions { hostname: Some(String::new()), ..base.clone() }).contains("hostname"));
+        base.validate().unwrap();
+    }
+}
