@@ -246,13 +246,6 @@ pub struct Closure {
     pub unresolved: Vec<String>,
 }
 
-impl Closure {
-    /// Every file the loader opens: interpreter, libraries, data.
-    pub fn paths(&self) -> Vec<PathBuf> {
-        self.interpreter.iter().chain(&self.libraries).chain(&self.data).cloned().collect()
-    }
-}
-
 /// Resolves what starting `binary` loads. Errors when `binary` is not an
 /// ELF file this module can read.
 pub fn closure(binary: &Path) -> io::Result<Closure> {

@@ -135,8 +135,13 @@ impl Sandbox {
         let mut grants = landlock::Grants::for_closure(binary, closure.as_ref());
         let mut world = None;
         if opts.mode != Mode::Off && probe.unshare_flags() & libc::CLONE_NEWNS != 0 {
-            let parts = closure.map(|c| c.paths()).unwrap_or_default();
-            match private.map(|dir| world::World::build(dir, binary, &parts, &opts.world)) {
+            let closure = closure.unwrap_or_default();
+            let libraries: Vec<_> =
+                closure.interpreter.iter().chain(&closure.libraries).cloned().collect();
+            let built = private.map(|dir| {
+                world::World::build(dir, binary, &libraries, &closure.data, &opts.world)
+            });
+            match built {
                 Some(Ok(built)) => {
                     grants = grants.with_world(&built);
                     world = Some(Arc::new(built));

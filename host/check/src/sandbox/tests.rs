@@ -103,19 +103,33 @@ async fn a_resolvers_section_passes_under_seccomp() {
 }
 
 #[tokio::test]
-async fn a_file_outside_is_refused_without_its_content() {
+async fn a_host_file_outside_the_world_does_not_exist_and_accounts_are_names_and_ids() {
     let f = strict();
+    // /etc/passwd is the stand-in: names and ids, never the host's homes and shells
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
     let first = passwd.lines().next().unwrap();
+    assert!(first.matches(':').count() == 6 && !first.ends_with(":::"), "{first}");
     let config = format!("{VALID}  acl bad src -f /etc/passwd\n  http-request deny if bad\n");
     let out = check(&f, &config, vec![]).await;
     let CheckOutcome::Refused { message } = &out else { panic!("{out:?}") };
     assert!(!message.contains(first), "{message}");
-    assert!(!message.contains("root:"), "{message}");
-    // unsandboxed, the same config quotes the file: the test can see a leak
+    assert!(message.contains("root:x:0:0:::"), "{message}");
+    // unsandboxed, the same config quotes the host's own file: the test can see a leak
     let off = checker(Mode::Off, Probe::detect(""));
     let CheckOutcome::Refused { message } = check(&off, &config, vec![]).await else { panic!() };
-    assert!(message.contains("root:"), "the canary stopped leaking: {message}");
+    assert!(message.contains(first), "the canary stopped leaking: {message}");
+    // a host file that exists (/etc/hostname) and one that does not read alike
+    let mut said = Vec::new();
+    for path in ["/etc/hostname", "/etc/no-such-file-here"] {
+        let config = format!("{VALID}  acl x src -f {path}\n  http-request deny if x\n");
+        let out = check(&f, &config, vec![]).await;
+        let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
+        let line = message.replace(path, "PATH");
+        let line = line.lines().find(|l| l.contains("PATH")).expect("the alert names the path");
+        // after HAProxy's pid: `(1234) : config : …`
+        said.push(line.split_once(") :").map_or(line, |(_, rest)| rest).to_owned());
+    }
+    assert_eq!(said[0], said[1]);
 }
 
 #[tokio::test]
@@ -132,9 +146,21 @@ async fn the_environment_is_empty() {
     let CheckOutcome::Passed { message } = &out else { panic!("{out:?}") };
     assert!(message.contains("home is []"), "{message}");
     assert!(!message.contains(&home), "{message}");
+    // with the sandbox off too: the gate's environment is never HAProxy's
     let off = checker(Mode::Off, Probe::detect(""));
     let CheckOutcome::Passed { message } = check(&off, &config, vec![]).await else { panic!() };
-    assert!(message.contains(&home), "the canary stopped leaking: {message}");
+    assert!(message.contains("home is []"), "{message}");
+    // only what --check-env gives
+    let work = tempfile::tempdir().unwrap();
+    let given = HaproxyChecker::new(HaproxyOptions {
+        binary: haproxy(),
+        work_dir: Some(work.path().to_path_buf()),
+        sandbox: SandboxOptions { env: vec![("HOME".into(), "/given".into())], ..SandboxOptions::default() },
+        ..HaproxyOptions::default()
+    });
+    let out = given.check(&Render::new("p", "r", config.as_str(), vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
+    let CheckOutcome::Passed { message } = &out else { panic!("{out:?}") };
+    assert!(message.contains("home is [/given]"), "{message}");
 }
 
 #[tokio::test]
@@ -256,12 +282,13 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
 async fn the_system_ca_store_is_visible_by_path_as_on_a_pod() {
     let f = strict();
     let config = format!(
-        "{VALID}  http-request return status 200 content-type text/plain file /etc/ssl/certs/ca-certificates.crt\n"
+        "{VALID}  server tls 127.0.0.1:8443 ssl verify required ca-file /etc/ssl/certs/ca-certificates.crt\n"
     );
-    assert!(passed(&check(&f, &config, vec![]).await));
+    let out = check(&f, &config, vec![]).await;
+    assert!(passed(&out), "{out:?}");
     // but nothing else of /etc/ssl: the host's keys are not in the world
     let config = format!(
-        "{VALID}  http-request return status 200 content-type text/plain file /etc/ssl/private/x\n"
+        "{VALID}  server tls 127.0.0.1:8443 ssl verify required ca-file /etc/ssl/private/x.pem\n"
     );
     assert!(matches!(check(&f, &config, vec![]).await, CheckOutcome::Refused { .. }));
 }

@@ -8,11 +8,15 @@
 //! path (`/lib64 -> usr/lib64`), and the stand-ins (`/etc/hosts`,
 //! `/etc/resolv.conf`, `/etc/passwd`, `/etc/group`, `/etc/nsswitch.conf`).
 //! In fresh user and mount namespaces the child binds onto it, read-only,
-//! the public parts a check needs (the binary and its loader closure, the
+//! the public parts a check needs (the binary, the directories its loader
+//! loads from — glibc opens more there at run time: `libgcc_s`, NSS and
+//! gconv modules, OpenSSL's providers — and the loader's own files, the
 //! system CA store, Lua's module directories, the stock files a packaged
 //! HAProxy names, `--check-read` paths) and the devices; the check
 //! directory at the config directory (`--config-dir`, writable); a bounded
-//! tmpfs at `/tmp`; then it makes the skeleton its root (`pivot_root`) and
+//! tmpfs at `/tmp`; its own `/proc/<pid>` at `/proc/self` (read-only; the
+//! loader reads `/proc/self/exe` to expand `$ORIGIN`, and nothing of any
+//! other process shows); then it makes the skeleton its root (`pivot_root`) and
 //! detaches the host's. Every other path does not exist: a render cannot
 //! learn whether a host path exists, nor what kind of file it is.
 //!
@@ -159,11 +163,17 @@ pub struct World {
     config_inside: CString,
     tmp_target: CString,
     tmp_options: CString,
+    /// `/proc/self`'s mount point, and the flags of its read-only remount.
+    proc_target: CString,
+    proc_remount: libc::c_ulong,
     /// `/proc/self/uid_map` and friends, written after `unshare`.
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     hostname: Vec<u8>,
     stock: Vec<StockFile>,
+    /// Mount points to make in the scratch `/tmp` (after its tmpfs is
+    /// mounted) for the binds that land under it, in order: path, directory?
+    under_tmp: Vec<(CString, bool)>,
     /// Every host path the world shows, for Landlock's read grants.
     exposed: Vec<PathBuf>,
     devices: Vec<PathBuf>,
@@ -180,12 +190,14 @@ enum Kind {
 
 impl World {
     /// Builds the skeleton in a new directory under `private` (the checker's
-    /// own, owner-only) for checks running `binary`, whose loader closure is
-    /// `closure`.
+    /// own, owner-only) for checks running `binary`; `libraries` are the
+    /// loader's (their directories are shown whole), `loader_data` the
+    /// other files it reads (its cache).
     pub fn build(
         private: &Path,
         binary: &Path,
-        closure: &[PathBuf],
+        libraries: &[PathBuf],
+        loader_data: &[PathBuf],
         options: &WorldOptions,
     ) -> io::Result<World> {
         options.validate().map_err(io::Error::other)?;
@@ -195,7 +207,8 @@ impl World {
         let mut skeleton = Skeleton { root: root.clone(), found: BTreeMap::new() };
 
         let mut public: Vec<PathBuf> = vec![binary.to_path_buf()];
-        public.extend(closure.iter().cloned());
+        public.extend(libraries.iter().filter_map(|l| l.parent()).map(Path::to_path_buf));
+        public.extend(loader_data.iter().cloned());
         public.extend(CA_STORE.iter().map(PathBuf::from));
         public.extend(LUA_DIRS.iter().map(PathBuf::from));
         public.extend(options.reads.iter().cloned());
@@ -218,8 +231,21 @@ impl World {
         let mut binds = Vec::new();
         let mut exposed = Vec::new();
         let mut devices = Vec::new();
+        let mut under_tmp = Vec::new();
         for (path, kind) in &found {
-            skeleton.mount_point(path, *kind)?;
+            match path.strip_prefix("/tmp") {
+                // the scratch tmpfs covers the skeleton's /tmp: made in the child
+                Ok(rest) => {
+                    let mut at = root.join("tmp");
+                    let parts: Vec<_> = rest.components().collect();
+                    for (i, part) in parts.iter().enumerate() {
+                        at.push(part);
+                        let dir = i + 1 < parts.len() || *kind == Kind::Dir;
+                        under_tmp.push((c_path(&at)?, dir));
+                    }
+                }
+                Err(_) => skeleton.mount_point(path, *kind)?,
+            }
             let remount = match kind {
                 Kind::Device => {
                     devices.push(path.clone());
@@ -243,6 +269,8 @@ impl World {
         std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&config_target)?;
         let tmp_target = root.join("tmp");
         std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&tmp_target)?;
+        let proc_target = root.join("proc/self");
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&proc_target)?;
 
         let hostname = match &options.hostname {
             Some(name) => name.clone(),
@@ -262,9 +290,12 @@ impl World {
             config_inside: c_path(&options.config_dir)?,
             tmp_target: c_path(&tmp_target)?,
             tmp_options: CString::new(TMP_OPTIONS).expect("no NUL in a constant"),
+            proc_target: c_path(&proc_target)?,
+            proc_remount: locked_flags(Path::new("/proc/self"))? | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             hostname: hostname.into_bytes(),
+            under_tmp,
             stock,
             exposed,
             devices,
@@ -348,23 +379,6 @@ impl World {
         if e != 0 {
             return e;
         }
-        for b in &self.binds {
-            let e = bind(&b.source, &b.target);
-            if e != 0 {
-                return e;
-            }
-            if let Some(flags) = b.remount {
-                let e = remount(&b.target, flags);
-                if e != 0 {
-                    return e;
-                }
-            }
-        }
-        // the render: the working directory, bound where a pod keeps it
-        let e = bind(c".", &self.config_target);
-        if e != 0 {
-            return e;
-        }
         // SAFETY: C strings prepared in the parent.
         let r = unsafe {
             libc::mount(
@@ -377,6 +391,38 @@ impl World {
         };
         if r != 0 {
             return super::landlock::errno();
+        }
+        for (path, dir) in &self.under_tmp {
+            let e = make_mount_point(path, *dir);
+            if e != 0 {
+                return e;
+            }
+        }
+        for b in &self.binds {
+            let e = bind(&b.source, &b.target);
+            if e != 0 {
+                return e;
+            }
+            if let Some(flags) = b.remount {
+                let e = remount(&b.target, flags);
+                if e != 0 {
+                    return e;
+                }
+            }
+        }
+        // this process's own /proc entry (the magic link resolves to it now)
+        let e = bind(c"/proc/self", &self.proc_target);
+        if e != 0 {
+            return e;
+        }
+        let e = remount(&self.proc_target, self.proc_remount);
+        if e != 0 {
+            return e;
+        }
+        // the render: the working directory, bound where a pod keeps it
+        let e = bind(c".", &self.config_target);
+        if e != 0 {
+            return e;
         }
         remount(&self.root, self.root_remount)
     }
@@ -661,6 +707,26 @@ fn remount(target: &std::ffi::CStr, flags: libc::c_ulong) -> i32 {
             std::ptr::null(),
         )
     })
+}
+
+/// In the child: an empty directory or file at `path` (one already there is
+/// fine). 0 or an errno. Raw system calls.
+fn make_mount_point(path: &std::ffi::CStr, dir: bool) -> i32 {
+    // SAFETY: a C string prepared in the parent; the fd is closed.
+    unsafe {
+        if dir {
+            if libc::mkdir(path.as_ptr(), 0o755) != 0 && super::landlock::errno() != libc::EEXIST {
+                return super::landlock::errno();
+            }
+            return 0;
+        }
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC, 0o444);
+        if fd < 0 {
+            return super::landlock::errno();
+        }
+        libc::close(fd);
+    }
+    0
 }
 
 /// Writes `content` to `path` whole: 0 or an errno. Raw system calls.
