@@ -11,10 +11,14 @@
 //!
 //! The exit status is HAProxy's verdict; the lines explain it. 0 passes, 2
 //! is HAProxy's "valid, but will not start (no listener)" and passes with a
-//! remark. Any other status is a refusal when HAProxy printed a judging line
-//! (`[EMERG]`, `[ALERT]`, `[CRIT]`, `[ERR]`) or only advisory ones, and
-//! "could not run" when its only complaint is running out of memory, when it
-//! printed nothing, or when its lines are not HAProxy's: never a pass.
+//! remark, unless a failure line (`[EMERG]`, `[ALERT]`, `[CRIT]`, `[ERR]`)
+//! came first. Any other status is a refusal when HAProxy printed a failure
+//! line or only advisory ones, and "could not run" when it printed nothing
+//! or lines that are not HAProxy's: never a pass.
+//!
+//! HAProxy's words never say that the gate's memory limit was hit: a render
+//! writes part of them (quoted names, Lua). That is measured instead, by a
+//! second run under a larger bound ([`needs_second_run`], [`settle`]).
 
 use rendergate_core::CheckOutcome;
 use std::collections::VecDeque;
@@ -52,28 +56,6 @@ const REMARKS: [&[u8]; 3] = [
 /// HAProxy's closing words after the real alerts; they add nothing.
 const SUMMARIES: [&str; 2] =
     ["Error(s) found in configuration file", "Fatal errors found in configuration"];
-/// How HAProxy says an allocation failed (lower case). 3.0 and 3.2 print
-/// `(null)` where a message could not be allocated (glibc's rendering of a
-/// null string), often several on one line.
-const OUT_OF_MEMORY: [&str; 6] = [
-    "out of memory",
-    "not enough memory",
-    "cannot allocate memory",
-    "memory allocation failed",
-    "failed to allocate",
-    "(null)",
-];
-/// How a "could not run" for lack of memory starts.
-pub const OUT_OF_MEMORY_REASON: &str = "haproxy -c ran out of memory";
-/// Cheap first tests for [`OUT_OF_MEMORY`] (lower and upper case alike).
-static OOM_HINTS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
-    std::sync::LazyLock::new(|| {
-        [
-            memchr::memmem::Finder::new(b"(null)"),
-            memchr::memmem::Finder::new(b"emory"),
-            memchr::memmem::Finder::new(b"llocat"),
-        ]
-    });
 /// Bytes of a tag: enough to recognise the longest (`[WARNING]`) and the remarks.
 const HEAD: usize = 72;
 
@@ -97,7 +79,7 @@ const WARNINGS_LIMIT: usize = 16 * 1024;
 #[derive(Clone, Copy, Debug)]
 pub struct Context<'a> {
     /// The render's own config: alerts naming `[haproxy.cfg:N]` show its lines.
-    pub config: &'a str,
+    pub config: &'a [u8],
     /// Removed from everything shown.
     pub check_dir: &'a Path,
     pub haproxy_path: &'a Path,
@@ -134,10 +116,6 @@ pub struct Transcript<'a> {
     summary_blocks: Vec<Block>,
     alerts: usize,
     summaries: usize,
-    /// Alerts that say HAProxy ran out of memory.
-    oom_alerts: usize,
-    /// Any line that says so, tagged or not (2.6 prints one untagged).
-    oom_lines: usize,
     /// Lines that are neither judging nor advisory.
     unexplained: usize,
     lines: usize,
@@ -164,8 +142,6 @@ impl<'a> Transcript<'a> {
             summary_blocks: Vec::new(),
             alerts: 0,
             summaries: 0,
-            oom_alerts: 0,
-            oom_lines: 0,
             unexplained: 0,
             lines: 0,
             no_listener: false,
@@ -260,14 +236,6 @@ impl<'a> Transcript<'a> {
                 self.warnings_dropped += 1;
             }
         }
-        let mut oom = false;
-        // Out of memory garbles lines (3.x glues `(null)`s onto a `[NOTICE]`),
-        // so every line is looked at; a cheap test first.
-        if !blank && OOM_HINTS.iter().any(|hint| hint.find(raw).is_some()) {
-            let k = kept.get_or_insert_with(|| self.keep(raw));
-            oom = OUT_OF_MEMORY.iter().any(|p| unquoted(&k.to_ascii_lowercase()).contains(p));
-            self.oom_lines += usize::from(oom);
-        }
         if self.head.len() < QUOTE_LIMIT * 2 && !blank {
             let k = kept.get_or_insert_with(|| self.keep(raw));
             if !self.head.is_empty() {
@@ -287,9 +255,6 @@ impl<'a> Transcript<'a> {
         if judging {
             let k = kept.get_or_insert_with(|| self.keep(raw)).clone();
             let summary = SUMMARIES.iter().any(|s| k.contains(s));
-            if !summary {
-                self.oom_alerts += usize::from(oom);
-            }
             let open = if summary { self.summary_blocks.len() } else { self.blocks.len() };
             if open < MAX_BLOCKS {
                 let mut lines: Vec<Kept> =
@@ -360,6 +325,12 @@ impl<'a> Transcript<'a> {
         };
         match code {
             0 => CheckOutcome::Passed { message: self.warnings_note() },
+            // A failure line before an exit 2 is a config HAProxy would not
+            // start for that failure, whatever set the status (a Lua
+            // `os.exit(2)` after a fatal alert): never a pass.
+            2 if self.alerts + self.summaries > 0 => {
+                CheckOutcome::Refused { message: self.refusal_message() }
+            }
             2 => {
                 let mut message = if self.no_listener {
                     "valid, but HAProxy would not start it: no listener (exit 2)".to_owned()
@@ -375,12 +346,6 @@ impl<'a> Transcript<'a> {
             }
             _ if self.lines == 0 => CheckOutcome::Unavailable {
                 reason: format!("haproxy -c exited {code} with no output"),
-            },
-            _ if self.out_of_memory() => CheckOutcome::Unavailable {
-                reason: format!(
-                    "{OUT_OF_MEMORY_REASON} (exit {code}): this is not a judgement of the config{}",
-                    self.quoted()
-                ),
             },
             _ if self.alerts + self.summaries > 0 => {
                 CheckOutcome::Refused { message: self.refusal_message() }
@@ -401,16 +366,6 @@ impl<'a> Transcript<'a> {
                 ),
             },
         }
-    }
-
-    /// Out of memory is the check's limit speaking, never a judgement: every
-    /// alert says so (or, untagged, a line does and nothing judged). Not
-    /// believed when the render can write lines of its own.
-    fn out_of_memory(&self) -> bool {
-        if self.alerts > 0 {
-            return self.oom_alerts == self.alerts;
-        }
-        self.oom_lines > 0
     }
 
     /// The `[WARNING]` lines (with their continuation lines), for a pass that
@@ -470,11 +425,89 @@ pub fn classify(exit: Exit, output: &str, ctx: Context) -> CheckOutcome {
     transcript.finish(exit)
 }
 
+/// Whether a first run's end may be the gate's address-space limit
+/// speaking, so that only a second run under a larger bound can tell. A
+/// pass never is. Every other end HAProxy came to is, whatever it printed:
+/// a failed allocation reads as any alert, often with no word of memory
+/// (2.6 says "fail to set sink buffer size" for a ring the limit cannot
+/// hold), as lines that are not HAProxy's (3.x prints `(null)` where a
+/// message could not be made), as silence, or as a crash (SIGSEGV,
+/// SIGABRT). Not the signals of the gate's other limits, which name
+/// themselves: CPU time (SIGXCPU), file size (SIGXFSZ), seccomp (SIGSYS).
+/// The deadline's kill never gets here: a run it ends has no exit.
+pub fn needs_second_run(outcome: &CheckOutcome, exit: Exit) -> bool {
+    match exit {
+        Exit::Signal(signal) => !matches!(signal, libc::SIGXCPU | libc::SIGXFSZ | libc::SIGSYS),
+        Exit::Code(_) => !matches!(outcome, CheckOutcome::Passed { .. }),
+    }
+}
+
+/// The address-space bounds of a check's two runs, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryBounds {
+    /// `--check-memory`: every check's first run.
+    pub first: u64,
+    /// `--check-memory-max`: the second run, when the first may have hit
+    /// the first bound ([`needs_second_run`]).
+    pub second: u64,
+}
+
+/// The verdict of a check run twice: `first` under `--check-memory`, then
+/// `second` under `--check-memory-max` (`Err`: why it could not end, e.g.
+/// the deadline). The same kind twice: the limit did not decide, and the
+/// second run's words are the verdict's (free of what the first bound made
+/// HAProxy say). Kinds that differ: the first run hit the limit, and the
+/// second run is the verdict, said so; unless the second could not run
+/// either, then nothing judged the render within the gate's limits.
+pub fn settle(
+    first: CheckOutcome,
+    second: Result<CheckOutcome, String>,
+    bounds: MemoryBounds,
+) -> CheckOutcome {
+    let (low, high) = (bytes(bounds.first), bytes(bounds.second));
+    let second = second.unwrap_or_else(|reason| CheckOutcome::Unavailable { reason });
+    match (first, second) {
+        (CheckOutcome::Unavailable { reason }, CheckOutcome::Unavailable { reason: again }) => {
+            CheckOutcome::Unavailable {
+                reason: format!(
+                    "{reason}\n(again with the address space raised from {low} (--check-memory) to {high} (--check-memory-max), so not for the check's memory limit: {again})"
+                ),
+            }
+        }
+        (CheckOutcome::Refused { .. }, second @ CheckOutcome::Refused { .. }) => second,
+        (_, CheckOutcome::Passed { message }) => CheckOutcome::Passed {
+            message: format!(
+                "the first run hit the check's address-space limit of {low} (--check-memory); under --check-memory-max {high} it passed{}",
+                if message.is_empty() { String::new() } else { format!(":\n{message}") }
+            ),
+        },
+        (_, CheckOutcome::Refused { message }) => CheckOutcome::Refused {
+            message: format!(
+                "the first run hit the check's address-space limit of {low} (--check-memory); under --check-memory-max {high} HAProxy refused the render:\n{message}"
+            ),
+        },
+        (first, CheckOutcome::Unavailable { reason }) => CheckOutcome::Unavailable {
+            reason: format!(
+                "haproxy -c {} under the check's address-space limit of {low} (--check-memory), and could not run under --check-memory-max {high}: {reason}\n(the limit may have decided the first run, so the render is not judged; raise --check-memory-max)",
+                match first {
+                    CheckOutcome::Passed { .. } => "passed",
+                    _ => "refused the render",
+                }
+            ),
+        },
+    }
+}
+
+/// A bound as the flags write it (`1GiB`).
+fn bytes(bound: u64) -> String {
+    usize::try_from(bound).map_or_else(|_| format!("{bound}"), crate::size::format)
+}
+
 /// One alert's block: the output around it, then the config around the
 /// line it names. Built in memory bounded by what is shown: only those
 /// config lines are held, each cut to [`LINE_LIMIT`], however large the
 /// config or however short its lines.
-fn block_text(block: &Block, config: &str) -> String {
+fn block_text(block: &Block, config: &[u8]) -> String {
     let mut out = Vec::with_capacity(block.lines.len() + CONFIG_BEFORE + CONFIG_AFTER + 2);
     for (i, line) in block.lines.iter().enumerate() {
         let marker = if i == block.alert { "→ " } else { "  " };
@@ -482,8 +515,7 @@ fn block_text(block: &Block, config: &str) -> String {
     }
     if let Some(number) = config_line_named(&block.lines[block.alert]).filter(|n| *n >= 1) {
         let first = number.saturating_sub(CONFIG_BEFORE).max(1);
-        let shown: Vec<&str> = config
-            .lines()
+        let shown: Vec<&[u8]> = config_lines(config)
             .skip(first - 1)
             .take(number.saturating_add(CONFIG_AFTER) - first + 1)
             .collect();
@@ -493,24 +525,36 @@ fn block_text(block: &Block, config: &str) -> String {
             for (n, line) in (first..).zip(shown) {
                 let marker = if n == number { "→ " } else { "  " };
                 // Only the lines shown are scrubbed, not the whole render.
-                out.push(format!("  {marker}{n:4}  {}", scrub(&cut(line, LINE_LIMIT))));
+                out.push(format!("  {marker}{n:4}  {}", scrub(&shown_line(line, LINE_LIMIT))));
             }
         }
     }
     out.join("\n")
 }
 
-/// `line` cut to at most `limit` bytes (on a character boundary), with ` …`
-/// when something was cut.
-fn cut(line: &str, limit: usize) -> std::borrow::Cow<'_, str> {
-    if line.len() <= limit {
-        return line.into();
+/// The config's lines as `str::lines` reads text: split at `\n`, a `\r`
+/// before it dropped, no empty line after the last `\n`.
+fn config_lines(config: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let body = config.strip_suffix(b"\n").unwrap_or(config);
+    body.split(|b| *b == b'\n')
+        .filter(move |_| !config.is_empty())
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// A config line as shown: decoded (what is not UTF-8 replaced), cut to at
+/// most `limit` bytes on a character boundary, with ` …` when something
+/// was cut. Only the bytes shown are decoded, however long the line.
+fn shown_line(line: &[u8], limit: usize) -> String {
+    // a few bytes past the limit finish the character the cut falls in
+    let text = String::from_utf8_lossy(&line[..line.len().min(limit + 4)]);
+    if line.len() <= limit && text.len() <= limit {
+        return text.into_owned();
     }
-    let mut end = limit;
-    while !line.is_char_boundary(end) {
+    let mut end = limit.min(text.len());
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{} …", &line[..end]).into()
+    format!("{} …", &text[..end])
 }
 
 /// Removes host paths from `text`: the check directory becomes relative
@@ -546,21 +590,6 @@ fn is_blank(b: u8) -> bool {
 fn trim_start(line: &[u8]) -> &[u8] {
     let blanks = line.iter().take_while(|b| is_blank(**b)).count();
     &line[blanks..]
-}
-
-/// The text of a line outside `'…'` quotes: HAProxy quotes what the config
-/// said, so words inside quotes are the render's, not HAProxy's.
-fn unquoted(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut inside = false;
-    for c in line.chars() {
-        if c == '\'' {
-            inside = !inside;
-        } else if !inside {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn signal_name(signal: i32) -> &'static str {
@@ -604,7 +633,7 @@ mod tests {
 
     fn ctx(config: &str) -> Context<'_> {
         Context {
-            config,
+            config: config.as_bytes(),
             check_dir: Path::new(DIR),
             haproxy_path: Path::new(BIN),
         }
@@ -921,42 +950,41 @@ Configuration file has no error but will not start (no listener) => exit(2).
     }
 
     #[test]
-    fn out_of_memory_is_could_not_run_never_a_refusal() {
-        // 3.2.0: the alert's own message could not be allocated
-        let out = run(
-            Exit::Code(1),
-            "[ALERT]    (1) : config : (null)\n[ALERT]    (1) : config : Fatal errors found in configuration.\n",
-            CONFIG,
-        );
-        assert!(
-            matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")),
-            "{out:?}"
-        );
-        // 3.0 and 3.2 at a small --check-memory: messages that could not be made
+    fn words_about_memory_are_read_like_any_others() {
+        // 3.2.0 prints `(null)` where an alert's message could not be made;
+        // 2.6 an unresolvable server's `(null)`: HAProxy refused, and the
+        // refusal stands as such (a second run tells whether memory decided)
+        let output = "[ALERT]    (1) : config : (null)\n[ALERT]    (1) : config : Fatal errors found in configuration.\n";
+        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
+        let output = "[ALERT]    (1) : config : parsing [haproxy.cfg:3] : out of memory.\n";
+        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
+        // 3.2: an `acme` section's missing key file
+        let output = "[ALERT]    (1) : config : acme: out of memory.\n";
+        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
+        // 3.0 and 3.2 at a small bound glue `(null)`s before the tags: not
+        // HAProxy's lines, so nothing judged
         let output = "(null)(null)(null)[ALERT]    (1) : (null)Error(s) found in configuration file : haproxy.cfg\n";
         let out = run(Exit::Code(1), output, CONFIG);
+        let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
         assert!(
-            matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")),
-            "{out:?}"
+            reason.starts_with("haproxy -c exited 1 without judging the config: (null)"),
+            "{reason}"
         );
-        let output = "[NOTICE]   (1) : (null)[NOTICE]   (1) : (null)[ALERT]    (1) : (null)(null)[ALERT]    (1) : (null)Error(s) found in configuration file : haproxy.cfg\n";
-        let out = run(Exit::Code(1), output, CONFIG);
-        assert!(
-            matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")),
-            "{out:?}"
-        );
+        // only advisory lines: HAProxy's exit status judges
+        let output = "[NOTICE]   (1) : (null)[NOTICE]   (1) : (null)\n";
+        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
         // 2.6: an untagged line
         let out = run(Exit::Code(1), "[NOTICE] (1) : x\nout of memory.\n", CONFIG);
-        assert!(
-            matches!(&out, CheckOutcome::Unavailable { reason } if reason.starts_with("haproxy -c ran out of memory")),
-            "{out:?}"
-        );
-        let out = run(
-            Exit::Code(1),
-            "[ALERT]    (1) : config : parsing [haproxy.cfg:3] : out of memory.\n",
-            CONFIG,
-        );
         assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
+        // and each of them may have been the limit speaking: measured, not read
+        for output in [
+            "[ALERT] (1) : config : (null)\n",
+            "(null)(null)[ALERT] (1) : x\n",
+            "[NOTICE] (1) : x\nout of memory.\n",
+        ] {
+            let out = run(Exit::Code(1), output, CONFIG);
+            assert!(needs_second_run(&out, Exit::Code(1)), "{output}");
+        }
     }
 
     #[test]
@@ -964,9 +992,160 @@ Configuration file has no error but will not start (no listener) => exit(2).
         // a real error beside an out-of-memory line: refused
         let output = "[ALERT] (1) : config : parsing [haproxy.cfg:10] : unknown keyword 'bogus'\n[ALERT] (1) : out of memory\n";
         assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
-        // the render's own words, quoted by HAProxy, are not HAProxy's
-        let output = "[ALERT] (1) : config : parsing [haproxy.cfg:3]: 'out of memory'.\n[ALERT] (1) : config : parsing [haproxy.cfg:4]: '(null)'.\n";
-        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
+        // the render's own words, quoted by HAProxy, a `'` in them or not
+        for output in [
+            "[ALERT] (1) : config : parsing [haproxy.cfg:3]: 'out of memory'.\n",
+            "[ALERT] (1) : config : parsing [haproxy.cfg:4]: '(null)'.\n",
+            "[ALERT]    (9442) : config : Proxy 'f': unable to find required use_backend: 'b'x out of memory'.\n[ALERT]    (9442) : config : Fatal errors found in configuration.\n",
+            "[ALERT]    (9445) : config : [haproxy.cfg:10] : character ' ' is not permitted in server name 'out of memory'.\n",
+        ] {
+            let out = run(Exit::Code(1), output, CONFIG);
+            assert!(matches!(out, CheckOutcome::Refused { .. }), "{output}: {out:?}");
+        }
+    }
+
+    #[test]
+    fn exit_two_after_a_failure_line_is_a_refusal_never_a_pass() {
+        // haproxy 2.6: a fatal alert, then a `lua-load`ed `os.exit(2)`
+        let output = "\
+[NOTICE]   (9582) : haproxy version is 2.6.12-1+deb12u4
+[NOTICE]   (9582) : path to executable is /usr/sbin/haproxy
+[ALERT]    (9582) : config : parsing [haproxy.cfg:2] : unknown keyword 'bogus-keyword' in 'global' section
+";
+        let CheckOutcome::Refused { message } = run(Exit::Code(2), output, CONFIG) else {
+            panic!()
+        };
+        assert!(
+            message.contains("→ [ALERT]    (9582) : config : parsing [haproxy.cfg:2]"),
+            "{message}"
+        );
+        assert!(message.contains("  →    2    log stdout local0"), "{message}");
+        // every failure tag, indented or not, and a closing summary alone
+        for line in [
+            "[EMERG] x",
+            "  [CRIT] x",
+            "[ERR] x",
+            "[ALERT] (1) : config : Fatal errors found in configuration.",
+        ] {
+            let output = format!(
+                "{line}\nConfiguration file has no error but will not start (no listener) => exit(2).\n"
+            );
+            let out = run(Exit::Code(2), &output, CONFIG);
+            assert!(matches!(out, CheckOutcome::Refused { .. }), "{line}: {out:?}");
+        }
+        // Lua's `core.Alert` prints `[alert]`, which is no failure line
+        let output = "[alert] 337/173659 (9585) : boom\n";
+        assert!(matches!(run(Exit::Code(2), output, CONFIG), CheckOutcome::Passed { .. }));
+        // nor is a tag in the middle of a line
+        let output = "[WARNING] (1) : the word [ALERT] appears here\nConfiguration file has no error but will not start (no listener) => exit(2).\n";
+        assert!(matches!(run(Exit::Code(2), output, CONFIG), CheckOutcome::Passed { .. }));
+    }
+
+    #[test]
+    fn what_needs_a_second_run() {
+        let passed = CheckOutcome::Passed { message: String::new() };
+        let refused = CheckOutcome::Refused { message: "x".into() };
+        let unavailable = CheckOutcome::Unavailable { reason: "x".into() };
+        assert!(!needs_second_run(&passed, Exit::Code(0)));
+        assert!(!needs_second_run(&passed, Exit::Code(2)));
+        assert!(needs_second_run(&refused, Exit::Code(1)));
+        assert!(needs_second_run(&refused, Exit::Code(2)));
+        assert!(needs_second_run(&unavailable, Exit::Code(1)));
+        assert!(needs_second_run(&unavailable, Exit::Code(127)));
+        for signal in [libc::SIGSEGV, libc::SIGABRT, libc::SIGBUS, libc::SIGKILL] {
+            assert!(needs_second_run(&unavailable, Exit::Signal(signal)), "{signal}");
+        }
+        // the gate's other limits name themselves
+        for signal in [libc::SIGXCPU, libc::SIGXFSZ, libc::SIGSYS] {
+            assert!(!needs_second_run(&unavailable, Exit::Signal(signal)), "{signal}");
+        }
+    }
+
+    const BOUNDS: MemoryBounds = MemoryBounds { first: 1 << 30, second: 16 << 30 };
+
+    fn refused(message: &str) -> CheckOutcome {
+        CheckOutcome::Refused { message: message.into() }
+    }
+
+    fn unavailable(reason: &str) -> CheckOutcome {
+        CheckOutcome::Unavailable { reason: reason.into() }
+    }
+
+    #[test]
+    fn refused_twice_is_refused_in_the_second_runs_words() {
+        let first = refused("→ [ALERT] Unable to allocate SSL session cache.\n→ [ALERT] bogus");
+        let out = settle(first, Ok(refused("→ [ALERT] bogus")), BOUNDS);
+        assert_eq!(out, refused("→ [ALERT] bogus"));
+    }
+
+    #[test]
+    fn refused_then_passed_is_a_pass_that_says_why() {
+        let out = settle(
+            refused("→ [ALERT] fail to set sink buffer size"),
+            Ok(CheckOutcome::Passed { message: String::new() }),
+            BOUNDS,
+        );
+        assert_eq!(
+            out,
+            CheckOutcome::Passed {
+                message: "the first run hit the check's address-space limit of 1GiB (--check-memory); under --check-memory-max 16GiB it passed".into()
+            }
+        );
+        let second = CheckOutcome::Passed {
+            message: "valid, but HAProxy would not start it: no listener (exit 2)".into(),
+        };
+        let CheckOutcome::Passed { message } = settle(refused("x"), Ok(second), BOUNDS) else {
+            panic!()
+        };
+        assert!(
+            message.ends_with(
+                "it passed:\nvalid, but HAProxy would not start it: no listener (exit 2)"
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_crash_then_a_judgement_is_that_judgement() {
+        let crash = || unavailable("haproxy was killed by signal 11 (SIGSEGV)");
+        let out = settle(crash(), Ok(CheckOutcome::Passed { message: String::new() }), BOUNDS);
+        assert!(matches!(out, CheckOutcome::Passed { .. }), "{out:?}");
+        let out = settle(crash(), Ok(refused("→ [ALERT] bogus")), BOUNDS);
+        assert_eq!(
+            out,
+            refused(
+                "the first run hit the check's address-space limit of 1GiB (--check-memory); under --check-memory-max 16GiB HAProxy refused the render:\n→ [ALERT] bogus"
+            )
+        );
+    }
+
+    #[test]
+    fn refused_then_could_not_run_names_the_larger_limit() {
+        for second in [
+            Ok(unavailable("haproxy was killed by signal 9 (SIGKILL)")),
+            Err("haproxy -c timed out after 30.0s".to_owned()),
+        ] {
+            let out = settle(refused("→ [ALERT] x"), second.clone(), BOUNDS);
+            let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
+            let why = second.map_or_else(|e| e, |o| o.message().to_owned());
+            assert_eq!(
+                *reason,
+                format!(
+                    "haproxy -c refused the render under the check's address-space limit of 1GiB (--check-memory), and could not run under --check-memory-max 16GiB: {why}\n(the limit may have decided the first run, so the render is not judged; raise --check-memory-max)"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn could_not_run_twice_says_the_limit_was_not_why() {
+        let out = settle(
+            unavailable("haproxy was killed by signal 11 (SIGSEGV)"),
+            Ok(unavailable("haproxy was killed by signal 11 (SIGSEGV)")),
+            BOUNDS,
+        );
+        let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
+        assert!(reason.starts_with("haproxy was killed by signal 11 (SIGSEGV)\n(again with the address space raised from 1GiB (--check-memory) to 16GiB (--check-memory-max), so not for the check's memory limit: haproxy was killed by signal 11"), "{reason}");
     }
 
     #[test]
@@ -1069,6 +1248,24 @@ Configuration file has no error but will not start (no listener) => exit(2).
         );
         // a root or relative name is never used to cut paths apart
         assert_eq!(sanitise("/usr/sbin/x", Path::new("/"), Path::new("haproxy")), "/usr/sbin/x");
+    }
+
+    #[test]
+    fn config_lines_are_read_as_bytes() {
+        let lines = |c: &[u8]| config_lines(c).map(<[u8]>::to_vec).collect::<Vec<_>>();
+        for text in ["", "\n", "a", "a\n", "a\r\nb\n\nc", "a\n\n"] {
+            let expected: Vec<Vec<u8>> = text.lines().map(|l| l.as_bytes().to_vec()).collect();
+            assert_eq!(lines(text.as_bytes()), expected, "{text:?}");
+        }
+        // a line that is not UTF-8 is shown with its bad bytes replaced
+        let config = b"global\n  bogus \xff\xfe here\n";
+        let output = "[ALERT] (1) : config : parsing [haproxy.cfg:2] : unknown keyword 'bogus'\n";
+        let ctx = Context { config, check_dir: Path::new(DIR), haproxy_path: Path::new(BIN) };
+        let CheckOutcome::Refused { message } = classify(Exit::Code(1), output, ctx) else {
+            panic!()
+        };
+        assert!(message.contains("  →    2    bogus \u{FFFD}\u{FFFD} here"), "{message}");
+        assert_eq!(shown_line("é".repeat(600).as_bytes(), 1023), format!("{} …", "é".repeat(511)));
     }
 
     #[test]
