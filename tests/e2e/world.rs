@@ -1,0 +1,192 @@
+//! The check's world through the real binary: the configs the old sandbox
+//! judged wrongly (false refusals of ordinary configs, forged passes through
+//! rewrites) get bare `haproxy -dr -c`'s kind, through `check` and through
+//! `serve` alike (docs/checking.md, "The check's world").
+
+use crate::support::*;
+use serde_json::json;
+use std::path::Path;
+use std::process::Command;
+
+/// A valid config around `global_extra` (whole lines), `frontend_extra` and
+/// `tail` (whole sections).
+fn config(global_extra: &str, frontend_extra: &str, tail: &str) -> String {
+    format!(
+        "global\n{global_extra}defaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n\
+frontend www\n  bind 127.0.0.1:18080\n{frontend_extra}{tail}"
+    )
+}
+
+struct Case {
+    name: &'static str,
+    config: String,
+    /// Files at relative paths (text).
+    files: Vec<(&'static str, &'static str)>,
+    /// The kind a pod's world gives where bare on this host cannot be the
+    /// reference (an absolute path under the config directory): `None`
+    /// compares with bare.
+    expect: Option<&'static str>,
+}
+
+fn case(name: &'static str, config: String) -> Case {
+    Case { name, config, files: vec![], expect: None }
+}
+
+fn cases() -> Vec<Case> {
+    let mut cases = vec![
+        case("log localhost", config("  log localhost:514 local0\n", "", "")),
+        case("bind localhost", config("", "  bind localhost:18081\n", "")),
+        case(
+            "errorfile /dev/null",
+            config("", "", "backend b\n  errorfile 408 /dev/null\n  server s 127.0.0.1:80\n"),
+        ),
+        case(
+            "ca-file by path",
+            config(
+                "",
+                "",
+                "backend b\n  server s 127.0.0.1:8443 ssl verify required ca-file /etc/ssl/certs/ca-certificates.crt\n",
+            ),
+        ),
+        case(
+            "@system-ca spelled with quotes",
+            config("", "", "backend b\n  server s 127.0.0.1:8443 ssl verify required ca-file @sys\"tem\"-ca\n"),
+        ),
+        case("httpclient verify required", config("  httpclient.ssl.verify required\n", "", "")),
+        case(
+            "server named localhost under zero-warning",
+            config("  zero-warning\n", "", "backend b\n  server localhost localhost:80\n"),
+        ),
+        case(
+            "the default resolvers section",
+            config("", "", "backend b\n  server s app.invalid:80 resolvers default init-addr none\n"),
+        ),
+        case(
+            "localpeer",
+            config("  localpeer here\n", "", "peers p\n  peer here 127.0.0.1:10000\n"),
+        ),
+        case("an unknown user is refused as bare refuses", config("  user no-such-user-rg\n", "", "")),
+        case("uid empty after user root", config("  user root\n  uid \"\"\n", "", "")),
+        case(
+            "global inside a false .if",
+            format!(".if 0\nglobal\n.endif\n{}", config("  bogus-keyword\n", "", "")),
+        ),
+        case(
+            "a vertical tab before defaults",
+            config("", "", "").replace("defaults\n", "\u{b}defaults\n  bogus-keyword\n"),
+        ),
+        case(
+            "a section header from a variable",
+            config("  setenv SECTION global\n", "", "\"${SECTION}\"\n  bogus-keyword\n"),
+        ),
+        case(
+            "more than 64 words",
+            config(&format!("  user {}\n", vec!["w"; 70].join(" ")), "", ""),
+        ),
+        case(
+            "the sandbox is not fingerprintable by LUA_PATH",
+            config(".if defined(LUA_PATH)\n.else\n  bogus-keyword\n.endif\n", "", ""),
+        ),
+        Case {
+            name: "absolute paths under the config directory resolve as on a pod",
+            config: config(
+                "  default-path origin /etc/haproxy\n",
+                "  http-request set-header X-Host %[req.hdr(host),map(/etc/haproxy/maps/hosts.map)]\n",
+                "",
+            ),
+            files: vec![("maps/hosts.map", "a.example b\n")],
+            expect: Some("pass"),
+        },
+        Case {
+            name: "stock error pages under the config directory",
+            config: config("", "", "backend b\n  errorfile 503 /etc/haproxy/errors/503.http\n"),
+            files: vec![],
+            expect: Path::new("/etc/haproxy/errors/503.http").exists().then_some("pass"),
+        },
+    ];
+    if let Ok(debian) = std::fs::read_to_string("/etc/haproxy/haproxy.cfg") {
+        cases.push(case("the host's packaged default config", debian));
+    }
+    cases
+}
+
+/// Bare `haproxy -dr -c` in `dir` with an empty environment: its kind.
+fn bare(dir: &Path) -> (&'static str, String) {
+    let out = Command::new(real_haproxy())
+        .args(["-dr", "-c", "-f", "haproxy.cfg"])
+        .current_dir(dir)
+        .env_clear()
+        .output()
+        .unwrap();
+    let kind = match out.status.code() {
+        Some(0 | 2) => "pass",
+        Some(1) => "refused",
+        _ => "could not run",
+    };
+    (kind, String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+fn kind_of(verdict: &serde_json::Value) -> &'static str {
+    match (verdict["ok"].as_bool(), verdict["refused"].as_bool()) {
+        (Some(true), _) => "pass",
+        (_, Some(true)) => "refused",
+        _ => "could not run",
+    }
+}
+
+/// A case laid out on disk as a render directory.
+fn laid_out(c: &Case) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("haproxy.cfg"), &c.config).unwrap();
+    for (path, content) in &c.files {
+        let at = dir.path().join(path);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, content).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn ordinary_and_forging_configs_get_bare_haproxys_kind_through_check() {
+    let mut disagreements = Vec::new();
+    for c in cases() {
+        let dir = laid_out(&c);
+        let (bare_kind, bare_said) = bare(dir.path());
+        let want = c.expect.unwrap_or(bare_kind);
+        let out = run(&["check", "--json", "--haproxy", &haproxy(), dir.path().to_str().unwrap()], "", &[]);
+        let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("{}: no verdict ({e}): {}", c.name, String::from_utf8_lossy(&out.stderr))
+        });
+        if kind_of(&verdict) != want {
+            disagreements.push(format!(
+                "{}: check says {} ({}), want {want}; bare: {bare_kind}: {bare_said}",
+                c.name,
+                kind_of(&verdict),
+                verdict["message"]
+            ));
+        }
+    }
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
+}
+
+#[test]
+fn serve_judges_each_world_case_as_check_does() {
+    // one serve, each render sent once the previous verdict is out
+    let mut serve = Serve::start(&[]);
+    for (i, c) in cases().iter().enumerate() {
+        let dir = laid_out(c);
+        let want = c.expect.unwrap_or_else(|| bare(dir.path()).0);
+        let files: Vec<_> = c
+            .files
+            .iter()
+            .map(|(path, content)| json!({"kind": "general", "path": path, "content": content}))
+            .collect();
+        serve.send(&json!({"type": "rendered", "plan": format!("plan-{i}"), "render": format!("r-{i}"),
+                           "config": c.config, "files": files}));
+        let verdict = serve.until("verdict").pop().unwrap();
+        assert_eq!(verdict["render"], format!("r-{i}"));
+        assert_eq!(kind_of(&verdict), want, "{}: {verdict}", c.name);
+    }
+    let (_, status) = serve.finish();
+    assert!(status.success());
+}
