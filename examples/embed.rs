@@ -15,8 +15,11 @@ async fn main() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/render");
     let config = std::fs::read_to_string(format!("{dir}/haproxy.cfg")).expect("the sample render");
     let hosts = std::fs::read_to_string(format!("{dir}/maps/hosts.map")).expect("the sample map");
-    let files =
-        vec![RenderFile { kind: FileKind::Map, path: "maps/hosts.map".into(), content: hosts }];
+    let files = vec![RenderFile {
+        kind: FileKind::Map,
+        path: "maps/hosts.map".into(),
+        content: hosts.into(),
+    }];
 
     let checker = Arc::new(HaproxyChecker::new(HaproxyOptions::default()));
     let config_of_gate = GateConfig { check_interval: Duration::ZERO, ..GateConfig::default() };

@@ -21,7 +21,7 @@ fn render(with_ca: bool) -> Render {
             "\nbackend tls\n    server s1 127.0.0.1:8443 ssl verify required ca-file @system-ca\n",
         );
     }
-    let map = std::fs::read_to_string(dir.join("maps/hosts.map")).unwrap();
+    let map = std::fs::read(dir.join("maps/hosts.map")).unwrap();
     Render::new(
         "bench",
         "r",
@@ -34,7 +34,7 @@ fn render(with_ca: bool) -> Render {
 /// config points `default-path origin` at the directory itself.
 fn laid_out(render: &Render) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let config = render.config().replace(
+    let config = std::str::from_utf8(render.config()).expect("the sample config is text").replace(
         "default-path origin /etc/haproxy",
         &format!("default-path origin {}", dir.path().display()),
     );

@@ -39,8 +39,8 @@ struct Fields<'a> {
     #[serde(default, borrow)]
     config: Option<OneCopy<'a>>,
     // Not `Option`: `"files": null` must fail here as it does the slow way.
-    #[serde(default, borrow)]
-    files: Vec<WireFile<'a>>,
+    #[serde(default)]
+    files: Vec<WireFile>,
     #[serde(default)]
     pods: Option<Pods>,
 }
@@ -200,8 +200,8 @@ struct Rendered<'a> {
     correlation: Option<String>,
     #[serde(borrow)]
     config: OneCopy<'a>,
-    #[serde(default, borrow)]
-    files: Vec<WireFile<'a>>,
+    #[serde(default)]
+    files: Vec<WireFile>,
 }
 
 #[derive(Deserialize)]
@@ -268,19 +268,97 @@ impl Visitor<'_> for Push<'_> {
     }
 }
 
-/// A render file as the line spells it; its content read in one copy.
+/// A render file read from the line: its content as bytes, decoded as its
+/// `encoding` says, in one copy. A bad `encoding` or bad base64 fails the
+/// line, as any field of the wrong type does.
+struct WireFile(RenderFile);
+
+/// A render file's fields as the line spells them. `content` stays raw
+/// (borrowed from the line) until every field is read: `encoding`, which
+/// says how to read it, may come after it.
 #[derive(Deserialize)]
-struct WireFile<'a> {
+struct WireFields<'a> {
     kind: FileKind,
     path: String,
+    #[serde(default)]
+    encoding: Encoding,
     #[serde(borrow)]
-    content: OneCopy<'a>,
+    content: &'a RawValue,
 }
 
-fn files(wire: Vec<WireFile<'_>>) -> Vec<RenderFile> {
-    wire.into_iter()
-        .map(|f| RenderFile { kind: f.kind, path: f.path, content: f.content.0 })
-        .collect()
+/// How a file's `content` spells its bytes (docs/protocol.md §2).
+#[derive(Default)]
+enum Encoding {
+    /// The file's UTF-8 text, as a JSON string.
+    #[default]
+    Text,
+    /// The file's bytes in standard base64 (RFC 4648 §4, padded), for
+    /// what is not UTF-8: a DER OCSP response, a map with a Latin-1 byte.
+    Base64,
+}
+
+/// Read by hand: serde's derived enum says only "expected value" of a
+/// number or `null`; this names what the field was.
+impl<'de> Deserialize<'de> for Encoding {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        const NAMES: &[&str] = &["text", "base64"];
+        match &*Text::deserialize(deserializer)?.0 {
+            "text" => Ok(Encoding::Text),
+            "base64" => Ok(Encoding::Base64),
+            other => Err(de::Error::unknown_variant(other, NAMES)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for WireFile {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let f = WireFields::deserialize(deserializer)?;
+        let body = string_body(f.content.get())?;
+        let content = match f.encoding {
+            Encoding::Text => unescape(body)?.into_bytes(),
+            Encoding::Base64 => from_base64(body)?.map_err(|problem| {
+                de::Error::custom(format!(
+                    "file {:?}: `content` is not standard base64: {problem}",
+                    f.path
+                ))
+            })?,
+        };
+        Ok(WireFile(RenderFile { kind: f.kind, path: f.path, content }))
+    }
+}
+
+fn files(wire: Vec<WireFile>) -> Vec<RenderFile> {
+    wire.into_iter().map(|f| f.0).collect()
+}
+
+/// The bytes of a base64 string's body (between its quotes), or what is
+/// wrong with them. Decoded where it lies when it has no escapes (base64
+/// needs none, though an encoder may write `/` as `\/`), so a large file
+/// costs its decoded size only. Strict: padding as RFC 4648 has it, no line
+/// breaks or spaces, no bits past the end; one content has one spelling.
+fn from_base64<E: de::Error>(body: &str) -> Result<Result<Vec<u8>, String>, E> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    let text = match memchr::memchr(b'\\', body.as_bytes()) {
+        None => Cow::Borrowed(body),
+        Some(_) => Cow::Owned(unescape(body)?),
+    };
+    let symbol = |byte: u8| match byte {
+        b' '..=b'~' => format!("{:?}", byte as char),
+        _ => format!("byte 0x{byte:02x}"),
+    };
+    Ok(STANDARD.decode(text.as_bytes()).map_err(|e| match e {
+        base64::DecodeError::InvalidByte(at, byte) => {
+            format!("{} at offset {at} is not in its alphabet", symbol(byte))
+        }
+        base64::DecodeError::InvalidLength(symbols) => {
+            format!("{symbols} symbols do not make whole bytes")
+        }
+        base64::DecodeError::InvalidLastSymbol(at, byte) => {
+            format!("the last symbol, {} at offset {at}, has bits past the end", symbol(byte))
+        }
+        base64::DecodeError::InvalidPadding => "the `=` padding is missing or wrong".into(),
+    }))
 }
 
 /// A JSON string read in one copy: borrowed from the line as raw JSON, then
@@ -293,11 +371,16 @@ struct OneCopy<'a>(String, std::marker::PhantomData<&'a ()>);
 impl<'de: 'a, 'a> Deserialize<'de> for OneCopy<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = <&'de RawValue>::deserialize(deserializer)?.get();
-        match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
-            Some(body) => unescape(body).map(|text| OneCopy(text, std::marker::PhantomData)),
-            None => Err(de::Error::invalid_type(unexpected(raw), &"a string")),
-        }
+        unescape(string_body(raw)?).map(|text| OneCopy(text, std::marker::PhantomData))
     }
+}
+
+/// The body of a raw JSON string, between its quotes; anything else is
+/// the wrong type, in serde's words.
+fn string_body<E: de::Error>(raw: &str) -> Result<&str, E> {
+    raw.strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .ok_or_else(|| E::invalid_type(unexpected(raw), &"a string"))
 }
 
 /// What a raw JSON value that is not a string is, for serde's message.
@@ -781,6 +864,86 @@ mod tests {
             assert_eq!(e.line, 7);
             assert!(e.message.contains(expected), "{text}: {}", e.message);
         }
+    }
+
+    /// A `rendered` line with one file, `fields` spliced in after `kind`.
+    fn one_file(fields: &str) -> String {
+        format!(
+            r#"{{"type":"rendered","plan":"p","render":"r","config":"global\n","files":[{{"kind":"cert","path":"ssl/a.ocsp",{fields}}}]}}"#
+        )
+    }
+
+    fn rendered(line: &str) -> Render {
+        match parse_line(1, line) {
+            Ok(Some(Event::Rendered(r))) => r,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_sent_as_text_or_as_base64_is_one_content_with_one_checksum() {
+        let text = rendered(&one_file(r#""content":"k v\n/é""#));
+        for fields in [
+            r#""encoding":"base64","content":"ayB2Ci/DqQ==""#,
+            r#""content":"ayB2Ci/DqQ==","encoding":"base64""#,
+            // `/` escaped, as some encoders write it
+            r#""encoding":"base64","content":"ayB2Ci\/DqQ==""#,
+            r#""encoding":"text","content":"k v\n/\u00e9""#,
+        ] {
+            let line = one_file(fields);
+            let r = rendered(&line);
+            assert_eq!(r.files()[0].content, "k v\n/é".as_bytes(), "{line}");
+            assert_eq!(r.checksum(), text.checksum(), "{line}");
+            let slow = parse_input(1, &line).unwrap();
+            assert_eq!(format!("{slow:?}"), format!("{:?}", Event::Rendered(r)), "{line}");
+        }
+        // Bytes that are not UTF-8 (DER), and other bytes: another checksum.
+        let der = rendered(&one_file(r#""encoding":"base64","content":"MIIB/wAK""#));
+        assert_eq!(der.files()[0].content, [0x30, 0x82, 0x01, 0xff, 0x00, 0x0a]);
+        let other = rendered(&one_file(r#""encoding":"base64","content":"MIIB/gAK""#));
+        assert_ne!(der.checksum(), other.checksum());
+        assert_ne!(der.checksum(), text.checksum());
+        let empty = rendered(&one_file(r#""encoding":"base64","content":"""#));
+        assert_eq!(empty.checksum(), rendered(&one_file(r#""content":"""#)).checksum());
+    }
+
+    #[test]
+    fn an_unknown_encoding_or_bad_base64_is_an_error_naming_the_line_and_the_problem() {
+        let cases = [
+            (
+                r#""encoding":"hex","content":"00""#,
+                "unknown variant `hex`, expected `text` or `base64`",
+            ),
+            (r#""encoding":"Base64","content":"AA==""#, "unknown variant `Base64`"),
+            (r#""encoding":5,"content":"AA==""#, "invalid type: integer `5`"),
+            (r#""encoding":null,"content":"AA==""#, "invalid type: null"),
+            (r#""encoding":"base64","content":5"#, "invalid type: integer `5`, expected a string"),
+            (r#""encoding":"base64""#, "missing field `content`"),
+            (
+                r#""encoding":"base64","content":"AA$A""#,
+                r#"file "ssl/a.ocsp": `content` is not standard base64: '$' at offset 2 is not in its alphabet"#,
+            ),
+            (
+                r#""encoding":"base64","content":"AAAA\nAAAA""#,
+                "not standard base64: byte 0x0a at offset 4 is not in its alphabet",
+            ),
+            (r#""encoding":"base64","content":"AA""#, "the `=` padding is missing or wrong"),
+            (r#""encoding":"base64","content":"AAAAA""#, "5 symbols do not make whole bytes"),
+            (
+                r#""encoding":"base64","content":"AB==""#,
+                "the last symbol, 'B' at offset 1, has bits past the end",
+            ),
+        ];
+        for (fields, expected) in cases {
+            let line = one_file(fields);
+            assert!(parse_fields(&line).is_none(), "{line}");
+            let e = parse_line(9, &line).unwrap_err();
+            assert_eq!(e.line, 9);
+            assert!(e.message.contains(expected), "{line}: {}", e.message);
+        }
+        // A base64 string of UTF-8 text is read for its bytes, not as text.
+        let r = rendered(&one_file(r#""encoding":"base64","content":"4pyT""#));
+        assert_eq!(r.files()[0].content, "✓".as_bytes());
     }
 
     #[test]

@@ -249,7 +249,8 @@ fn a_long_stream_keeps_the_retained_state_bounded() {
         if let Some((id, at)) = pending
             && n >= at
         {
-            let refused = gate.in_flight().is_some_and(|r| r.render.config().starts_with("refuse"));
+            let refused =
+                gate.in_flight().is_some_and(|r| r.render.config().starts_with(b"refuse"));
             let outcome = if refused {
                 CheckOutcome::Refused { message: "[ALERT] no".into() }
             } else if n.is_multiple_of(13) {

@@ -20,7 +20,7 @@ impl Checker for Judge {
     }
     fn check<'a>(&'a self, render: &'a Render, _deadline: Instant) -> CheckFuture<'a> {
         let outcome = match render.config() {
-            "pass" => CheckOutcome::Passed { message: String::new() },
+            b"pass" => CheckOutcome::Passed { message: String::new() },
             _ => CheckOutcome::Refused { message: "[ALERT] no".into() },
         };
         Box::pin(async move { Checked { outcome, judge: "judge".into() } })

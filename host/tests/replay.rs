@@ -133,6 +133,38 @@ fn a_replayed_recording_gives_the_live_outputs() {
     assert_eq!(error["line"], 5, "{error}");
 }
 
+#[test]
+fn a_recording_keeps_a_base64_file_as_sent_and_replays_to_its_checksum() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("bytes.ndjson");
+    // The sample map with a key that is not UTF-8: only base64 carries it.
+    let mut map = std::fs::read(sample_dir().join("maps/hosts.map")).unwrap();
+    map.extend_from_slice(b"caf\xe9.example.com echo\n");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&map);
+    let line = json!({"type": "rendered", "plan": "plan-1", "render": "r-1",
+        "config": sample_config(),
+        "files": [{"kind": "map", "path": "maps/hosts.map", "encoding": "base64", "content": encoded}]});
+    let mut gate = Serve::start(&["--record", recording.to_str().unwrap()]);
+    gate.send(&line);
+    let mut live = gate.until("verdict");
+    let (rest, status) = gate.finish();
+    assert!(status.success());
+    live.extend(rest);
+    assert_eq!(live[0]["ok"], true, "{live:?}");
+
+    // The input line as received, its base64 with it.
+    let text = std::fs::read_to_string(&recording).unwrap();
+    let records: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records[1]["line"].as_str(), Some(line.to_string().as_str()));
+
+    let out = replay(&recording, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replayed = support::lines(&out);
+    assert_eq!(untimed(&replayed), untimed(&live));
+    assert_eq!(replayed[0]["checksum"], live[0]["checksum"]);
+}
+
 /// The `outputs` count of each record in a recording.
 fn output_counts(recording: &Path) -> Vec<u64> {
     let text = std::fs::read_to_string(recording).unwrap();

@@ -45,9 +45,9 @@ impl Checker for Scripted {
         let judge = self.identity();
         Box::pin(async move {
             let outcome = match render.config() {
-                "pass" => CheckOutcome::Passed { message: String::new() },
-                "refuse" => CheckOutcome::Refused { message: "[ALERT] no".into() },
-                "slow" => {
+                b"pass" => CheckOutcome::Passed { message: String::new() },
+                b"refuse" => CheckOutcome::Refused { message: "[ALERT] no".into() },
+                b"slow" => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     CheckOutcome::Passed { message: String::new() }
                 }

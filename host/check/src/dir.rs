@@ -8,7 +8,9 @@
 //! never read, even one swapped in during the walk; special files are
 //! refused too. The render's limits ([`RenderLimits`], and the path limits
 //! of [`super::limits`]) hold as it goes: a file that would pass them is
-//! refused by its size, before it is read.
+//! refused by its size, before it is read. Contents are read as bytes, the
+//! config's too: HAProxy reads any byte (a DER OCSP response, a Latin-1
+//! comment), so the gate judges them as it would.
 
 use super::at;
 use super::layout::CONFIG_NAME;
@@ -34,8 +36,6 @@ pub enum DirError {
     NotAFile { path: PathBuf },
     #[error("{}: the file name is not UTF-8", path.display())]
     NameNotUtf8 { path: PathBuf },
-    #[error("{}: the content is not UTF-8 text", path.display())]
-    ContentNotUtf8 { path: PathBuf },
     #[error("{}: {reason}", path.display())]
     Limit { path: PathBuf, reason: String },
 }
@@ -59,7 +59,7 @@ pub fn load(
         }
         Err(source) => return Err(DirError::Io { path: config_path, source }),
         Ok(meta) if meta.is_dir() => return Err(DirError::NotAFile { path: config_path }),
-        Ok(meta) => walk.read_text(&root, CONFIG_NAME.as_ref(), &config_path, meta.file_type())?,
+        Ok(meta) => walk.read(&root, CONFIG_NAME.as_ref(), &config_path, meta.file_type())?,
     };
     walk.directory(&root, Path::new(""))?;
     Ok(Render::new(plan, render_id, config, walk.files))
@@ -144,23 +144,23 @@ impl Walk<'_> {
                 );
                 return Err(DirError::Limit { path, reason });
             }
-            let content = self.read_text(here, &name, &path, meta.file_type())?;
+            let content = self.read(here, &name, &path, meta.file_type())?;
             self.files.push(RenderFile { kind: FileKind::General, path: render_path, content });
         }
         Ok(())
     }
 
-    /// Reads the regular file `name` in `here` as text, within the bytes
-    /// the limit leaves. Symlinks and special files are refused by their
+    /// Reads the regular file `name` in `here`, within the bytes the limit
+    /// leaves. Symlinks and special files are refused by their
     /// type before anything is opened, and again by the handle once opened
     /// (the entry may have been swapped in between).
-    fn read_text(
+    fn read(
         &mut self,
         here: &Dir,
         name: &std::ffi::OsStr,
         path: &Path,
         kind: cap_std::fs::FileType,
-    ) -> Result<String, DirError> {
+    ) -> Result<Vec<u8>, DirError> {
         if kind.is_symlink() {
             return Err(DirError::Symlink { path: path.to_path_buf() });
         }
@@ -188,7 +188,7 @@ impl Walk<'_> {
             return Err(too_big(bytes.len() as u64));
         }
         self.bytes += bytes.len() as u64;
-        String::from_utf8(bytes).map_err(|_| DirError::ContentNotUtf8 { path: path.to_path_buf() })
+        Ok(bytes)
     }
 }
 
@@ -230,17 +230,17 @@ mod tests {
         let render = load(tmp.path(), "plan-1", "render-1", &RenderLimits::default()).unwrap();
         assert_eq!(render.plan(), "plan-1");
         assert_eq!(render.id(), "render-1");
-        assert_eq!(render.config(), "global\n");
-        let got: Vec<(FileKind, &str, &str)> =
-            render.files().iter().map(|f| (f.kind, f.path.as_str(), f.content.as_str())).collect();
+        assert_eq!(render.config(), b"global\n");
+        let got: Vec<(FileKind, &str, &[u8])> =
+            render.files().iter().map(|f| (f.kind, f.path.as_str(), &f.content[..])).collect();
         assert_eq!(
             got,
             [
-                (FileKind::General, "./A", "upper"),
-                (FileKind::General, "./maps/a.map", "a"),
-                (FileKind::General, "./maps/b.map", "b"),
-                (FileKind::General, "./sub/haproxy.cfg", "not the config"),
-                (FileKind::General, "./x.lua", "-- x"),
+                (FileKind::General, "./A", &b"upper"[..]),
+                (FileKind::General, "./maps/a.map", b"a"),
+                (FileKind::General, "./maps/b.map", b"b"),
+                (FileKind::General, "./sub/haproxy.cfg", b"not the config"),
+                (FileKind::General, "./x.lua", b"-- x"),
             ]
         );
     }
@@ -315,20 +315,29 @@ mod tests {
     }
 
     #[test]
-    fn non_utf8_content_is_named() {
-        let tmp = tree(&[("haproxy.cfg", "global\n")]);
-        fs::write(tmp.path().join("bin.map"), [0xff, 0xfe, 0x00]).unwrap();
-        let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            format!("{}: the content is not UTF-8 text", tmp.path().join("bin.map").display())
-        );
+    fn any_bytes_are_read_as_they_are_and_written_back_so() {
         let tmp = tree(&[]);
-        fs::write(tmp.path().join("haproxy.cfg"), [0xc3]).unwrap();
-        assert!(matches!(
-            load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(),
-            DirError::ContentNotUtf8 { .. }
-        ));
+        let config = b"global\n# caf\xe9 \xff\n";
+        let der = [0x30, 0x82, 0x01, 0xff, 0x00, 0x0a, 0xfe];
+        fs::write(tmp.path().join("haproxy.cfg"), config).unwrap();
+        fs::write(tmp.path().join("a.ocsp"), der).unwrap();
+        let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
+        assert_eq!(render.config(), config);
+        assert_eq!(render.files()[0].content, der);
+        // sizes count bytes: the config's 16 and the file's 7
+        let at =
+            |bytes| load(tmp.path(), "p", "r", &RenderLimits { bytes, ..RenderLimits::default() });
+        assert!(at(23).is_ok());
+        assert!(matches!(at(22).unwrap_err(), DirError::Limit { .. }));
+        // laid out byte for byte
+        let out = tempfile::tempdir().unwrap();
+        let handle = Dir::open_ambient_dir(out.path(), cap_std::ambient_authority()).unwrap();
+        layout::arrange(&render, Path::new("/etc/haproxy"))
+            .unwrap()
+            .write(&handle, &mut |_| true)
+            .unwrap();
+        assert_eq!(fs::read(out.path().join("haproxy.cfg")).unwrap(), config);
+        assert_eq!(fs::read(out.path().join("a.ocsp")).unwrap(), der);
     }
 
     #[test]

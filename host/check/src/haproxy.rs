@@ -781,7 +781,7 @@ frontend f
         let big = vec![RenderFile {
             kind: FileKind::Map,
             path: "a.map".into(),
-            content: "k v\n".repeat(250),
+            content: "k v\n".repeat(250).into(),
         }];
         let out = f.check(&render(VALID, big)).await;
         let bytes = VALID.len() + 1000;
@@ -794,7 +794,7 @@ frontend f
         let deep = vec![RenderFile {
             kind: FileKind::General,
             path: vec!["a"; 33].join("/"),
-            content: String::new(),
+            content: Vec::new(),
         }];
         let out = f.check(&render(VALID, deep)).await;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };

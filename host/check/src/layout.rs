@@ -47,11 +47,11 @@ pub enum RenderPathError {
 }
 
 /// One auxiliary file, placed: where it goes (relative to the check
-/// directory, only normal components) and what it holds.
+/// directory, only normal components) and what it holds, bytes as sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlacedFile<'a> {
     pub relative: PathBuf,
-    pub content: &'a str,
+    pub content: &'a [u8],
 }
 
 /// The file arrangement of one check directory: where each of a render's
@@ -59,7 +59,7 @@ pub struct PlacedFile<'a> {
 /// render: maps can be large and need not be copied.
 #[derive(Debug, Clone)]
 pub struct Arrangement<'a> {
-    config: &'a str,
+    config: &'a [u8],
     files: Vec<PlacedFile<'a>>,
     /// The check directory as a tree; the root is node 0.
     nodes: Vec<Node<'a>>,
@@ -262,13 +262,9 @@ impl<'a> Arrangement<'a> {
     /// `go_on` is asked, with the number of files written so far, before
     /// every file, directory and chunk of a file; when it says no, writing
     /// stops with [`io::ErrorKind::Interrupted`] (the caller knows why).
-    pub fn write(
-        &self,
-        dir: &Dir,
-        go_on: &mut dyn FnMut(usize) -> bool,
-    ) -> io::Result<()> {
+    pub fn write(&self, dir: &Dir, go_on: &mut dyn FnMut(usize) -> bool) -> io::Result<()> {
         let mut written = 0;
-        create_file(dir, CONFIG_NAME, self.config.as_bytes(), &mut || go_on(written))
+        create_file(dir, CONFIG_NAME, self.config, &mut || go_on(written))
             .map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
         // Depth first; a stack of open directories, at most as deep as a path.
         let mut stack: Vec<(Option<Dir>, std::slice::Iter<'_, usize>)> =
@@ -286,7 +282,7 @@ impl<'a> Arrangement<'a> {
             let named = |e| naming(&self.files[node.by].relative, e);
             match node.file {
                 Some(file) => {
-                    let content = self.files[file].content.as_bytes();
+                    let content = self.files[file].content;
                     create_file(here, node.name, content, &mut || go_on(written)).map_err(named)?;
                     written += 1;
                 }
@@ -300,7 +296,7 @@ impl<'a> Arrangement<'a> {
     }
 
     /// The render's config, as sent.
-    pub fn config(&self) -> &'a str {
+    pub fn config(&self) -> &'a [u8] {
         self.config
     }
 }
@@ -377,7 +373,7 @@ mod tests {
             .map(|(kind, path)| RenderFile {
                 kind: *kind,
                 path: (*path).into(),
-                content: format!("content of {path}"),
+                content: format!("content of {path}").into(),
             })
             .collect();
         Render::new("plan", "r1", "global\n", files)
@@ -520,7 +516,10 @@ mod tests {
             [(FileKind::General, "./maps"), (FileKind::Map, "x.map")],
         ] {
             assert!(
-                matches!(arrange(&render(&files), Path::new(CONFIG_DIR)).unwrap_err(), RenderPathError::Nested { .. }),
+                matches!(
+                    arrange(&render(&files), Path::new(CONFIG_DIR)).unwrap_err(),
+                    RenderPathError::Nested { .. }
+                ),
                 "{files:?}"
             );
         }
@@ -583,11 +582,11 @@ mod tests {
         let deep = format!("{}/x", vec!["a"; 120_000].join("/"));
         let shared = vec!["s"; 100].join("/");
         let mut files =
-            vec![RenderFile { kind: FileKind::General, path: deep, content: String::new() }];
+            vec![RenderFile { kind: FileKind::General, path: deep, content: Vec::new() }];
         files.extend((0..2_000).map(|n| RenderFile {
             kind: FileKind::General,
             path: format!("{shared}/f{n}"),
-            content: String::new(),
+            content: Vec::new(),
         }));
         let r = Render::new("p", "r", "global\n", files);
         let started = std::time::Instant::now();
@@ -599,7 +598,7 @@ mod tests {
         let clash = RenderFile {
             kind: FileKind::General,
             path: format!("{shared}/f7/under"),
-            content: String::new(),
+            content: Vec::new(),
         };
         let r = Render::new("p", "r", "global\n", [r.files(), &[clash]].concat());
         assert!(matches!(
@@ -631,7 +630,7 @@ mod tests {
         let big = vec![RenderFile {
             kind: FileKind::Map,
             path: "big".into(),
-            content: "x".repeat(3 * WRITE_CHUNK),
+            content: "x".repeat(3 * WRITE_CHUNK).into(),
         }];
         let r = Render::new("p", "r", "", big);
         let tmp = tempfile::tempdir().unwrap();
@@ -681,7 +680,7 @@ mod tests {
             ],
         );
         let arrangement = arrange(&r, Path::new(CONFIG_DIR)).unwrap();
-        assert_eq!(arrangement.config(), "global\n  default-path origin /etc/haproxy\n");
+        assert_eq!(arrangement.config(), b"global\n  default-path origin /etc/haproxy\n");
         arrangement.write(&handle(&dir), &mut |_| true).unwrap();
         // the config as sent, byte for byte
         let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
@@ -715,15 +714,22 @@ mod tests {
             "global\n",
             vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "x".into() }],
         );
-        assert!(arrange(&r, Path::new(CONFIG_DIR)).unwrap().write(&handle(&dir), &mut |_| true).is_err());
+        assert!(
+            arrange(&r, Path::new(CONFIG_DIR))
+                .unwrap()
+                .write(&handle(&dir), &mut |_| true)
+                .is_err()
+        );
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 
         let dir2 = tmp.path().join("check2");
         std::fs::create_dir(&dir2).unwrap();
         std::fs::create_dir(dir2.join("maps")).unwrap();
         std::os::unix::fs::symlink(outside.join("victim"), dir2.join("maps/a.map")).unwrap();
-        let err =
-            arrange(&r, Path::new(CONFIG_DIR)).unwrap().write(&handle(&dir2), &mut |_| true).unwrap_err();
+        let err = arrange(&r, Path::new(CONFIG_DIR))
+            .unwrap()
+            .write(&handle(&dir2), &mut |_| true)
+            .unwrap_err();
         assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
         assert!(!outside.join("victim").exists());
 
@@ -733,8 +739,10 @@ mod tests {
             std::fs::create_dir(&dir).unwrap();
             std::fs::create_dir(dir.join("real")).unwrap();
             std::os::unix::fs::symlink(target, dir.join("maps")).unwrap();
-            let err =
-                arrange(&r, Path::new(CONFIG_DIR)).unwrap().write(&handle(&dir), &mut |_| true).unwrap_err();
+            let err = arrange(&r, Path::new(CONFIG_DIR))
+                .unwrap()
+                .write(&handle(&dir), &mut |_| true)
+                .unwrap_err();
             assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
             assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
             assert_eq!(std::fs::read_dir(dir.join("real")).unwrap().count(), 0);
@@ -746,8 +754,10 @@ mod tests {
         let fifo = std::ffi::CString::new(dir5.join("maps/a.map").to_str().unwrap()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let err =
-            arrange(&r, Path::new(CONFIG_DIR)).unwrap().write(&handle(&dir5), &mut |_| true).unwrap_err();
+        let err = arrange(&r, Path::new(CONFIG_DIR))
+            .unwrap()
+            .write(&handle(&dir5), &mut |_| true)
+            .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
     }
 }

@@ -83,7 +83,7 @@ mod tests {
             .map(|n| RenderFile {
                 kind: FileKind::Map,
                 path: format!("m{n}.map"),
-                content: "x".repeat(each),
+                content: "x".repeat(each).into(),
             })
             .collect();
         Render::new("p", "r", config, files)

@@ -39,12 +39,14 @@ impl FileKind {
     }
 }
 
-/// One auxiliary file, exactly as the controller named it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// One auxiliary file, exactly as the controller named it. Its content is
+/// bytes, whatever their encoding on the wire: an OCSP response is DER, and
+/// a map may hold any byte HAProxy reads (docs/protocol.md §2, `encoding`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RenderFile {
     pub kind: FileKind,
     pub path: String,
-    pub content: String,
+    pub content: Vec<u8>,
 }
 
 /// The checksum over everything HAProxy reads: `sha256:<hex>`.
@@ -75,10 +77,11 @@ pub struct Render {
     content: Arc<Content>,
 }
 
-/// What HAProxy reads, and its checksum.
+/// What HAProxy reads, and its checksum. The config is bytes too: `check
+/// DIR` reads it from disk, where nothing makes it UTF-8.
 #[derive(Debug, PartialEq, Eq)]
 struct Content {
-    config: String,
+    config: Vec<u8>,
     files: Vec<RenderFile>,
     checksum: Checksum,
 }
@@ -87,7 +90,7 @@ impl Render {
     pub fn new(
         plan: impl Into<String>,
         id: impl Into<String>,
-        config: impl Into<String>,
+        config: impl Into<Vec<u8>>,
         files: Vec<RenderFile>,
     ) -> Self {
         let config = config.into();
@@ -111,7 +114,7 @@ impl Render {
     pub fn correlation(&self) -> Option<&str> {
         self.correlation.as_deref()
     }
-    pub fn config(&self) -> &str {
+    pub fn config(&self) -> &[u8] {
         &self.content.config
     }
     pub fn files(&self) -> &[RenderFile] {
@@ -124,21 +127,23 @@ impl Render {
 
 /// Length-prefixed fields, so that no two different renders can frame to the
 /// same byte stream (moving bytes between a path and a content, say).
+/// Over bytes only: a file sent as text or as base64 is one content with
+/// one checksum, and a text file's bytes are its UTF-8, as before bytes.
 /// File order is part of the content (two paths that land on one file are
 /// refused by the checker, so order never changes what HAProxy reads, but
 /// hashing it keeps the checksum a plain function of the input).
-fn checksum(config: &str, files: &[RenderFile]) -> Checksum {
+fn checksum(config: &[u8], files: &[RenderFile]) -> Checksum {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
         h.update((bytes.len() as u64).to_le_bytes());
         h.update(bytes);
     };
     field(b"rendergate-render-v1");
-    field(config.as_bytes());
+    field(config);
     for f in files {
         field(f.kind.as_str().as_bytes());
         field(f.path.as_bytes());
-        field(f.content.as_bytes());
+        field(&f.content);
     }
     let digest = h.finalize();
     Checksum(format!("sha256:{}", crate::hex::hex(&digest)))
@@ -148,7 +153,7 @@ fn checksum(config: &str, files: &[RenderFile]) -> Checksum {
 mod tests {
     use super::*;
 
-    fn file(kind: FileKind, path: &str, content: &str) -> RenderFile {
+    fn file(kind: FileKind, path: &str, content: impl Into<Vec<u8>>) -> RenderFile {
         RenderFile { kind, path: path.into(), content: content.into() }
     }
 
@@ -168,6 +173,114 @@ mod tests {
             Render::new("p", "r", "global\n", vec![]),
         ] {
             assert_ne!(base.checksum(), other.checksum(), "{other:?}");
+        }
+    }
+
+    /// The framing, computed apart from the gate (Python's hashlib over the
+    /// same length-prefixed fields): a text render's checksum is what it
+    /// was when content was text, so verdicts already kept stay valid.
+    #[test]
+    fn checksums_are_pinned_for_text_and_for_bytes() {
+        let text = Render::new("p", "r", "global\n", vec![file(FileKind::Map, "a.map", "x y")]);
+        assert_eq!(
+            text.checksum().as_str(),
+            "sha256:86caf884017ddee8c3b89a193b06d45e8dd6fa85bbf329b65c5fa8a03be89d31"
+        );
+        let bytes = Render::new(
+            "p",
+            "r",
+            &b"global\n# \xff\n"[..],
+            vec![file(FileKind::Cert, "ssl/a.ocsp", &b"\x30\x82\x00\xff"[..])],
+        );
+        assert_eq!(
+            bytes.checksum().as_str(),
+            "sha256:604782b6e7b266695ba9a3f8f00ce11bdbc523c3aaac5c87019a1b6217d7bd68"
+        );
+    }
+
+    #[test]
+    fn one_content_has_one_checksum_however_it_was_held() {
+        let from_text = Render::new("p", "r", "global\n", vec![file(FileKind::Map, "a", "é\n")]);
+        let from_bytes = Render::new(
+            "p",
+            "r",
+            b"global\n".to_vec(),
+            vec![file(FileKind::Map, "a", vec![0xc3, 0xa9, b'\n'])],
+        );
+        assert_eq!(from_text.checksum(), from_bytes.checksum());
+        // one byte that is not UTF-8 is another content
+        let other = Render::new("p", "r", "global\n", vec![file(FileKind::Map, "a", vec![0xff])]);
+        assert_ne!(from_text.checksum(), other.checksum());
+        assert_eq!(other.files()[0].content, [0xff]);
+        let other_config = Render::new("p", "r", &b"global\xff"[..], vec![]);
+        assert_eq!(other_config.config(), b"global\xff");
+        assert_ne!(other_config.checksum(), Render::new("p", "r", "global\n", vec![]).checksum());
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn kind() -> impl Strategy<Value = FileKind> {
+            prop_oneof![
+                Just(FileKind::Map),
+                Just(FileKind::Cert),
+                Just(FileKind::Ca),
+                Just(FileKind::CrtList),
+                Just(FileKind::General),
+            ]
+        }
+
+        /// A config and files, each content any bytes.
+        type Parts = (Vec<u8>, Vec<(FileKind, String, Vec<u8>)>);
+
+        fn render() -> impl Strategy<Value = Parts> {
+            let bytes = || proptest::collection::vec(any::<u8>(), 0..24);
+            (bytes(), proptest::collection::vec((kind(), "[a-z./]{0,8}", bytes()), 0..4))
+        }
+
+        fn checksum_of((config, files): &Parts) -> Checksum {
+            let files = files.iter().map(|(k, p, c)| file(*k, p, c.clone())).collect();
+            Render::new("p", "r", config.clone(), files).checksum().clone()
+        }
+
+        proptest! {
+            /// Any bytes: the same render has the same checksum, and two
+            /// renders with the same checksum are the same (no collision
+            /// among small renders, whose bytes can move between fields).
+            #[test]
+            fn the_checksum_is_a_function_of_the_bytes_and_tells_them_apart(
+                a in render(),
+                b in render(),
+            ) {
+                prop_assert_eq!(checksum_of(&a), checksum_of(&a.clone()));
+                prop_assert_eq!(a == b, checksum_of(&a) == checksum_of(&b));
+            }
+
+            /// One byte changed anywhere in a content is another checksum.
+            #[test]
+            fn one_byte_changed_is_another_checksum(
+                a in render(),
+                at in any::<prop::sample::Index>(),
+                flip in 1u8..,
+            ) {
+                let mut b = a.clone();
+                let contents: Vec<&mut Vec<u8>> = std::iter::once(&mut b.0)
+                    .chain(b.1.iter_mut().map(|f| &mut f.2))
+                    .filter(|c| !c.is_empty())
+                    .collect();
+                prop_assume!(!contents.is_empty());
+                let n = contents.iter().map(|c| c.len()).sum::<usize>();
+                let mut i = at.index(n);
+                for c in contents {
+                    if i < c.len() {
+                        c[i] ^= flip;
+                        break;
+                    }
+                    i -= c.len();
+                }
+                prop_assert_ne!(checksum_of(&a), checksum_of(&b));
+            }
         }
     }
 }

@@ -475,8 +475,9 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
     };
     let contents = |r: &Render| -> (u8, u8) {
         let plan = r.plan()[5..].parse().unwrap();
-        let content =
-            (0..CONTENTS).find(|c| r.config().ends_with(&format!("content {c}\n"))).unwrap();
+        let content = (0..CONTENTS)
+            .find(|c| r.config().ends_with(format!("content {c}\n").as_bytes()))
+            .unwrap();
         (plan, content)
     };
 

@@ -438,7 +438,7 @@ async fn files_written_in_the_check_directory_are_bounded() {
              assert(f:close())\n"
         );
         let files =
-            vec![RenderFile { kind: FileKind::General, path: "lua/w.lua".into(), content: script }];
+            vec![RenderFile { kind: FileKind::General, path: "lua/w.lua".into(), content: script.into() }];
         (VALID.replace("global\n", "global\n  lua-load lua/w.lua\n"), files)
     };
     let f = strict();
