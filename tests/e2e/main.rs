@@ -20,5 +20,5 @@ mod render_bytes;
 mod render_limits;
 mod serve_stream;
 mod start_held;
-mod world;
 mod verdict_kinds;
+mod world;
