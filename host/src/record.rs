@@ -35,7 +35,9 @@
 //! truncated and made 0600 (docs/protocol.md, §1).
 //!
 //! Bad lines are recorded like good ones, so a replay gives the same `error`
-//! outputs. Every record is flushed as it is written: a recording is
+//! outputs. A render's files are recorded as the line spelled them (a
+//! base64 `content` stays base64), so replay decodes them as `serve` did
+//! and reaches the same checksum. Every record is flushed as it is written: a recording is
 //! complete up to the moment `serve` died. A recording that cannot be
 //! written any more is abandoned with one warning; the gate goes on.
 
