@@ -120,14 +120,8 @@ impl HaproxyChecker {
         }
         let binary = BinaryIdentity::new(&opts.binary);
         let in_flight = Arc::default();
-        let checker = HaproxyChecker {
-            binary,
-            opts,
-            probe,
-            sandbox: Mutex::new(None),
-            base,
-            in_flight,
-        };
+        let checker =
+            HaproxyChecker { binary, opts, probe, sandbox: Mutex::new(None), base, in_flight };
         // The first check need not hash the binary nor read its loader.
         let _ = checker.setup();
         checker
@@ -657,9 +651,9 @@ frontend f
     }
 
     #[tokio::test]
-    async fn map_files_are_found_through_the_rewritten_default_path() {
+    async fn map_files_are_found_at_their_place_in_the_check_directory() {
         let f = fixture("haproxy");
-        let config = VALID.replace("global\n", "global\n  default-path origin /etc/haproxy\n")
+        let config = VALID.to_owned()
             + "  http-request set-header X-Backend %[req.hdr(host),lower,map(maps/hosts.map,none)]\n";
         let map = RenderFile {
             kind: FileKind::Map,
@@ -949,14 +943,15 @@ frontend f
         assert_eq!(out, CheckOutcome::Passed { message: String::new() });
         let seen = std::fs::read_to_string(&record).unwrap();
         let mut lines = seen.lines();
-        assert_eq!(lines.next(), Some("-dr -V -L rendergate-check -c -f haproxy.cfg"));
+        assert_eq!(lines.next(), Some("-dr -V -c -f haproxy.cfg"));
         let cwd = lines.next().unwrap();
         let work = std::fs::canonicalize(f.work.path()).unwrap();
         let own = format!("{}/rendergate-{}/{}.", work.display(), euid(), std::process::id());
         assert!(cwd.starts_with(&own), "{seen}");
         assert_eq!(Path::new(cwd).parent(), f.checker.check_dirs(), "{seen}");
         assert!(seen.contains("maps:\na.map"), "{seen}");
-        assert!(seen.contains(&format!("  default-path origin {cwd}\n")), "{seen}");
+        // the config as sent: never rewritten
+        assert!(seen.contains("  default-path origin /etc/haproxy\n"), "{seen}");
 
         let checker = HaproxyChecker::new(HaproxyOptions {
             binary: binary.clone(),
@@ -967,7 +962,7 @@ frontend f
         });
         checker.check(&render("global\n", vec![]), Instant::now() + Duration::from_secs(20)).await;
         let seen = std::fs::read_to_string(&record).unwrap();
-        assert_eq!(seen.lines().next(), Some("-V -L rendergate-check -c -f haproxy.cfg"));
+        assert_eq!(seen.lines().next(), Some("-V -c -f haproxy.cfg"));
         drop(checker); // its own subdirectory goes with it
         assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
     }

@@ -116,18 +116,35 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
+/// Allowed inside the check's world, whose network namespace holds only its
+/// own loopback: there a datagram `connect` and its sends reach nothing but
+/// the namespace itself, and a `resolvers` section connects its sockets as
+/// it does on a pod (under `zero-warning`, "can't connect socket" is fatal).
+const IN_OWN_NETWORK: [libc::c_long; 4] =
+    [libc::SYS_connect, libc::SYS_sendto, libc::SYS_sendmsg, libc::SYS_sendmmsg];
+
 /// The whole program, ready to install, built once per process (the probe
 /// and every checker share it). Errors only if this architecture is not
 /// supported by `seccompiler`.
 pub fn program() -> Result<Arc<Vec<libc::sock_filter>>, String> {
     static PROGRAM: OnceLock<Result<Arc<Vec<libc::sock_filter>>, String>> = OnceLock::new();
-    PROGRAM.get_or_init(|| build().map(Arc::new)).clone()
+    PROGRAM.get_or_init(|| build(false).map(Arc::new)).clone()
 }
 
-fn build() -> Result<Vec<libc::sock_filter>, String> {
+/// The program for checks inside the check's world (its own network
+/// namespace, loopback only): [`IN_OWN_NETWORK`] allowed.
+pub fn program_in_own_network() -> Result<Arc<Vec<libc::sock_filter>>, String> {
+    static PROGRAM: OnceLock<Result<Arc<Vec<libc::sock_filter>>, String>> = OnceLock::new();
+    PROGRAM.get_or_init(|| build(true).map(Arc::new)).clone()
+}
+
+fn build(own_network: bool) -> Result<Vec<libc::sock_filter>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENIED.iter().map(|(_, nr)| (*nr, vec![])).collect();
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
+        .iter()
+        .filter(|(_, nr)| !(own_network && IN_OWN_NETWORK.contains(nr)))
+        .map(|(_, nr)| (*nr, vec![]))
+        .collect();
     // clone: only threads (CLONE_THREAD set) may be made
     let no_thread = SeccompCondition::new(
         0,

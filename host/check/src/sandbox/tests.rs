@@ -155,10 +155,19 @@ async fn the_environment_is_empty() {
     let given = HaproxyChecker::new(HaproxyOptions {
         binary: haproxy(),
         work_dir: Some(work.path().to_path_buf()),
-        sandbox: SandboxOptions { env: vec![("HOME".into(), "/given".into())], ..SandboxOptions::default() },
+        sandbox: SandboxOptions {
+            env: vec![("HOME".into(), "/given".into())],
+            ..SandboxOptions::default()
+        },
         ..HaproxyOptions::default()
     });
-    let out = given.check(&Render::new("p", "r", config.as_str(), vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
+    let out = given
+        .check(
+            &Render::new("p", "r", config.as_str(), vec![]),
+            Instant::now() + Duration::from_secs(20),
+        )
+        .await
+        .outcome;
     let CheckOutcome::Passed { message } = &out else { panic!("{out:?}") };
     assert!(message.contains("home is [/given]"), "{message}");
 }
@@ -196,6 +205,8 @@ async fn a_failing_layer_is_named_and_could_not_run() {
         binary: haproxy(),
         work_dir: Some(work.path().to_path_buf()),
         sandbox: SandboxOptions { mode: Mode::Strict, memory: 4096, ..SandboxOptions::default() },
+        // no second run under a larger bound: the layer's failure stands
+        memory_max: 4096,
         ..HaproxyOptions::default()
     });
     let out = c
@@ -448,8 +459,11 @@ async fn files_written_in_the_check_directory_are_bounded() {
              for i = 1, {mib} do assert(f:write(chunk)) end\n\
              assert(f:close())\n"
         );
-        let files =
-            vec![RenderFile { kind: FileKind::General, path: "lua/w.lua".into(), content: script.into() }];
+        let files = vec![RenderFile {
+            kind: FileKind::General,
+            path: "lua/w.lua".into(),
+            content: script.into(),
+        }];
         (VALID.replace("global\n", "global\n  lua-load lua/w.lua\n"), files)
     };
     let f = strict();

@@ -126,7 +126,8 @@ impl WorldOptions {
 }
 
 fn plain_absolute(path: &Path) -> bool {
-    path.is_absolute() && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+    path.is_absolute()
+        && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
 }
 
 /// One bind mount of a host path into the root.
@@ -256,7 +257,11 @@ impl World {
                     Some(locked_flags(path)? | libc::MS_RDONLY | libc::MS_NOSUID)
                 }
             };
-            binds.push(Bind { source: c_path(path)?, target: c_path(&skeleton.inside(path))?, remount });
+            binds.push(Bind {
+                source: c_path(path)?,
+                target: c_path(&skeleton.inside(path))?,
+                remount,
+            });
         }
         // the render's directory, and the scratch /tmp
         let config_target = skeleton.inside(&options.config_dir);
@@ -291,7 +296,11 @@ impl World {
             tmp_target: c_path(&tmp_target)?,
             tmp_options: CString::new(TMP_OPTIONS).expect("no NUL in a constant"),
             proc_target: c_path(&proc_target)?,
-            proc_remount: locked_flags(Path::new("/proc/self"))? | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            proc_remount: locked_flags(Path::new("/proc/self"))?
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV
+                | libc::MS_NOEXEC,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             hostname: hostname.into_bytes(),
@@ -340,14 +349,19 @@ impl World {
     /// user namespace whose ids are still to be mapped. Raw system calls on
     /// memory prepared before the fork only. Returns 0 or an errno.
     pub fn enter(&self, own_users: bool) -> i32 {
-        let steps: [&dyn Fn() -> i32; 6] = [
+        let steps: [&dyn Fn() -> i32; 7] = [
             &|| if own_users { self.map_ids() } else { 0 },
+            &loopback_up,
             &|| super::namespaces::private_mounts(),
             &|| self.mount_all(),
             &|| self.pivot(),
             // SAFETY (both): pointers to buffers prepared in the parent.
             &|| check(unsafe { libc::chdir(self.config_inside.as_ptr()) }),
-            &|| check(unsafe { libc::sethostname(self.hostname.as_ptr().cast(), self.hostname.len()) }),
+            &|| {
+                check(unsafe {
+                    libc::sethostname(self.hostname.as_ptr().cast(), self.hostname.len())
+                })
+            },
         ];
         for step in steps {
             let e = step();
@@ -485,7 +499,10 @@ impl Skeleton {
                 if ty.is_symlink() {
                     links += 1;
                     if links > MAX_LINKS {
-                        return Err(io::Error::other(format!("too many symlinks in {}", path.display())));
+                        return Err(io::Error::other(format!(
+                            "too many symlinks in {}",
+                            path.display()
+                        )));
                     }
                     let target = std::fs::read_link(&next)?;
                     self.mirror_link(&next, &target)?;
@@ -582,7 +599,10 @@ fn read_stock(path: &Path, relative: &Path, stock: &mut Vec<StockFile>) -> io::R
     let Ok(meta) = std::fs::metadata(path) else { return Ok(()) };
     if meta.is_file() {
         if meta.len() <= MAX_STOCK_FILE {
-            stock.push(StockFile { relative: relative.to_path_buf(), content: std::fs::read(path)? });
+            stock.push(StockFile {
+                relative: relative.to_path_buf(),
+                content: std::fs::read(path)?,
+            });
         }
         return Ok(());
     }
@@ -650,7 +670,8 @@ fn names_and_ids(path: &Path, fields: usize) -> io::Result<String> {
         if parts[0].is_empty() || !ids_ok {
             continue;
         }
-        let kept: Vec<&str> = [parts[0], "x"].into_iter().chain(parts[2..fields].iter().copied()).collect();
+        let kept: Vec<&str> =
+            [parts[0], "x"].into_iter().chain(parts[2..fields].iter().copied()).collect();
         out.push_str(&kept.join(":"));
         // passwd: gecos, home, shell; group: members
         out.push_str(if fields == 4 { ":::\n" } else { ":\n" });
@@ -686,13 +707,22 @@ fn locked_flags(path: &Path) -> io::Result<libc::c_ulong> {
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
         (libc::ST_RELATIME, libc::MS_RELATIME),
     ];
-    Ok(pairs.iter().filter(|(st_flag, _)| st.f_flag & st_flag != 0).fold(0, |acc, (_, ms)| acc | ms))
+    Ok(pairs
+        .iter()
+        .filter(|(st_flag, _)| st.f_flag & st_flag != 0)
+        .fold(0, |acc, (_, ms)| acc | ms))
 }
 
 fn bind(source: &std::ffi::CStr, target: &std::ffi::CStr) -> i32 {
     // SAFETY: C strings prepared in the parent.
     check(unsafe {
-        libc::mount(source.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
     })
 }
 
@@ -707,6 +737,36 @@ fn remount(target: &std::ffi::CStr, flags: libc::c_ulong) -> i32 {
             std::ptr::null(),
         )
     })
+}
+
+/// In the child, in its own network namespace: brings its loopback up, as
+/// a pod's is (a `resolvers` section connects its socket to 127.0.0.1; with
+/// the loopback down that fails, and under `zero-warning` the warning is
+/// fatal). 0 or an errno. Raw system calls on a zeroed stack `ifreq`.
+fn loopback_up() -> i32 {
+    // SAFETY: plain system calls; `ifreq` is plain data, zeroed, with a
+    // NUL-terminated name.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return super::landlock::errno();
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo\0".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        let mut e = 0;
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) != 0 {
+            e = super::landlock::errno();
+        } else {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            if libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) != 0 {
+                e = super::landlock::errno();
+            }
+        }
+        libc::close(fd);
+        e
+    }
 }
 
 /// In the child: an empty directory or file at `path` (one already there is
@@ -738,7 +798,8 @@ fn write_file(path: &std::ffi::CStr, content: &[u8]) -> i32 {
             return super::landlock::errno();
         }
         let n = libc::write(fd, content.as_ptr().cast(), content.len());
-        let e = if n == content.len() as isize { 0 } else { super::landlock::errno().max(libc::EIO) };
+        let e =
+            if n == content.len() as isize { 0 } else { super::landlock::errno().max(libc::EIO) };
         libc::close(fd);
         e
     }
@@ -749,7 +810,8 @@ fn check(r: libc::c_int) -> i32 {
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
 #[cfg(test)]
@@ -769,7 +831,10 @@ mod tests {
             names_and_ids(&dir.path().join("passwd"), 4).unwrap(),
             "root:x:0:0:::\nhaproxy:x:108:113:::\n"
         );
-        assert_eq!(names_and_ids(&dir.path().join("group"), 3).unwrap(), "root:x:0:\nhaproxy:x:113:\n");
+        assert_eq!(
+            names_and_ids(&dir.path().join("group"), 3).unwrap(),
+            "root:x:0:\nhaproxy:x:113:\n"
+        );
         assert_eq!(names_and_ids(&dir.path().join("missing"), 3).unwrap(), "");
     }
 
@@ -795,13 +860,22 @@ mod tests {
     fn bad_options_are_refused_with_the_flag_named() {
         let bad = |o: WorldOptions| o.validate().unwrap_err();
         let base = WorldOptions::default();
-        assert!(bad(WorldOptions { config_dir: "etc/haproxy".into(), ..base.clone() }).contains("--config-dir"));
-        assert!(bad(WorldOptions { config_dir: "/etc/../x".into(), ..base.clone() }).contains("--config-dir"));
+        assert!(
+            bad(WorldOptions { config_dir: "etc/haproxy".into(), ..base.clone() })
+                .contains("--config-dir")
+        );
+        assert!(
+            bad(WorldOptions { config_dir: "/etc/../x".into(), ..base.clone() })
+                .contains("--config-dir")
+        );
         assert!(
             bad(WorldOptions { reads: vec!["/etc/haproxy/certs".into()], ..base.clone() })
                 .contains("overlaps")
         );
-        assert!(bad(WorldOptions { hostname: Some(String::new()), ..base.clone() }).contains("hostname"));
+        assert!(
+            bad(WorldOptions { hostname: Some(String::new()), ..base.clone() })
+                .contains("hostname")
+        );
         base.validate().unwrap();
     }
 }
