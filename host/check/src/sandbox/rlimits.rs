@@ -25,9 +25,10 @@ pub const FILE_SIZE: u64 = 16 << 20;
 /// used: HAProxy 2.6 reserves a 1.5 GB `ring` with 14 MB resident, while
 /// `tune.ssl.cachesize 4000000` touches the ~1 GB it maps; renders that
 /// pass bare mostly need the room, not the memory. 16 GiB is 16 times the
-/// first bound and within what a host running such a config could give it,
-/// yet it still stops a runaway (a Lua loop that allocates) well short of
-/// the 47-bit address space that "unlimited" would hand it.
+/// first bound, and bounds what a render that is refused anyway can make
+/// the second run touch (a Lua loop that allocates), where "unlimited"
+/// would leave that to the host's OOM killer; a gate host with less memory
+/// to spare should lower it.
 pub const DEFAULT_MEMORY_MAX: u64 = 16 << 30;
 
 /// The limits for one check, computed in the parent.
