@@ -49,6 +49,8 @@ const DENIED: &[(&str, libc::c_long)] = &[
     ("unshare", libc::SYS_unshare),
     ("setns", libc::SYS_setns),
     ("mount", libc::SYS_mount),
+    ("chroot", libc::SYS_chroot),
+    ("pivot_root", libc::SYS_pivot_root),
     ("userfaultfd", libc::SYS_userfaultfd),
     ("bpf", libc::SYS_bpf),
     ("perf_event_open", libc::SYS_perf_event_open),
