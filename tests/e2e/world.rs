@@ -50,7 +50,11 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "@system-ca spelled with quotes",
-            config("", "", "backend b\n  server s 127.0.0.1:8443 ssl verify required ca-file @sys\"tem\"-ca\n"),
+            config(
+                "",
+                "",
+                "backend b\n  server s 127.0.0.1:8443 ssl verify required ca-file @sys\"tem\"-ca\n",
+            ),
         ),
         case("httpclient verify required", config("  httpclient.ssl.verify required\n", "", "")),
         case(
@@ -59,13 +63,20 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "the default resolvers section",
-            config("", "", "backend b\n  server s app.invalid:80 resolvers default init-addr none\n"),
+            config(
+                "",
+                "",
+                "backend b\n  server s app.invalid:80 resolvers default init-addr none\n",
+            ),
         ),
         case(
             "localpeer",
             config("  localpeer here\n", "", "peers p\n  peer here 127.0.0.1:10000\n"),
         ),
-        case("an unknown user is refused as bare refuses", config("  user no-such-user-rg\n", "", "")),
+        case(
+            "an unknown user is refused as bare refuses",
+            config("  user no-such-user-rg\n", "", ""),
+        ),
         case("uid empty after user root", config("  user root\n  uid \"\"\n", "", "")),
         case(
             "global inside a false .if",
@@ -123,7 +134,10 @@ fn bare(dir: &Path) -> (&'static str, String) {
         Some(1) => "refused",
         _ => "could not run",
     };
-    (kind, String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    (
+        kind,
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
 }
 
 fn kind_of(verdict: &serde_json::Value) -> &'static str {
@@ -153,7 +167,11 @@ fn ordinary_and_forging_configs_get_bare_haproxys_kind_through_check() {
         let dir = laid_out(&c);
         let (bare_kind, bare_said) = bare(dir.path());
         let want = c.expect.unwrap_or(bare_kind);
-        let out = run(&["check", "--json", "--haproxy", &haproxy(), dir.path().to_str().unwrap()], "", &[]);
+        let out = run(
+            &["check", "--json", "--haproxy", &haproxy(), dir.path().to_str().unwrap()],
+            "",
+            &[],
+        );
         let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!("{}: no verdict ({e}): {}", c.name, String::from_utf8_lossy(&out.stderr))
         });
@@ -181,8 +199,10 @@ fn serve_judges_each_world_case_as_check_does() {
             .iter()
             .map(|(path, content)| json!({"kind": "general", "path": path, "content": content}))
             .collect();
-        serve.send(&json!({"type": "rendered", "plan": format!("plan-{i}"), "render": format!("r-{i}"),
-                           "config": c.config, "files": files}));
+        serve.send(
+            &json!({"type": "rendered", "plan": format!("plan-{i}"), "render": format!("r-{i}"),
+                           "config": c.config, "files": files}),
+        );
         let verdict = serve.until("verdict").pop().unwrap();
         assert_eq!(verdict["render"], format!("r-{i}"));
         assert_eq!(kind_of(&verdict), want, "{}: {verdict}", c.name);

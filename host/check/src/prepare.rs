@@ -215,11 +215,14 @@ impl Job {
 /// render has no file of its own (the render's wins), as new owner-only
 /// files beside the render's.
 fn write_stock(dir: &cap_std::fs::Dir, stock: &[StockFile]) -> std::io::Result<()> {
-    use cap_std::fs::OpenOptionsExt;
+    use cap_std::fs::{DirBuilderExt, OpenOptionsExt};
     use std::io::Write;
+    // owner-only, as the render's own directories
+    let mut dirs = cap_std::fs::DirBuilder::new();
+    dirs.recursive(true).mode(0o700);
     for file in stock {
         if let Some(parent) = file.relative.parent().filter(|p| !p.as_os_str().is_empty()) {
-            match dir.create_dir_all(parent) {
+            match dir.create_dir_with(parent, &dirs) {
                 Ok(()) => {}
                 // the render put a file where the stock directory would be: it wins
                 Err(_) if dir.symlink_metadata(parent).is_ok_and(|m| !m.is_dir()) => continue,

@@ -38,9 +38,12 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
     };
     match s.world() {
         Some(world) => {
-            let shown =
-                |paths: &[std::path::PathBuf]| paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ");
-            println!("  world:    a root of its own (user, mount, network, IPC and UTS namespaces); nothing else of the host exists");
+            let shown = |paths: &[std::path::PathBuf]| {
+                paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
+            };
+            println!(
+                "  world:    a root of its own (user, mount, network, IPC and UTS namespaces); nothing else of the host exists"
+            );
             println!(
                 "            the render: {} (the working directory; writable, discarded)",
                 world.options().config_dir.display()
@@ -50,21 +53,27 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             let stock: Vec<String> =
                 world.stock().iter().map(|f| f.relative.display().to_string()).collect();
             if !stock.is_empty() {
-                println!("            stock files under the render (its own win): {}", stock.join(" "));
+                println!(
+                    "            stock files under the render (its own win): {}",
+                    stock.join(" ")
+                );
             }
-            println!("            scratch: /tmp (tmpfs); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)");
+            println!(
+                "            scratch: /tmp (tmpfs); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)"
+            );
             println!("            host name: {}", world.hostname());
         }
         None => println!(
             "  world:    NONE: this host gives no user and mount namespaces; haproxy sees the host's files as Landlock allows"
         ),
     }
-    println!("  landlock: the render: read, and new files written (no directories, links or removals); /tmp: read and write");
-    println!("            the haproxy binary and its loader: read and execute; the world's read-only parts: read");
     println!(
-        "            read-only for run-time loading: {}",
-        landlock::LIBRARY_DIRS.join(" ")
+        "  landlock: the render: read, and new files written (no directories, links or removals); /tmp: read and write"
     );
+    println!(
+        "            the haproxy binary and its loader: read and execute; the world's read-only parts: read"
+    );
+    println!("            read-only for run-time loading: {}", landlock::LIBRARY_DIRS.join(" "));
     println!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
     println!(
         "  rlimits:  address space, CPU seconds (the timeout), file size {} MiB, {} open files, core 0",

@@ -156,9 +156,9 @@ fn sandbox_mode(text: &str) -> Result<Mode, String> {
 fn world_path(text: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(text);
     let plain = path.is_absolute()
-        && path.components().all(|c| {
-            matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_))
-        });
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
     if plain { Ok(path) } else { Err("must be an absolute path without `.` or `..`".into()) }
 }
 

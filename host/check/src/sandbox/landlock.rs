@@ -165,7 +165,8 @@ impl Grants {
 /// to the ruleset. Returns 0 or an errno. Raw system calls only.
 pub fn grant_scratch(ruleset_fd: RawFd, abi: u32) -> i32 {
     // SAFETY: a constant C string; the fd is closed below.
-    let fd = unsafe { libc::open(c"/tmp".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    let fd =
+        unsafe { libc::open(c"/tmp".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
     if fd < 0 {
         return errno();
     }
