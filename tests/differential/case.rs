@@ -1,5 +1,5 @@
-//! One case of the corpus: a config and the files next to it, and how both
-//! sides get their own copy of them.
+//! One case of the corpus: a config and the files next to it (bytes, as a
+//! render carries them), and how both sides get their own copy of them.
 //!
 //! The gate and bare HAProxy each read a fresh directory holding the same
 //! files. Only one thing differs: `default-path origin /etc/haproxy` stays
@@ -15,9 +15,12 @@ pub struct Case {
     pub name: String,
     /// The seed the case was generated from (none for hand-written ones).
     pub seed: Option<u64>,
-    pub config: String,
+    /// Where a case written outside the project comes from (a corpus
+    /// directory's `SOURCE`, a regression test's file and line).
+    pub source: Option<String>,
+    pub config: Vec<u8>,
     /// Paths relative to the config's directory, and their contents.
-    pub files: Vec<(String, String)>,
+    pub files: Vec<(String, Vec<u8>)>,
     /// Where the gate says something else than bare HAProxy on purpose.
     pub deviation: Option<Deviation>,
 }
@@ -37,10 +40,11 @@ pub struct Deviation {
 pub const ORIGIN: &str = "/etc/haproxy";
 
 impl Case {
-    pub fn new(name: impl Into<String>, config: impl Into<String>) -> Case {
+    pub fn new(name: impl Into<String>, config: impl Into<Vec<u8>>) -> Case {
         Case {
             name: name.into(),
             seed: None,
+            source: None,
             config: config.into(),
             files: Vec::new(),
             deviation: None,
@@ -52,7 +56,7 @@ impl Case {
         self
     }
 
-    pub fn with_file(mut self, path: &str, content: impl Into<String>) -> Case {
+    pub fn with_file(mut self, path: &str, content: impl Into<Vec<u8>>) -> Case {
         self.files.push((path.to_owned(), content.into()));
         self
     }
@@ -70,14 +74,21 @@ impl Case {
             dir_text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b)),
             "{dir_text}"
         );
-        let config = self.config.replace(
-            &format!("default-path origin {ORIGIN}"),
-            &format!("default-path origin {dir_text}"),
+        let config = replace(
+            &self.config,
+            format!("default-path origin {ORIGIN}").as_bytes(),
+            format!("default-path origin {dir_text}").as_bytes(),
         );
         self.write(dir, &config);
     }
 
-    fn write(&self, dir: &Path, config: &str) {
+    /// The config as text, for reports (hand-written and generated configs
+    /// are UTF-8; a corpus's may not be).
+    pub fn config_text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.config)
+    }
+
+    fn write(&self, dir: &Path, config: &[u8]) {
         std::fs::write(dir.join("haproxy.cfg"), config).unwrap();
         for (path, content) in &self.files {
             let path = dir.join(path);
@@ -88,9 +99,23 @@ impl Case {
 
     /// How to rebuild the case: its seed, or that it is hand-written.
     pub fn origin(&self) -> String {
-        match self.seed {
-            Some(seed) => format!("seed {seed:#018x}"),
-            None => "hand-written".to_owned(),
+        match (self.seed, &self.source) {
+            (Some(seed), _) => format!("seed {seed:#018x}"),
+            (None, Some(source)) => source.clone(),
+            (None, None) => "hand-written".to_owned(),
         }
     }
+}
+
+/// `haystack` with every `from` replaced by `to`.
+fn replace(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut rest = haystack;
+    while let Some(at) = rest.windows(from.len()).position(|w| w == from) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(to);
+        rest = &rest[at + from.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
 }

@@ -427,7 +427,7 @@ trait TapConfig {
 
 impl TapConfig for Case {
     fn tap_config(mut self, edit: impl FnOnce(&str) -> String) -> Case {
-        self.config = edit(&self.config);
+        self.config = edit(&self.config_text()).into_bytes();
         self
     }
 }

@@ -19,7 +19,7 @@ pub fn case(seed: u64, index: usize) -> Case {
     let config = g.config();
     let mut case = Case::new(format!("gen-{index:04}"), config);
     case.seed = Some(case_seed);
-    case.files = g.files;
+    case.files = g.files.into_iter().map(|(path, content)| (path, content.into_bytes())).collect();
     case
 }
 

@@ -2,29 +2,39 @@
 //! (`rendergate check --json`, the real binary) must equal bare
 //! `haproxy -dr -c`'s on the same files (sides.rs says how each is read).
 //!
-//! The corpus: configs generated from a seed (generated.rs), warning floods
-//! sized around 4 KiB, 64 KiB and 1 MiB of output (floods.rs), and
-//! hand-written forgery attempts (forgeries.rs). Every case runs; then the
-//! test fails once, listing every disagreement with its name and seed, the
-//! config's first lines, the gate's JSON and bare HAProxy's exit and output.
+//! The corpus: the project's own cases (configs generated from a seed,
+//! generated.rs; warning floods sized around 4 KiB, 64 KiB and 1 MiB of
+//! output, floods.rs; hand-written forgery attempts, forgeries.rs) and two
+//! corpora written outside the project, read at run time (external.rs):
+//! real-world configurations (realworld.rs) and HAProxy's own regression
+//! tests' configs, converted from its sources tarball (regtests.rs,
+//! vtc.rs). Every case runs; then the test fails once, listing every
+//! disagreement with its name and origin, the config's first lines, the
+//! gate's JSON and bare HAProxy's exit and output.
 //!
 //! `RENDERGATE_TEST_HAPROXY` names the haproxy (default `haproxy`; missing
-//! is a failure). `RENDERGATE_DIFF_SEED` replaces the corpus seed,
+//! is a failure). `RENDERGATE_CORPORA` and `RENDERGATE_HAPROXY_SOURCES`
+//! say where the outside corpora are (missing: a failure in CI, else a
+//! skip said loudly). `RENDERGATE_DIFF_SEED` replaces the corpus seed,
 //! `RENDERGATE_DIFF_CASES` the number of generated cases, and
 //! `RENDERGATE_DIFF_ONLY` keeps only the cases whose name contains it (to
-//! rerun one: the seed and the name the report printed);
-//! `RENDERGATE_DIFF_VERBOSE=1` prints every case's two kinds (with
-//! `--nocapture`).
+//! rerun one: the seed and the name the report printed; `realworld/` or
+//! `regtests/` for one outside corpus); `RENDERGATE_DIFF_VERBOSE=1` prints
+//! every case's two kinds (with `--nocapture`).
 
 mod case;
+mod external;
 mod floods;
 mod forgeries;
 mod generated;
 #[path = "../needs.rs"]
 mod needs;
+mod realworld;
+mod regtests;
 mod report;
 mod rng;
 mod sides;
+mod vtc;
 
 use case::Case;
 use sides::Kind;
@@ -49,8 +59,10 @@ fn env_number(name: &str) -> Option<u64> {
     Some(parsed.unwrap_or_else(|e| panic!("{name}={text}: {e}")))
 }
 
-/// The whole corpus for the haproxy under test (floods are sized on it).
-fn corpus(seed: u64) -> Vec<Case> {
+/// The whole corpus for the haproxy under test (floods are sized on it,
+/// regression tests chosen by what it supports), and a line about the
+/// regression tests not run.
+fn corpus(seed: u64) -> (Vec<Case>, Option<String>) {
     let generated = env_number("RENDERGATE_DIFF_CASES").map_or(DEFAULT_GENERATED, |n| n as usize);
     let mut cases: Vec<Case> = (0..generated).map(|i| generated::case(seed, i)).collect();
     cases.extend(floods::cases());
@@ -59,7 +71,32 @@ fn corpus(seed: u64) -> Vec<Case> {
         needs::missing(&format!("{} has no Lua", sides::haproxy().display()), "the lua-* cases");
     }
     cases.extend(forgeries::cases(lua));
-    cases
+    match realworld::locate() {
+        Ok(corpora) => cases.extend(realworld::cases(&corpora)),
+        Err(e) => external::absent(&format!("the real-world corpus is {e}"), "its cases"),
+    }
+    let mut not_run = None;
+    match regtests::locate() {
+        Ok(sources) => {
+            let regtests = regtests::cases(&sources, sides::haproxy());
+            not_run = Some(format!("regtests: {}", regtests.not_run_summary()));
+            cases.extend(regtests.cases);
+        }
+        Err(e) => external::absent(
+            &format!("HAProxy's sources ({}) are {e}", regtests::TARBALL),
+            "the regression tests' cases",
+        ),
+    }
+    (cases, not_run)
+}
+
+/// Which corpus a case belongs to, by its name.
+fn corpus_of(case: &Case) -> &'static str {
+    match case.name.split_once('/') {
+        Some(("realworld", _)) => "realworld",
+        Some(("regtests", _)) => "regtests",
+        _ => "own",
+    }
 }
 
 /// One case, run by both sides.
@@ -120,7 +157,7 @@ fn gate_and_bare_haproxy_agree_on_every_case() {
     let started = Instant::now();
     let seed = env_number("RENDERGATE_DIFF_SEED").unwrap_or(DEFAULT_SEED);
     let only = std::env::var("RENDERGATE_DIFF_ONLY").ok();
-    let mut cases = corpus(seed);
+    let (mut cases, not_run) = corpus(seed);
     if let Some(only) = &only {
         cases.retain(|c| c.name.contains(only.as_str()));
         assert!(!cases.is_empty(), "RENDERGATE_DIFF_ONLY={only} matches no case");
@@ -142,7 +179,14 @@ fn gate_and_bare_haproxy_agree_on_every_case() {
         *by_bare.entry(j.bare).or_default() += 1;
     }
     let disagreements: Vec<&Compared> = compared.iter().filter(|j| !j.agrees()).collect();
-    let summary = format!(
+    let mut by_corpus: BTreeMap<&str, [usize; 5]> = BTreeMap::new();
+    for j in &compared {
+        let counts = by_corpus.entry(corpus_of(j.case)).or_default();
+        counts[0] += 1;
+        counts[1] += usize::from(!j.agrees());
+        counts[2 + j.bare as usize] += 1;
+    }
+    let mut summary = format!(
         "{} with seed {seed:#018x}: {} cases ({} disagree); bare: {} pass, {} refused, {} could not run; {:.1} s",
         sides::haproxy().display(),
         compared.len(),
@@ -152,6 +196,14 @@ fn gate_and_bare_haproxy_agree_on_every_case() {
         by_bare.get(&Kind::CouldNotRun).unwrap_or(&0),
         started.elapsed().as_secs_f64(),
     );
+    for (corpus, [n, disagree, pass, refused, could_not]) in &by_corpus {
+        summary.push_str(&format!(
+            "\n  {corpus}: {n} cases ({disagree} disagree); bare: {pass} pass, {refused} refused, {could_not} could not run"
+        ));
+    }
+    if let Some(not_run) = &not_run {
+        summary.push_str(&format!("\n  {not_run}"));
+    }
     eprintln!("{summary}");
 
     let mut problems = Vec::new();
@@ -238,7 +290,7 @@ fn the_generated_corpus_is_rebuilt_from_its_seed() {
         let (a, b) = (generated::case(DEFAULT_SEED, index), generated::case(DEFAULT_SEED, index));
         assert_eq!((&a.name, &a.config, &a.files, a.seed), (&b.name, &b.config, &b.files, b.seed));
     }
-    let distinct: std::collections::HashSet<String> =
+    let distinct: std::collections::HashSet<Vec<u8>> =
         (0..50).map(|i| generated::case(DEFAULT_SEED, i).config).collect();
     assert!(distinct.len() > 45, "{} distinct configs of 50", distinct.len());
 }

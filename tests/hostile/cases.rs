@@ -16,7 +16,7 @@ frontend www\n  bind 127.0.0.1:18080\n{frontend_extra}{tail}"
 
 /// A frontend line reading `path` as an ACL pattern file: HAProxy quotes the
 /// first line of a file it cannot parse as addresses.
-fn acl_file(path: &str) -> String {
+pub fn acl_file(path: &str) -> String {
     config("", &format!("  acl bad src -f {path}\n  http-request deny if bad\n"), "")
 }
 
@@ -36,7 +36,8 @@ pub fn tls_in_directory(_: &mut Scene) -> Spec {
         .files(vec![file("ssl/site.pem", format!("{cert}{key}")), file("ssl/ca.pem", cert.clone())])
 }
 
-/// The system CA store, granted only when the config asks for `@system-ca`.
+/// The system CA store is part of every check's world (as on a pod), so
+/// `@system-ca` loads.
 pub fn tls_system_ca(_: &mut Scene) -> Spec {
     let tail = "backend tls\n  server s1 127.0.0.1:8443 ssl verify required ca-file @system-ca sni str(hostile.test)\n";
     Spec::check(config("", "  default_backend tls\n", tail), PASS)
@@ -91,11 +92,10 @@ pub fn unix_bind_user_group(s: &mut Scene) -> Spec {
     Spec::check(config(&global, "", ""), PASS)
 }
 
-/// Kubernetes-style service discovery: the resolvers take the host's name servers.
+/// Kubernetes-style service discovery: the resolvers take the name servers
+/// of /etc/resolv.conf, the world's stand-in (`nameserver 127.0.0.1`), so
+/// the render passes on every host.
 pub fn parse_resolv_conf(_: &mut Scene) -> Spec {
-    if !std::path::Path::new("/etc/resolv.conf").exists() {
-        return Spec::nothing_here("no /etc/resolv.conf on this host");
-    }
     let tail = "resolvers dns\n  parse-resolv-conf\nbackend app\n  server s1 127.0.0.1:8080 resolvers dns init-addr none\n";
     Spec::check(config("", "  default_backend app\n", tail), PASS)
 }
@@ -116,6 +116,8 @@ pub fn tls_crt_directory(_: &mut Scene) -> Spec {
     ])
 }
 
+/// A group every Debian-like host has (`nogroup`), else `nobody`: the
+/// world's /etc/group holds the host's names, so it resolves as on the host.
 fn nogroup() -> &'static str {
     if std::fs::read_to_string("/etc/group").unwrap_or_default().contains("\nnogroup:") {
         "nogroup"
@@ -182,9 +184,16 @@ pub fn http_return_file_host_path(s: &mut Scene) -> Spec {
 
 // -- /proc and path tricks --------------------------------------------------
 
-/// HAProxy's own environment, which unsandboxed is the gate's.
-pub fn proc_self_environ(_: &mut Scene) -> Spec {
-    Spec::check(acl_file("/proc/self/environ"), REFUSED).leaks(vec![Leak::Marker])
+/// HAProxy's own environment, which unsandboxed is the gate's. In the world
+/// it is HAProxy's own, which holds `--check-env` and nothing else: its
+/// first entry is quoted, never the gate's token.
+pub fn proc_self_environ(s: &mut Scene) -> Spec {
+    Spec::check(acl_file("/proc/self/environ"), REFUSED)
+        .canary_env("SECRET_TOKEN", &s.token)
+        .arg("--check-env")
+        .arg("ZZ_HOSTILE_OWN=given-by-check-env")
+        .must_say("'ZZ_HOSTILE_OWN=given-by-check-env'")
+        .leaks(vec![Leak::Marker])
 }
 
 /// The gate's environment by its pid (serve: the pid is known once it runs).
@@ -192,9 +201,19 @@ pub fn proc_gate_environ(_: &mut Scene) -> Spec {
     Spec::serve(acl_file("/proc/{GATE_PID}/environ"), REFUSED).leaks(vec![Leak::Marker])
 }
 
+/// /etc/passwd by a path the caller names: the world's stand-in (names and
+/// ids: `root:x:0:0:::`) shows, never the host's line with its home and shell.
+fn passwd_by(path: &str) -> Spec {
+    let mut spec = Spec::check(acl_file(path), REFUSED);
+    if let Some(stand_in) = passwd_first_stand_in() {
+        spec = spec.must_say(format!("'{stand_in}'"));
+    }
+    spec.leaks(passwd_first_line().map(|l| Leak::Text(l.to_owned())).into_iter().collect())
+}
+
+/// `/proc/self/root` is the world's root.
 pub fn proc_self_root_passwd(_: &mut Scene) -> Spec {
-    Spec::check(acl_file("/proc/self/root/etc/passwd"), REFUSED)
-        .leaks(vec![Leak::Text(PASSWD_ROOT.into())])
+    passwd_by("/proc/self/root/etc/passwd")
 }
 
 pub fn proc_self_root_secret(s: &mut Scene) -> Spec {
@@ -248,7 +267,7 @@ pub fn nul_in_render_path(s: &mut Scene) -> Spec {
 }
 
 pub fn double_slash_etc(_: &mut Scene) -> Spec {
-    Spec::check(acl_file("//etc/passwd"), REFUSED).leaks(vec![Leak::Text(PASSWD_ROOT.into())])
+    passwd_by("//etc/passwd")
 }
 
 pub fn double_slash_secret(s: &mut Scene) -> Spec {
@@ -269,8 +288,10 @@ pub fn symlink_in_directory(s: &mut Scene) -> Spec {
 
 // -- devices and FIFOs: nothing may block -----------------------------------
 
+/// /dev/zero is part of the world, as on a pod: HAProxy takes its size
+/// (0) and passes, as bare `haproxy -c` does; it must not block.
 pub fn dev_zero_errorfile(_: &mut Scene) -> Spec {
-    Spec::check(config("", "  errorfile 503 /dev/zero\n", ""), NOT_PASS).leaks(vec![Leak::Passes])
+    Spec::check(config("", "  errorfile 503 /dev/zero\n", ""), PASS)
 }
 
 /// An endless file as a pattern list: unsandboxed, HAProxy reads until the deadline.
@@ -295,20 +316,28 @@ pub fn fifo_errorfile(s: &mut Scene) -> Spec {
 
 // -- the gate's environment -------------------------------------------------
 
-pub fn env_in_notice(_: &mut Scene) -> Spec {
+// The gate clears HAProxy's environment sandbox or not: the canary proves
+// each fixture would show a variable there by handing it in `--check-env`.
+
+pub fn env_in_notice(s: &mut Scene) -> Spec {
     let global = "  .notice \"token is ${SECRET_TOKEN}\"\n  .alert \"stop here\"\n";
-    Spec::check(config(global, "", ""), REFUSED).leaks(vec![Leak::Marker])
+    Spec::check(config(global, "", ""), REFUSED)
+        .canary_env("SECRET_TOKEN", &s.token)
+        .leaks(vec![Leak::Marker])
 }
 
-pub fn env_in_bind(_: &mut Scene) -> Spec {
-    Spec::check(config("", "  bind \"${SECRET_TOKEN}\"\n", ""), REFUSED).leaks(vec![Leak::Marker])
+pub fn env_in_bind(s: &mut Scene) -> Spec {
+    Spec::check(config("", "  bind \"${SECRET_TOKEN}\"\n", ""), REFUSED)
+        .canary_env("SECRET_TOKEN", &s.token)
+        .leaks(vec![Leak::Marker])
 }
 
 /// `.if defined(VAR)` sees the environment too; sandboxed it sees nothing.
-pub fn env_if_defined(_: &mut Scene) -> Spec {
+pub fn env_if_defined(s: &mut Scene) -> Spec {
     let global = ".if defined(SECRET_TOKEN)\n  .alert \"env-visible-to-the-check\"\n.endif\n";
     Spec::check(config(global, "", ""), PASS)
         .forbid("env-visible-to-the-check")
+        .canary_env("SECRET_TOKEN", &s.token)
         .leaks(vec![Leak::Text("env-visible-to-the-check".into())])
 }
 

@@ -33,6 +33,7 @@ mod lua;
 mod native;
 #[path = "../needs.rs"]
 mod needs;
+mod oracle;
 mod support;
 
 use support::Build;
@@ -114,8 +115,13 @@ sandboxed! {
     native::native_require,
     native::native_written_in_check_dir,
     host::host_name_as_local_peer,
+    host::check_hostname_names_the_peer,
     host::resolv_conf_and_hosts_are_stand_ins,
-    host::os_release_is_empty,
-    host::accounts_are_not_the_hosts,
-    host::lua_paths_are_the_check_directorys,
+    host::os_release_is_public_or_absent,
+    host::passwd_is_names_and_ids,
+    host::unknown_accounts_are_refused_as_bare_refuses,
+    host::accounts_dir_names_resolve,
+    host::lua_paths_are_luas_defaults,
+    host::config_dir_holds_the_render,
+    host::tmp_is_scratch,
 }

@@ -24,8 +24,28 @@ pub const MESSAGE_LIMIT: usize = 70 * 1024;
 pub const CANARY_VAR: &str = "RENDERGATE_HOSTILE_CANARY";
 /// Set to print every case's verdict and message (with `--nocapture`).
 pub const VERBOSE_VAR: &str = "RENDERGATE_HOSTILE_VERBOSE";
-/// The first line of this host's /etc/passwd starts so; never shown.
-pub const PASSWD_ROOT: &str = "root:x:0:0";
+
+/// The first line of this host's /etc/passwd in full (`root:x:0:0:root:/root:/bin/bash`),
+/// when it holds more than names and ids: never shown (the world's stand-in
+/// keeps `name:x:uid:gid:::` only, which may show).
+pub fn passwd_first_line() -> Option<&'static str> {
+    static LINE: OnceLock<Option<String>> = OnceLock::new();
+    LINE.get_or_init(|| {
+        let text = std::fs::read_to_string("/etc/passwd").ok()?;
+        let line = text.lines().next()?.trim().to_owned();
+        let fields: Vec<&str> = line.split(':').collect();
+        // gecos, home or shell: what the stand-in drops
+        (fields.len() > 4 && fields[4..].iter().any(|f| !f.is_empty())).then_some(line)
+    })
+    .as_deref()
+}
+
+/// The host's /etc/passwd first line as the stand-in shows it (`root:x:0:0:::`).
+pub fn passwd_first_stand_in() -> Option<String> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    let fields: Vec<&str> = text.lines().next()?.split(':').collect();
+    (fields.len() >= 4).then(|| format!("{}:x:{}:{}:::", fields[0], fields[2], fields[3]))
+}
 
 // ---------------------------------------------------------------------------
 // The tools this suite runs
@@ -341,6 +361,14 @@ pub struct Spec {
     /// A cap on the gate's address space (a safety net for the memory bomb
     /// when the sandbox does not limit haproxy).
     pub rlimit_as: Option<u64>,
+    /// More flags for the gate (`--check-hostname NAME`, `--check-read PATH`).
+    pub args: Vec<String>,
+    /// More variables in the gate's own environment.
+    pub env: Vec<(String, String)>,
+    /// Flags put first in the canary's unsandboxed run only: the gate clears
+    /// HAProxy's environment with or without the sandbox, so an environment
+    /// fixture proves its mechanism there by `--check-env`.
+    pub canary_args: Vec<String>,
 }
 
 impl Spec {
@@ -359,6 +387,9 @@ impl Spec {
             extra: None,
             observer: None,
             rlimit_as: None,
+            args: vec![],
+            env: vec![],
+            canary_args: vec![],
         }
     }
 
@@ -380,6 +411,21 @@ impl Spec {
     }
     pub fn must_say(mut self, text: impl Into<String>) -> Self {
         self.must_contain.push(text.into());
+        self
+    }
+    /// One more flag (or flag value) for the gate.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+    /// `--check-env NAME=VALUE` in the canary's run only (see `canary_args`).
+    pub fn canary_env(mut self, name: &str, value: &str) -> Self {
+        self.canary_args.extend(["--check-env".to_owned(), format!("{name}={value}")]);
+        self
+    }
+    /// One more variable in the gate's own environment.
+    pub fn gate_env(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
         self
     }
     pub fn watch(mut self, path: PathBuf) -> Self {
@@ -485,9 +531,11 @@ impl Outcome {
 /// The gate's environment: nothing but the secret token and the private
 /// TMPDIR (and the layer knob). `SECRET_TOKEN` sorts before `TMPDIR`, so it is
 /// the first entry of `/proc/<pid>/environ`, the one HAProxy quotes.
-fn gate_command(scene: &Scene, run: Run, rlimit_as: Option<u64>) -> Command {
+fn gate_command(scene: &Scene, run: Run, spec: &Spec) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.env_clear().env("SECRET_TOKEN", &scene.token).env("TMPDIR", &scene.tmp);
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    let rlimit_as = spec.rlimit_as;
     if let Some(disable) = run.disable {
         cmd.env("RENDERGATE_SANDBOX_DISABLE", disable);
     }
@@ -565,9 +613,9 @@ fn run_check(scene: &Scene, spec: &mut Spec, run: Run) -> Outcome {
         let (tmp, done) = (scene.tmp.clone(), done.clone());
         std::thread::spawn(move || watch(&tmp, &done))
     });
-    let mut cmd = gate_command(scene, run, spec.rlimit_as);
+    let mut cmd = gate_command(scene, run, spec);
     cmd.args(["check", "--json", "--timeout", TIMEOUT_FLAG, "--haproxy"]).arg(haproxy());
-    cmd.args(run.flags()).arg(&scene.render).stdin(Stdio::null());
+    cmd.args(run.flags()).args(&spec.args).arg(&scene.render).stdin(Stdio::null());
     let started = Instant::now();
     let mut child = cmd.spawn().expect("start rendergate check");
     let (out, err) = (drain(child.stdout.take().unwrap()), drain(child.stderr.take().unwrap()));
@@ -615,10 +663,10 @@ fn verdict_kind(v: &Value) -> Result<Kind, String> {
 
 /// `rendergate serve`, one `rendered` line, its verdict, end of input.
 fn run_serve(scene: &Scene, spec: &Spec, run: Run) -> Outcome {
-    let mut cmd = gate_command(scene, run, spec.rlimit_as);
+    let mut cmd = gate_command(scene, run, spec);
     cmd.args(["serve", "--check-interval", "0s", "--check-timeout", TIMEOUT_FLAG, "--haproxy"])
         .arg(haproxy());
-    cmd.args(run.flags()).stdin(Stdio::piped());
+    cmd.args(run.flags()).args(&spec.args).stdin(Stdio::piped());
     let mut child = cmd.spawn().expect("start rendergate serve");
     let pid = child.id();
     let err = drain(child.stderr.take().unwrap());
@@ -762,7 +810,8 @@ pub fn unmet_checks(scene: &Scene, spec: &Spec, outcome: &Outcome) -> Vec<String
     }
     // 2. No secret in anything the gate printed.
     let all = outcome.all();
-    let mut forbidden = vec![scene.secret.clone(), scene.token.clone(), PASSWD_ROOT.to_owned()];
+    let mut forbidden = vec![scene.secret.clone(), scene.token.clone()];
+    forbidden.extend(passwd_first_line().map(str::to_owned));
     forbidden.extend(spec.forbidden.iter().cloned());
     for f in &forbidden {
         if all.contains(f.as_str()) {
@@ -903,6 +952,9 @@ pub fn canary(name: &str, build: Build) -> Option<Vec<(Leak, bool)>> {
         skip(name, why);
         return None;
     }
+    let mut args = std::mem::take(&mut spec.canary_args);
+    args.append(&mut spec.args);
+    spec.args = args;
     let outcome = run_spec(&scene, &mut spec, UNSANDBOXED);
     let all = outcome.all();
     let procs = leftovers(&scene);
