@@ -3,9 +3,11 @@
 //!
 //! The gate and bare HAProxy each read a fresh directory holding the same
 //! files. Only one thing differs: `default-path origin /etc/haproxy` stays
-//! as it is for the gate (which points it at its check directory, the
-//! stand-in for /etc/haproxy), while bare HAProxy's copy names its own
-//! directory instead, the place the render would be deployed to.
+//! as it is for the gate (which shows the render at /etc/haproxy, its config
+//! directory, as on a pod), while bare HAProxy's copy names its own
+//! directory instead, the place the render would be deployed to; in a case
+//! that names its own directory by /etc/haproxy throughout (HAProxy's
+//! regression tests' `${testdir}`), every such path does.
 
 use crate::sides::Kind;
 use std::path::Path;
@@ -23,6 +25,9 @@ pub struct Case {
     pub files: Vec<(String, Vec<u8>)>,
     /// Where the gate says something else than bare HAProxy on purpose.
     pub deviation: Option<Deviation>,
+    /// The config names its own directory [`ORIGIN`] wherever it names it,
+    /// not only in `default-path origin`.
+    pub at_origin: bool,
 }
 
 /// A documented difference (docs/checking.md says why): besides agreeing,
@@ -48,6 +53,7 @@ impl Case {
             config: config.into(),
             files: Vec::new(),
             deviation: None,
+            at_origin: false,
         }
     }
 
@@ -74,11 +80,15 @@ impl Case {
             dir_text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b)),
             "{dir_text}"
         );
-        let config = replace(
-            &self.config,
-            format!("default-path origin {ORIGIN}").as_bytes(),
-            format!("default-path origin {dir_text}").as_bytes(),
-        );
+        let config = if self.at_origin {
+            replace(&self.config, ORIGIN.as_bytes(), dir_text.as_bytes())
+        } else {
+            replace(
+                &self.config,
+                format!("default-path origin {ORIGIN}").as_bytes(),
+                format!("default-path origin {dir_text}").as_bytes(),
+            )
+        };
         self.write(dir, &config);
     }
 

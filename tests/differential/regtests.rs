@@ -5,7 +5,8 @@
 //! the cargo target directory. Every `reg-tests/**/*.vtc` script's
 //! `haproxy NAME -conf {…}` block (and `-conf-OK`, `-conf-BAD`) becomes one
 //! case, named `regtests/reg-tests/<script>#<block>/<instance>`: its config
-//! with vtest's macros replaced (vtc.rs), and the files it names under
+//! with vtest's macros replaced (vtc.rs; the case's directory is named as
+//! deployed, /etc/haproxy, case.rs), and the files it names under
 //! `${testdir}` (the script's directory) copied into the case at the same
 //! relative paths, with their companions (`common.pem` brings
 //! `common.pem.ocsp`; a directory, or `${testdir}` alone, brings what it
@@ -18,7 +19,7 @@
 //! This rewrites test input into cases; the gate under test rewrites
 //! nothing.
 
-use crate::case::Case;
+use crate::case::{self, Case};
 use crate::external;
 use crate::vtc::{self, Requirement};
 use std::collections::{BTreeMap, HashMap};
@@ -67,6 +68,12 @@ pub fn cases(sources: &Path, haproxy: &Path) -> Regtests {
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let script =
             vtc::parse(&text).unwrap_or_else(|e| panic!("{}: unreadable: {e}", path.display()));
+        // The reader misses no block: one per `haproxy … -conf…` line.
+        let lines = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("haproxy ") && l.contains(" -conf"))
+            .count();
+        assert_eq!(script.blocks.len(), lines, "{}: blocks read", path.display());
         let unmet = script.requirements.iter().find_map(|r| judge.unmet(r));
         let testdir = path.parent().unwrap().to_owned();
         let listing = listings.entry(testdir.clone()).or_insert_with(|| {
@@ -75,18 +82,19 @@ pub fn cases(sources: &Path, haproxy: &Path) -> Regtests {
         for (index, block) in script.blocks.iter().enumerate() {
             let name = format!("regtests/reg-tests/{script_path}#{}/{}", index + 1, block.instance);
             // Expanded even when not run, so that ports do not depend on the haproxy.
-            let expanded = vtc::expand(block, &mut ports);
+            let expanded = vtc::expand(block, case::ORIGIN, &mut ports);
             if let Some(why) = &unmet {
                 out.not_run.push((name, why.clone()));
                 continue;
             }
             let mut case = Case::new(name, expanded.config);
+            case.at_origin = true;
             case.source = Some(format!(
                 "{TARBALL}, reg-tests/{script_path} line {}: haproxy {} {}",
                 block.line, block.instance, block.option
             ));
             for file in listing.iter() {
-                if expanded.testdir.iter().any(|named| file.starts_with(named.as_str())) {
+                if expanded.testdir.iter().any(|named| companion(file, named)) {
                     case.files.push((file.clone(), read(&testdir.join(file))));
                 }
             }
@@ -111,6 +119,29 @@ pub fn cases(sources: &Path, haproxy: &Path) -> Regtests {
     }
     assert!(!out.cases.is_empty() || !out.not_run.is_empty(), "{}: no cases", root.display());
     out
+}
+
+/// Whether HAProxy may read `file` when a config names `named` (both
+/// relative to the script's directory): the file itself, what a directory
+/// holds (`""` is the script's directory), and a certificate's companions,
+/// with the name's extension or without it (`common.pem.ocsp`, `.issuer`,
+/// `.rsa`, and `common.key` for `common.crt` under
+/// `ssl-load-extra-del-ext`).
+fn companion(file: &str, named: &str) -> bool {
+    let directory = named.trim_end_matches('/');
+    if named.is_empty() || file == named || file.starts_with(&format!("{directory}/")) {
+        return true;
+    }
+    if file.starts_with(&format!("{named}.")) {
+        return true;
+    }
+    let base = named.rsplit_once('/').map_or(named, |(_, base)| base);
+    match base.rsplit_once('.') {
+        Some((stem, _)) if !stem.is_empty() => {
+            file.starts_with(&named[..named.len() - base.len() + stem.len() + 1])
+        }
+        _ => false,
+    }
 }
 
 fn read(path: &Path) -> Vec<u8> {
@@ -216,5 +247,31 @@ impl Judge<'_> {
             .find_map(|l| l.trim().strip_prefix(label))
             .map(|rest| rest.split_whitespace().map(str::to_owned).collect())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::companion;
+
+    #[test]
+    fn a_named_file_brings_its_companions() {
+        for (file, named) in [
+            ("common.pem", "common.pem"),
+            ("common.pem.ocsp", "common.pem"),
+            ("common.key", "common.crt"),
+            ("ocsp_update/multicert/a.pem.rsa", "ocsp_update"),
+            ("ocsp_update/multicert/a.pem.rsa.issuer", "ocsp_update/multicert/a.pem.rsa"),
+            ("errors/400.http", ""),
+        ] {
+            assert!(companion(file, named), "{file} for {named}");
+        }
+        for (file, named) in [
+            ("ocsp_update_rootca.crt", "ocsp_update"),
+            ("commonx.key", "common.crt"),
+            ("ca.key", "ocsp_update/ca.crt"),
+        ] {
+            assert!(!companion(file, named), "{file} for {named}");
+        }
     }
 }

@@ -22,6 +22,8 @@ pub struct Block {
     pub line: usize,
     /// `-conf`, `-conf-OK` or `-conf-BAD`.
     pub option: String,
+    /// The instance's other options before it (`-W`, `-Ws`, `-S`, `-D`).
+    pub options: Vec<String>,
     /// The `-arg` values, in order.
     pub args: Vec<String>,
     /// The config as written, macros and all.
@@ -180,6 +182,7 @@ pub fn parse(text: &str) -> Result<Script, String> {
             Some("haproxy") => {
                 let instance = tokens.get(1).map(Token::text).unwrap_or_default().to_owned();
                 let mut args = Vec::new();
+                let mut options = Vec::new();
                 let mut rest = tokens[2.min(tokens.len())..].iter();
                 while let Some(token) = rest.next() {
                     let option = token.text();
@@ -190,7 +193,10 @@ pub fn parse(text: &str) -> Result<Script, String> {
                         }
                         "-conf" | "-conf-OK" => rest.next(),
                         "-conf-BAD" => rest.nth(1),
-                        _ => continue,
+                        _ => {
+                            options.push(option.to_owned());
+                            continue;
+                        }
                     };
                     let Some(Token::Braces(conf)) = conf else {
                         return Err(format!("line {line}: {option} without a {{…}} config"));
@@ -199,6 +205,7 @@ pub fn parse(text: &str) -> Result<Script, String> {
                         instance: instance.clone(),
                         line,
                         option: option.to_owned(),
+                        options: options.clone(),
                         args: args.clone(),
                         conf: conf.clone(),
                     });
@@ -276,8 +283,6 @@ fn feature_cmd(command: &str) -> Requirement {
 
 /// The loopback address every vtest macro `${…_addr}` names.
 const ADDR: &str = "127.0.0.1";
-/// The directory `${tmpdir}` becomes, relative to the case's.
-pub const TMPDIR: &str = "tmp";
 
 /// Ports for the names of one script's listeners and servers: one each,
 /// distinct, handed out in order from a range nothing is expected to use
@@ -311,23 +316,30 @@ pub struct Expanded {
     pub testdir: Vec<String>,
 }
 
-/// `block`'s config with vtest's macros replaced, as HAProxy run in a
-/// case directory should read it:
+/// `block`'s config with vtest's macros replaced, as HAProxy should read
+/// it from a case directory deployed at `origin` (the place a render names
+/// itself by: the gate shows it there, bare HAProxy's copy names its own
+/// directory instead, case.rs):
 ///
 /// - `fd@${NAME}` (a socket vtest opens and passes) → `127.0.0.1:PORT`, and
 ///   `${INSTANCE_NAME_addr}` / `_port` / `_sock` name that address, as vtest
 ///   defines them; every other `${X_addr}` / `${X_port}` (servers `s1`,
 ///   syslog `Slg1`, other instances) → `127.0.0.1` and X's own port;
-/// - `${testdir}/PATH` → `PATH`, relative to the case directory, which gets
-///   the files (listed in [`Expanded::testdir`]); `${testdir}` alone → `.`;
-/// - `${tmpdir}` → `tmp`: every use is a UNIX socket's path, so one that
-///   starts an address gets `unix@` (a relative path is no address);
+/// - `${testdir}` (the script's directory) → `origin`, which holds the
+///   files named under it (listed in [`Expanded::testdir`]). Absolute as in
+///   vtest, so a `crt ${testdir}/a/b.pem` stays clear of `crt-base
+///   ${testdir}/a`, and HAProxy 2.6 and 3.0 do not loop forever on a
+///   crt-list's blank line as they do under a relative `crt-base`;
+/// - `${tmpdir}` → `origin/tmp` (every use is a UNIX socket's path, which
+///   a check never binds);
 /// - anything else (HAProxy's own `${HAPROXY_TEST_TIMEOUT-5s}`) stays for
 ///   HAProxy, as `feature ignore_unknown_macro` asks.
 ///
 /// An `-arg "-L NAME"` (the local peer's name) becomes `localpeer NAME` in
-/// `global`; other arguments (`-V`, `-m`) change nothing a check judges.
-pub fn expand(block: &Block, ports: &mut Ports) -> Expanded {
+/// `global`, and the option `-W` or `-Ws` (master-worker mode, which a
+/// `program` section needs) `master-worker`; other arguments (`-V`, `-m`,
+/// `-S`) change nothing a check judges.
+pub fn expand(block: &Block, origin: &str, ports: &mut Ports) -> Expanded {
     let conf = &block.conf;
     let mut out = String::with_capacity(conf.len());
     let mut testdir = Vec::new();
@@ -347,23 +359,13 @@ pub fn expand(block: &Block, ports: &mut Ports) -> Expanded {
             let port = ports.of(&format!("{}_{name}", block.instance));
             out.push_str(&format!("{ADDR}:{port}"));
         } else if name == "testdir" {
-            match rest.strip_prefix('/') {
-                Some(path) => {
-                    let end = path
-                        .find(|c: char| c.is_whitespace() || "\"'),".contains(c))
-                        .unwrap_or(path.len());
-                    testdir.push(path[..end].to_owned());
-                    rest = path;
-                }
-                None => {
-                    testdir.push(String::new());
-                    out.push('.');
-                }
-            }
+            let path = rest.strip_prefix('/').unwrap_or("");
+            let end =
+                path.find(|c: char| c.is_whitespace() || "\"'),".contains(c)).unwrap_or(path.len());
+            testdir.push(path[..end].to_owned());
+            out.push_str(origin);
         } else if name == "tmpdir" {
-            let address_start = !out.ends_with("unix@") && !out.ends_with("unix@\"");
-            out.push_str(if address_start { "unix@" } else { "" });
-            out.push_str(TMPDIR);
+            out.push_str(&format!("{origin}/tmp"));
         } else if name.ends_with("_addr") {
             out.push_str(ADDR);
         } else if let Some(base) = name.strip_suffix("_port") {
@@ -382,28 +384,10 @@ pub fn expand(block: &Block, ports: &mut Ports) -> Expanded {
     if let Some(peer) = peer {
         out = with_global_line(&out, &format!("\tlocalpeer {peer}"));
     }
-    Expanded { config: without_dot_bases(&out), testdir }
-}
-
-/// `crt-base .` and `ca-base .` (from `${testdir}` alone) commented out:
-/// the working directory is the base anyway, and a relative `crt-base`
-/// makes HAProxy 2.6 and 3.0 loop forever on a crt-list's blank line
-/// (ssl/localhost.crt-list has one), which vtest's absolute one does not.
-fn without_dot_bases(config: &str) -> String {
-    let mut out = String::with_capacity(config.len());
-    for line in config.split_inclusive('\n') {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        if matches!(words.as_slice(), ["crt-base" | "ca-base", "."]) {
-            let indent = &line[..line.len() - line.trim_start().len()];
-            out.push_str(&format!(
-                "{indent}# {} ${{testdir}}: the case directory, HAProxy's working directory\n",
-                words[0]
-            ));
-        } else {
-            out.push_str(line);
-        }
+    if block.options.iter().any(|o| o == "-W" || o == "-Ws") {
+        out = with_global_line(&out, "\tmaster-worker");
     }
-    out
+    Expanded { config: out, testdir }
 }
 
 /// `config` with `line` first in its `global` section (one added first
@@ -445,7 +429,7 @@ haproxy h1 -arg "-L A" -conf {
         server s1 ${s1_addr}:${s1_port}
         server h ${h1_fe1_addr}:${h1_fe1_port}
 } -start
-haproxy h2 -conf-BAD {} {
+haproxy h2 -Ws -S -conf-BAD {} {
     defaults
 } # a comment { with a brace
 haproxy h1 -cli { send "show info" }
@@ -471,9 +455,12 @@ haproxy h1 -cli { send "show info" }
             .collect();
         assert_eq!(found, [("h1", 11, "-conf"), ("h2", 21, "-conf-BAD")]);
         assert_eq!(script.blocks[1].conf.trim(), "defaults");
+        assert_eq!(script.blocks[1].options, ["-Ws", "-S"]);
+        let e = expand(&script.blocks[1], "/etc/haproxy", &mut Ports::new(20000));
+        assert_eq!(e.config, "global\n\tmaster-worker\n\n    defaults\n");
 
         let mut ports = Ports::new(20000);
-        let e = expand(&script.blocks[0], &mut ports);
+        let e = expand(&script.blocks[0], "/etc/haproxy", &mut ports);
         assert_eq!(e.testdir, ["", "common.pem"]);
         let lines: Vec<&str> = e.config.lines().map(str::trim).collect();
         assert_eq!(
@@ -481,10 +468,10 @@ haproxy h1 -cli { send "show info" }
             [
                 "global",
                 "localpeer A",
-                "# crt-base ${testdir}: the case directory, HAProxy's working directory",
+                "crt-base /etc/haproxy",
                 "frontend fe",
-                "bind \"127.0.0.1:20000\" ssl crt common.pem",
-                "bind \"unix@tmp/ssl.sock\"",
+                "bind \"127.0.0.1:20000\" ssl crt /etc/haproxy/common.pem",
+                "bind \"/etc/haproxy/tmp/ssl.sock\"",
                 "http-request set-var(txn.x) str(${HAPROXY_TEST_TIMEOUT-5s}) if { path /a }",
                 "server s1 127.0.0.1:20001",
                 "server h 127.0.0.1:20000",
