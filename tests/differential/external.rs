@@ -3,8 +3,8 @@
 //! repository: the real-world corpus (`RENDERGATE_CORPORA`, a directory
 //! holding `realworld/`) and HAProxy's sources (`RENDERGATE_HAPROXY_SOURCES`,
 //! a directory holding the tarball the regression tests come from). Each is
-//! looked for in its env var, else `../shared/…` next to the workspace, else
-//! `/work/shared/…`, as `.ci/run` looks for the sources. Missing fails in CI
+//! looked for in its env var (`.ci/run` sets both), else in `shared/` in the
+//! directory holding the checkout, else `/work/shared/…`. Missing fails in CI
 //! (`CI` set, tests/needs.rs); elsewhere the skip is said on the terminal
 //! even when the test's output is captured.
 
@@ -12,16 +12,17 @@ use crate::needs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The first of `$env`, `<workspace>/../shared/<shared>` and
+/// The first of `$env`, `shared/<shared>` beside the checkout and
 /// `/work/shared/<shared>` for which `holds` is true, or every place looked
 /// at.
 pub fn locate(env: &str, shared: &str, holds: impl Fn(&Path) -> bool) -> Result<PathBuf, String> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ has a parent");
+    let beside = workspace.parent().unwrap_or(workspace).join("shared");
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(dir) = std::env::var_os(env).filter(|d| !d.is_empty()) {
         candidates.push(dir.into());
     }
-    candidates.push(workspace.join("../shared").join(shared));
+    candidates.push(beside.join(shared));
     candidates.push(Path::new("/work/shared").join(shared));
     candidates.iter().find(|dir| holds(dir)).cloned().ok_or_else(|| {
         let looked: Vec<String> = candidates.iter().map(|d| d.display().to_string()).collect();

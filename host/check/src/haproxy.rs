@@ -258,7 +258,7 @@ impl HaproxyChecker {
             limits: self.opts.limits,
             binary: setup.binary.path.clone(),
             config_dir: self.opts.sandbox.world.config_dir.clone(),
-            world: setup.sandbox.world_shared(),
+            world: setup.sandbox.world().cloned(),
             in_flight: self.in_flight.clone(),
         };
         prepare::prepare(job, deadline).await

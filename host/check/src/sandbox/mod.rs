@@ -157,14 +157,10 @@ impl Sandbox {
         Sandbox { grants, opts, probe, refusal, seccomp, world }
     }
 
-    /// The world checks see (`None` without namespaces or with the sandbox off).
-    pub fn world(&self) -> Option<&world::World> {
-        self.world.as_deref()
-    }
-
-    /// The same, shared (a check directory's preparation holds it).
-    pub fn world_shared(&self) -> Option<Arc<world::World>> {
-        self.world.clone()
+    /// The world checks see (`None` without namespaces or with the sandbox
+    /// off); shared, as a check directory's preparation holds it.
+    pub fn world(&self) -> Option<&Arc<world::World>> {
+        self.world.as_ref()
     }
 
     pub fn mode(&self) -> Mode {
