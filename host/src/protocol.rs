@@ -611,6 +611,7 @@ enum Line<'a> {
         policy: &'a str,
         haproxy: &'a str,
         sandbox: &'a str,
+        world: &'a str,
     },
     Shadow {
         trigger: &'static str,
@@ -683,6 +684,9 @@ pub struct Hello {
     pub haproxy: String,
     /// `strict`, `best-effort` or `off`.
     pub sandbox: &'static str,
+    /// Which world checks see: `root`, `config-dir`, `fresh` (the sandbox
+    /// off) or `none` (every check could not run).
+    pub world: &'static str,
 }
 
 /// The `hello` output line (without the newline).
@@ -693,6 +697,7 @@ pub fn hello_line(hello: &Hello) -> String {
         policy: &hello.policy,
         haproxy: &hello.haproxy,
         sandbox: hello.sandbox,
+        world: hello.world,
     })
     .expect("hello lines always serialize")
 }
@@ -757,6 +762,7 @@ mod tests {
             policy: "odd \"name\"".into(),
             haproxy: "2.6.12-1+deb12u4".into(),
             sandbox: "strict",
+            world: "root",
         };
         let line = hello_line(&hello);
         assert!(line.starts_with(r#"{"type":"hello","protocol":1,"version":""#), "{line}");
@@ -764,6 +770,7 @@ mod tests {
         assert_eq!(value["policy"], "odd \"name\"");
         assert_eq!(value["haproxy"], "2.6.12-1+deb12u4");
         assert_eq!(value["sandbox"], "strict");
+        assert_eq!(value["world"], "root");
         assert_eq!(value["version"], env!("CARGO_PKG_VERSION"));
     }
 

@@ -9,6 +9,7 @@ mod support;
 
 mod binary_changes;
 mod check_command;
+mod config_dir;
 mod core_contract;
 mod deploy_kit;
 mod hello;

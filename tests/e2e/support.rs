@@ -132,8 +132,12 @@ pub struct Serve {
 
 impl Serve {
     pub fn start(extra: &[&str]) -> Serve {
-        let mut child =
-            serve_command(extra).stderr(Stdio::inherit()).spawn().expect("start rendergate serve");
+        Serve::spawn(serve_command(extra))
+    }
+
+    /// As [`Serve::start`], from a command already made ([`serve_command`]).
+    pub fn spawn(mut command: Command) -> Serve {
+        let mut child = command.stderr(Stdio::inherit()).spawn().expect("start rendergate serve");
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {

@@ -54,31 +54,77 @@ fn best_effort_without_seccomp_runs() {
 }
 
 /// Without a mount namespace (namespaces allowed, mounts not) there is no
-/// world (docs/checking.md, "The check's world"): checks still run, strict
-/// included, in the check directory under Landlock.
+/// root of its own (docs/checking.md, "Without namespaces"): each render is
+/// laid out in `--config-dir` itself, here an empty directory of the scene's.
+fn in_an_empty_config_dir(build: Build, scene: &mut Scene) -> Spec {
+    let mut spec = build(scene);
+    let dir = scene.root.join("config-dir");
+    std::fs::create_dir(&dir).unwrap();
+    spec.args.extend(["--config-dir".to_owned(), dir.display().to_string()]);
+    spec
+}
+
+const NO_MOUNTNS: Run = Run { mode: Mode::Default, disable: Some("mountns") };
+
 #[test]
-fn strict_without_a_mount_namespace_runs() {
-    let run = Run { mode: Mode::Default, disable: Some("mountns") };
-    let r = attempt("valid_minimal, strict, mountns absent", cases::valid_minimal, run, |_| {});
+fn strict_without_a_mount_namespace_runs_in_the_config_dir() {
+    let r = attempt(
+        "valid_minimal, strict, mountns absent",
+        |s| in_an_empty_config_dir(cases::valid_minimal, s),
+        NO_MOUNTNS,
+        |_| {},
+    );
     r.unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// A known limitation, pinned down: without a world, Landlock grants none
-/// of the world's public parts, so `parse-resolv-conf` cannot open
-/// /etc/resolv.conf and a render bare `haproxy -c` passes is refused. If
-/// this ever passes, the limitation is gone: make it expect a pass.
+/// The host's resolv.conf is among what Landlock grants there: a
+/// `parse-resolv-conf` bare passes, passes.
 #[test]
-fn without_a_world_parse_resolv_conf_is_refused_known_limitation() {
-    let run = Run { mode: Mode::Default, disable: Some("mountns") };
+fn without_a_mount_namespace_parse_resolv_conf_passes() {
     let r = attempt(
         "parse_resolv_conf, strict, mountns absent",
-        cases::parse_resolv_conf,
-        run,
-        |spec| {
-            spec.expect = REFUSED;
-            spec.must_contain.push("failed to open /etc/resolv.conf".into());
-        },
+        |s| in_an_empty_config_dir(cases::parse_resolv_conf, s),
+        NO_MOUNTNS,
+        |_| {},
     );
+    r.unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// An absolute path under the config directory resolves, as on a pod.
+#[test]
+fn without_a_mount_namespace_absolute_paths_under_the_config_dir_resolve() {
+    fn build(scene: &mut Scene) -> Spec {
+        let dir = scene.root.join("config-dir");
+        let frontend = format!(
+            "  http-request set-header x %[req.hdr(host),map({}/maps/hosts.map)]\n",
+            dir.display()
+        );
+        Spec::check(cases::config("", &frontend, ""), PASS)
+            .files(vec![file("maps/hosts.map", "a b\n")])
+    }
+    let r = attempt(
+        "absolute map path, strict, mountns absent",
+        |s| in_an_empty_config_dir(build, s),
+        NO_MOUNTNS,
+        |_| {},
+    );
+    r.unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A config directory that holds anything (here the host's own
+/// /etc/haproxy-like content) is not the gate's: every check could not run,
+/// naming why, and the directory is left as it was.
+#[test]
+fn without_a_mount_namespace_a_config_dir_with_content_could_not_run() {
+    fn build(scene: &mut Scene) -> Spec {
+        let spec = in_an_empty_config_dir(cases::valid_minimal, scene);
+        std::fs::write(scene.root.join("config-dir/haproxy.cfg"), "global\n").unwrap();
+        spec
+    }
+    let r = attempt("valid_minimal, config dir not empty", build, NO_MOUNTNS, |spec| {
+        spec.expect = COULD_NOT_RUN;
+        spec.must_contain.push("is not empty (it holds \"haproxy.cfg\")".into());
+    });
     r.unwrap_or_else(|e| panic!("{e}"));
 }
 

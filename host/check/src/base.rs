@@ -62,29 +62,55 @@ pub struct BaseDir {
     own_path: PathBuf,
 }
 
-/// One check's directory: removed (with everything in it) when dropped.
+/// One check's directory: removed (with everything in it) when dropped,
+/// or, the config directory itself, emptied ([`crate::config_dir`]).
 #[derive(Debug)]
 pub struct CheckDir {
-    dir: cap_tempfile::TempDir,
+    place: Place,
     path: PathBuf,
 }
 
+#[derive(Debug)]
+enum Place {
+    /// A fresh directory in this checker's subdirectory.
+    Fresh(cap_tempfile::TempDir),
+    /// `--config-dir` itself, on a host without namespaces.
+    ConfigDir(crate::config_dir::InConfigDir),
+}
+
 impl CheckDir {
-    /// The handle files are written through.
-    pub fn dir(&self) -> &Dir {
-        &self.dir
+    /// The config directory as this check's directory.
+    pub fn in_config_dir(path: &Path, in_dir: crate::config_dir::InConfigDir) -> CheckDir {
+        CheckDir { place: Place::ConfigDir(in_dir), path: path.to_path_buf() }
     }
 
-    /// The absolute path, for HAProxy's `default-path origin` and for
-    /// taking the directory out of messages; nothing is opened by it.
+    /// The handle files are written through.
+    pub fn dir(&self) -> &Dir {
+        match &self.place {
+            Place::Fresh(dir) => dir,
+            Place::ConfigDir(in_dir) => in_dir.dir(),
+        }
+    }
+
+    /// The absolute path on the host; nothing is opened by it.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The directory's descriptor (`O_PATH`): the child `fchdir`s to it and
+    /// The path taken out of messages: a fresh directory's (a host detail
+    /// HAProxy names where a pod would name the config directory), nothing
+    /// for the config directory, which is the pod's own path.
+    pub fn hidden(&self) -> &Path {
+        match self.place {
+            Place::Fresh(_) => &self.path,
+            Place::ConfigDir(_) => Path::new(""),
+        }
+    }
+
+    /// The directory's descriptor: the child `fchdir`s to it and
     /// Landlock's rule is added from it.
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.dir.as_fd()
+        self.dir().as_fd()
     }
 }
 
@@ -168,7 +194,7 @@ impl BaseDir {
         if unsafe { libc::fchmodat(own.as_raw_fd(), c_name.as_ptr(), 0o700, 0) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(CheckDir { path: self.own_path.join(name), dir })
+        Ok(CheckDir { path: self.own_path.join(name), place: Place::Fresh(dir) })
     }
 }
 
@@ -355,7 +381,7 @@ fn open_dir_at(base: &Dir, name: &OsStr) -> io::Result<File> {
     Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
-fn flock(fd: BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
+pub(crate) fn flock(fd: BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
     loop {
         // SAFETY: a plain system call on an open descriptor.
         if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
@@ -373,7 +399,7 @@ fn unsupported(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::EINVAL))
 }
 
-fn c_string(name: &OsStr) -> io::Result<CString> {
+pub(crate) fn c_string(name: &OsStr) -> io::Result<CString> {
     CString::new(name.as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a name"))
 }

@@ -3,8 +3,9 @@
 //!
 //! Each check lays the render out in its own temporary directory (made with
 //! cap-tempfile in this checker's subdirectory of the private base directory,
-//! see [`super::base`]; written through its handle, on a blocking thread and
-//! under the check's deadline, see [`super::prepare`]), runs
+//! see [`super::base`]), or, on a host without namespaces, in the config
+//! directory itself ([`super::config_dir`]); written through its handle, on
+//! a blocking thread and under the check's deadline ([`super::prepare`]). It runs
 //! `haproxy -dr -c -f haproxy.cfg` there as a process group of its own, killed
 //! whole when the check ends for any reason: exit, deadline, or the future
 //! being dropped ([`super::process`]), and reads what it said into a verdict
@@ -19,9 +20,10 @@
 //! binary that gave it.
 
 use super::base::BaseDir;
+use super::config_dir::ConfigDir;
 use super::identity::{Binary, BinaryIdentity};
 use super::limits::RenderLimits;
-use super::prepare::{self, InFlight, Job, Prepared};
+use super::prepare::{self, InFlight, Job, Place, Prepared};
 use super::process::{self, Running};
 use super::sandbox::{self, Sandbox, SandboxOptions};
 use super::verdict::{self, Exit, Transcript};
@@ -91,6 +93,35 @@ pub struct HaproxyChecker {
     /// Threads preparing or removing a check directory: waited for when
     /// the checker goes, so that its directories go with it.
     in_flight: Arc<InFlight>,
+    /// Where the host gives no namespaces: the config directory claimed as
+    /// every check's directory, or why it could not be (then every check
+    /// could not run, saying so).
+    config_dir: Option<Result<Arc<ConfigDir>, String>>,
+}
+
+/// Which world checks see on this host (docs/checking.md, "The check's world").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorldKind {
+    /// A root of their own, in user and mount namespaces.
+    Root,
+    /// No namespaces: the render in `--config-dir` itself, the host's files as Landlock allows.
+    ConfigDir,
+    /// The sandbox off: a fresh temporary directory, the host as it is.
+    Fresh,
+    /// No namespaces and no usable config directory: every check could not run.
+    None,
+}
+
+impl WorldKind {
+    /// As written in the start-up line and in `hello`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorldKind::Root => "root",
+            WorldKind::ConfigDir => "config-dir",
+            WorldKind::Fresh => "fresh",
+            WorldKind::None => "none",
+        }
+    }
 }
 
 /// What one check runs with: the binary as hashed, and the sandbox made for it.
@@ -120,8 +151,23 @@ impl HaproxyChecker {
         }
         let binary = BinaryIdentity::new(&opts.binary);
         let in_flight = Arc::default();
-        let checker =
-            HaproxyChecker { binary, opts, probe, sandbox: Mutex::new(None), base, in_flight };
+        let mode = opts.sandbox.mode;
+        let config_dir = (mode != sandbox::Mode::Off && !sandbox::gives_world(mode, &probe)).then(
+            || {
+                let world = &opts.sandbox.world;
+                if world.accounts.is_some() || world.hostname.is_some() {
+                    tracing::warn!("no namespaces: --accounts and --check-hostname cannot apply; haproxy sees the host's accounts and name");
+                }
+                let path = &world.config_dir;
+                ConfigDir::claim(path).map(Arc::new).map_err(|e| {
+                    let e = format!("this host gives no namespaces for the check's world, and --config-dir cannot hold the render: {e}");
+                    tracing::error!("{e}; every check will be could-not-run");
+                    e
+                })
+            },
+        );
+        let sandbox = Mutex::new(None);
+        let checker = HaproxyChecker { binary, opts, probe, sandbox, base, in_flight, config_dir };
         // The first check need not hash the binary nor read its loader.
         let _ = checker.setup();
         checker
@@ -157,9 +203,24 @@ impl HaproxyChecker {
         self.setup().ok().map(|setup| setup.sandbox)
     }
 
-    /// The start-up line saying which sandbox layers checks get.
+    /// The start-up line saying which sandbox layers checks get, and which world.
     pub fn sandbox_report(&self) -> String {
-        self.probe.report(self.opts.sandbox.mode)
+        format!("{} world={}", self.probe.report(self.opts.sandbox.mode), self.world_kind().name())
+    }
+
+    /// Which world checks see.
+    pub fn world_kind(&self) -> WorldKind {
+        match &self.config_dir {
+            Some(Ok(_)) => WorldKind::ConfigDir,
+            Some(Err(_)) => WorldKind::None,
+            None if self.opts.sandbox.mode == sandbox::Mode::Off => WorldKind::Fresh,
+            None => WorldKind::Root,
+        }
+    }
+
+    /// Why checks have no world, when they have none.
+    pub fn world_refusal(&self) -> Option<&str> {
+        self.config_dir.as_ref().and_then(|c| c.as_ref().err()).map(String::as_str)
     }
 
     /// The sandbox mode checks run in (`--sandbox`, `--no-sandbox`).
@@ -206,8 +267,12 @@ impl HaproxyChecker {
     /// tell, by the same deadline ([`verdict::needs_second_run`],
     /// [`verdict::settle`]). The message is held to the output cap.
     async fn run(&self, setup: &Setup, render: &Render, deadline: Instant) -> CheckOutcome {
-        let bounds =
-            verdict::MemoryBounds { first: self.opts.sandbox.memory, second: self.opts.memory_max };
+        // neither bound above what this process may give a child
+        let ceiling = sandbox::rlimits::address_space_ceiling();
+        let bounds = verdict::MemoryBounds {
+            first: self.opts.sandbox.memory.min(ceiling),
+            second: self.opts.memory_max.min(ceiling),
+        };
         // without the sandbox there is no bound; at or below the first, no second run
         let measures = self.opts.sandbox.mode != sandbox::Mode::Off && bounds.second > bounds.first;
         let outcome = match self.run_once(setup, render, deadline, None).await {
@@ -251,10 +316,22 @@ impl HaproxyChecker {
         render: &Render,
         deadline: Instant,
     ) -> Result<Prepared, String> {
-        let base = self.base.clone()?;
+        let place = match &self.config_dir {
+            None => Place::Fresh(self.base.clone()?),
+            Some(Err(why)) => return Err(why.clone()),
+            Some(Ok(config_dir)) => {
+                // one check at a time in it; another may hold it (a second run)
+                let free = tokio::time::timeout_at(deadline, config_dir.free()).await;
+                let permit = free.map_err(|_| {
+                    "the check timed out waiting for the config directory, in use by another check"
+                        .to_owned()
+                })?;
+                Place::ConfigDir(config_dir.clone(), permit)
+            }
+        };
         let job = Job {
             render: render.clone(),
-            base,
+            place,
             limits: self.opts.limits,
             binary: setup.binary.path.clone(),
             config_dir: self.opts.sandbox.world.config_dir.clone(),
@@ -280,7 +357,7 @@ impl HaproxyChecker {
         let running = self.spawn_in_sandbox(setup, ready, deadline, memory)?;
         let ctx = verdict::Context {
             config: render.config(),
-            check_dir: ready.dir.path(),
+            check_dir: ready.dir.hidden(),
             haproxy_path: &setup.binary.path,
         };
         // Every line is classified as it arrives; only the excerpt is kept.
@@ -303,7 +380,7 @@ impl HaproxyChecker {
         let sandboxed = setup
             .sandbox
             .prepare(ready.dir.fd(), time_left)
-            .map_err(|reason| verdict::sanitise(&reason, ready.dir.path(), binary))?;
+            .map_err(|reason| verdict::sanitise(&reason, ready.dir.hidden(), binary))?;
         let sandboxed = match memory {
             Some(memory) => sandboxed.with_memory(memory),
             None => sandboxed,

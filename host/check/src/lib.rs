@@ -22,6 +22,7 @@
 
 pub mod at;
 pub mod base;
+pub mod config_dir;
 pub mod dir;
 pub mod haproxy;
 pub mod identity;

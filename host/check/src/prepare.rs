@@ -16,6 +16,7 @@
 //! runtime's blocking threads.
 
 use super::base::{BaseDir, CheckDir};
+use super::config_dir::ConfigDir;
 use super::layout;
 use super::limits::RenderLimits;
 use super::sandbox::world::{StockFile, World};
@@ -31,7 +32,7 @@ use tokio::time::Instant;
 /// What a check directory is prepared from.
 pub struct Job {
     pub render: Render,
-    pub base: Arc<BaseDir>,
+    pub place: Place,
     pub limits: RenderLimits,
     /// The binary's path, taken out of messages as the check directory is.
     pub binary: PathBuf,
@@ -41,6 +42,30 @@ pub struct Job {
     pub world: Option<Arc<World>>,
     /// The checker's blocking work still running.
     pub in_flight: Arc<InFlight>,
+}
+
+/// Where the check directory is made.
+pub enum Place {
+    /// A fresh directory in the checker's private subdirectory.
+    Fresh(Arc<BaseDir>),
+    /// The config directory itself (no namespaces), already free for this check.
+    ConfigDir(Arc<ConfigDir>, tokio::sync::OwnedSemaphorePermit),
+}
+
+impl Place {
+    fn check_dir(self) -> Result<CheckDir, String> {
+        match self {
+            Place::Fresh(base) => base.check_dir().map_err(|e| {
+                format!("cannot create a check directory in {}: {e}", base.own_path().display())
+            }),
+            Place::ConfigDir(config_dir, permit) => config_dir
+                .enter(permit)
+                .map(|in_dir| CheckDir::in_config_dir(config_dir.path(), in_dir))
+                .map_err(|e| {
+                    format!("cannot use the config directory {}: {e}", config_dir.path().display())
+                }),
+        }
+    }
 }
 
 /// How many of a checker's blocking threads (preparing or removing a check
@@ -185,15 +210,13 @@ impl Job {
         if !go_on() {
             return Err(stopped());
         }
-        let dir = self.base.check_dir().map_err(|e| {
-            format!("cannot create a check directory in {}: {e}", self.base.own_path().display())
-        })?;
+        let dir = self.place.check_dir()?;
         // Taken out of messages; nothing is opened by this path: files are
         // written through the handle.
         let sanitised = |e: std::io::Error| {
             verdict::sanitise(
                 &format!("cannot write the check directory: {e}"),
-                dir.path(),
+                dir.hidden(),
                 &self.binary,
             )
         };

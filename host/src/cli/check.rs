@@ -2,6 +2,7 @@
 //! as one `verdict` object.
 
 use super::HaproxyArgs;
+use rendergate::check::haproxy::WorldKind;
 use rendergate::check::sandbox::Mode;
 use rendergate::check::{Checker, dir};
 use rendergate::core::Verdict;
@@ -63,12 +64,33 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             );
             println!("            host name: {}", world.hostname());
         }
+        None if checker.world_kind() == WorldKind::ConfigDir => {
+            let shown = |paths: &[std::path::PathBuf]| {
+                paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
+            };
+            let options = &s.options().world;
+            let (reads, devices) = rendergate::check::sandbox::world::host_parts(options);
+            println!(
+                "  world:    the config directory: this host gives no user and mount namespaces; haproxy sees the host's own files, as Landlock allows"
+            );
+            println!(
+                "            the render: {} itself (the working directory; emptied after each check, one check at a time)",
+                options.config_dir.display()
+            );
+            println!("            read (where they exist): {}", shown(&reads));
+            println!("            devices: {}", shown(&devices));
+            println!(
+                "            a path outside these reads as \"permission denied\", not \"no such file\"; no scratch /tmp"
+            );
+        }
         None => println!(
-            "  world:    NONE: this host gives no user and mount namespaces; haproxy sees the host's files as Landlock allows"
+            "  world:    NONE: {}",
+            checker.world_refusal().unwrap_or("this host gives no world for checks")
         ),
     }
+    let scratch = if s.world().is_some() { "; /tmp: read and write" } else { "" };
     println!(
-        "  landlock: the render: read, and new files written (no directories, links or removals); /tmp: read and write"
+        "  landlock: the render: read, and new files written (no directories, links or removals){scratch}"
     );
     println!(
         "            the haproxy binary and its loader: read and execute; the world's read-only parts: read"

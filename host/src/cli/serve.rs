@@ -136,6 +136,7 @@ where
         policy: seat.name(),
         haproxy: haproxy_version.unwrap_or_else(|| "unknown".into()),
         sandbox: checker.sandbox_mode().name(),
+        world: checker.world_kind().name(),
     };
     let config = GateConfig {
         check_interval: args.check_interval,

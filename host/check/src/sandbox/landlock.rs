@@ -161,6 +161,19 @@ impl Grants {
     }
 }
 
+impl Grants {
+    /// Adds the config-directory world's read-only list and devices
+    /// ([`super::world::host_parts`]): a host without namespaces.
+    pub fn with_host_parts(mut self, options: &super::world::WorldOptions) -> Grants {
+        let (reads, devices) = super::world::host_parts(options);
+        self.rules.extend(reads.into_iter().map(|path| (path, FS_READ_FILE | FS_READ_DIR)));
+        for device in devices {
+            self.rules.push((device, FS_READ_FILE | FS_WRITE_FILE | FS_IOCTL_DEV));
+        }
+        self
+    }
+}
+
 /// In the child, inside its world: adds the rule for the scratch `/tmp`
 /// to the ruleset. Returns 0 or an errno. Raw system calls only.
 pub fn grant_scratch(ruleset_fd: RawFd, abi: u32) -> i32 {

@@ -93,6 +93,13 @@ impl Default for SandboxOptions {
     }
 }
 
+/// Whether checks get a world of their own (namespaces with mounts, the
+/// sandbox on); otherwise the render is laid out in the config directory
+/// itself ([`crate::config_dir`]), or, the sandbox off, in a fresh one.
+pub fn gives_world(mode: Mode, probe: &Probe) -> bool {
+    mode != Mode::Off && probe.unshare_flags() & libc::CLONE_NEWNS != 0
+}
+
 /// The layers which run, decided once per process (or per checker).
 #[derive(Debug)]
 pub struct Sandbox {
@@ -134,7 +141,7 @@ impl Sandbox {
         let closure = loader::closure(binary).ok();
         let mut grants = landlock::Grants::for_closure(binary, closure.as_ref());
         let mut world = None;
-        if opts.mode != Mode::Off && probe.unshare_flags() & libc::CLONE_NEWNS != 0 {
+        if gives_world(opts.mode, &probe) {
             let closure = closure.unwrap_or_default();
             let libraries: Vec<_> =
                 closure.interpreter.iter().chain(&closure.libraries).cloned().collect();
@@ -149,6 +156,10 @@ impl Sandbox {
                 Some(Err(e)) => refusal = Some(format!("cannot build the check's world: {e}")),
                 None => refusal = Some("the check's world has no private directory".into()),
             }
+        }
+        if opts.mode != Mode::Off && world.is_none() && refusal.is_none() {
+            // the config-directory world: the host's own read-only parts
+            grants = grants.with_host_parts(&opts.world);
         }
         if world.is_some() && seccomp.is_some() {
             // the world's network is its own loopback: connect reaches nothing else
@@ -165,6 +176,10 @@ impl Sandbox {
 
     pub fn mode(&self) -> Mode {
         self.opts.mode
+    }
+
+    pub fn options(&self) -> &SandboxOptions {
+        &self.opts
     }
 
     pub fn probe(&self) -> &Probe {

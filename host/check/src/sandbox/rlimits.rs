@@ -31,6 +31,18 @@ pub const FILE_SIZE: u64 = 16 << 20;
 /// to spare should lower it.
 pub const DEFAULT_MEMORY_MAX: u64 = 16 << 30;
 
+/// The hard address-space limit this process runs under (`ulimit -v`, a
+/// container's), which no check can raise: each bound is held to it, so a
+/// gate capped below `--check-memory-max` makes no second run it cannot make.
+pub fn address_space_ceiling() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0 {
+        return u64::MAX;
+    }
+    if limit.rlim_max == libc::RLIM_INFINITY { u64::MAX } else { limit.rlim_max }
+}
+
 /// The limits for one check, computed in the parent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -45,7 +57,7 @@ impl Limits {
         let cpu = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0) + 1;
         Limits {
             entries: [
-                (libc::RLIMIT_AS, memory),
+                (libc::RLIMIT_AS, memory.min(address_space_ceiling())),
                 (libc::RLIMIT_CPU, cpu),
                 // what HAProxy writes during -c fits; more kills the writer (SIGXFSZ)
                 (libc::RLIMIT_FSIZE, FILE_SIZE),
@@ -60,7 +72,7 @@ impl Limits {
     pub fn with_memory(mut self, memory: u64) -> Limits {
         for entry in &mut self.entries {
             if entry.0 == libc::RLIMIT_AS {
-                entry.1 = memory;
+                entry.1 = memory.min(address_space_ceiling());
             }
         }
         self

@@ -59,6 +59,17 @@ const LUA_DIRS: [&str; 6] = [
 const STOCK: [&str; 1] = ["/etc/haproxy/errors"];
 /// Devices a config may name (`errorfile 408 /dev/null`, Lua's randomness).
 const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"];
+/// The host's own files a check reads where it has no world of its own
+/// (the config-directory world, [`host_parts`]); a world shows stand-ins.
+const HOST_FILES: [&str; 7] = [
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/passwd",
+    "/etc/group",
+];
 /// The scratch `/tmp`: bounded, discarded with the namespace.
 const TMP_OPTIONS: &str = "size=64m,nr_inodes=4096,mode=1777";
 /// How many symlinks one exposed path may go through (the kernel's own bound).
@@ -123,6 +134,26 @@ impl WorldOptions {
         }
         Ok(())
     }
+}
+
+/// The config-directory world's read-only list, for a host without
+/// namespaces (docs/checking.md): the public parts a world would bind
+/// (the CA store, Lua's directories, the stock files outside the config
+/// directory, `--check-read`) and the host's own name-service files, which
+/// a world replaces with stand-ins; then the devices. The binary and its
+/// loader's closure are granted beside these.
+pub fn host_parts(options: &WorldOptions) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut reads: Vec<PathBuf> = CA_STORE.iter().chain(&LUA_DIRS).map(PathBuf::from).collect();
+    reads.extend(
+        STOCK
+            .iter()
+            .map(Path::new)
+            .filter(|p| !p.starts_with(&options.config_dir))
+            .map(Path::to_path_buf),
+    );
+    reads.extend(HOST_FILES.iter().map(PathBuf::from));
+    reads.extend(options.reads.iter().cloned());
+    (reads, DEVICES.iter().map(PathBuf::from).collect())
 }
 
 fn plain_absolute(path: &Path) -> bool {

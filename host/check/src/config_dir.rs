@@ -1,0 +1,301 @@
+//! The config directory as the check directory, on a host that gives no
+//! namespaces (docs/checking.md, "Without namespaces"): each render is laid
+//! out in `--config-dir` itself, so that an absolute path in it resolves as
+//! on a pod, and the directory is emptied after every check.
+//!
+//! The directory must be the gate's own: a real directory (never a
+//! symlink) it can write, empty when claimed, and held by one process at a
+//! time (an exclusive `flock` for the checker's life). Checks in it run one
+//! at a time (a one-permit semaphore, held by the check directory until it
+//! is emptied). While a render lies in it the directory carries the
+//! extended attribute [`MARK`]: a gate killed mid-check (SIGKILL, a crash)
+//! leaves its render behind, and the next gate empties a directory it finds
+//! marked and unlocked instead of refusing it as someone else's. Where the
+//! file system has no user xattrs there is no mark, and such leftovers are
+//! refused as any other content is.
+
+use crate::base::{c_string, flock};
+use cap_std::fs::Dir;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The extended attribute saying "a render of rendergate's lies here".
+pub const MARK: &std::ffi::CStr = c"user.rendergate.render";
+
+/// A claimed config directory.
+#[derive(Debug)]
+pub struct ConfigDir {
+    path: PathBuf,
+    /// Read, lockable; also the handle files are written through.
+    file: File,
+    slot: Arc<Semaphore>,
+}
+
+impl ConfigDir {
+    /// Claims `path`, or says why it cannot be the check directory.
+    pub fn claim(path: &Path) -> Result<ConfigDir, String> {
+        let shown = path.display();
+        let c_path = c_string(path.as_os_str()).map_err(|e| format!("{shown}: {e}"))?;
+        // SAFETY: c_path is NUL-terminated.
+        let fd = unsafe {
+            libc::open(
+                c_path.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            let symlink = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+            return Err(match e.raw_os_error() {
+                Some(libc::ELOOP | libc::ENOTDIR) if symlink => {
+                    format!("{shown} is a symlink; it must be a directory")
+                }
+                Some(libc::ENOTDIR) => format!("{shown} is not a directory"),
+                _ => format!("{shown}: {e}"),
+            });
+        }
+        // SAFETY: open returned a fresh descriptor nobody else owns.
+        let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        match flock(file.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
+                return Err(format!("{shown} is in use by another rendergate process"));
+            }
+            Err(e) => return Err(format!("cannot lock {shown}: {e}")),
+        }
+        // SAFETY: a plain system call on a NUL-terminated path.
+        if unsafe { libc::access(c_path.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+            return Err(format!("{shown} is not writable: {}", io::Error::last_os_error()));
+        }
+        let claimed =
+            ConfigDir { path: path.to_path_buf(), file, slot: Arc::new(Semaphore::new(1)) };
+        let content = claimed.entries().map_err(|e| format!("{shown}: {e}"))?;
+        if !content.is_empty() {
+            if !claimed.marked() {
+                return Err(format!(
+                    "{shown} is not empty (it holds {}); without namespaces each render is laid out in it, so it must be an empty directory of the gate's own",
+                    listed(&content)
+                ));
+            }
+            tracing::warn!(
+                "{shown}: a render left by a gate that ended mid-check ({}); removing it",
+                listed(&content)
+            );
+            claimed.empty().map_err(|e| format!("cannot empty {shown}: {e}"))?;
+        }
+        Ok(claimed)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Waits for the directory to be free (one check at a time).
+    pub async fn free(&self) -> OwnedSemaphorePermit {
+        self.slot.clone().acquire_owned().await.expect("the semaphore is never closed")
+    }
+
+    /// The directory as this check's, marked; emptied when dropped. `permit`
+    /// is [`ConfigDir::free`]'s, held until then.
+    pub fn enter(&self, permit: OwnedSemaphorePermit) -> io::Result<InConfigDir> {
+        // a check whose emptying failed left something: not laid over
+        if !self.entries()?.is_empty() {
+            self.empty()?;
+        }
+        // SAFETY: a valid fd, a NUL-terminated name, a one-byte value.
+        let r = unsafe {
+            libc::fsetxattr(self.file.as_raw_fd(), MARK.as_ptr(), c"1".as_ptr().cast(), 1, 0)
+        };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            // a file system without user xattrs: no mark (see the module's doc)
+            if !matches!(e.raw_os_error(), Some(libc::ENOTSUP | libc::EPERM)) {
+                return Err(e);
+            }
+        }
+        let dir = Dir::from_std_file(self.file.try_clone()?);
+        Ok(InConfigDir { dir, owner: self.file.try_clone()?, _permit: permit })
+    }
+
+    fn marked(&self) -> bool {
+        // SAFETY: a valid fd and name; size 0 asks only whether it exists.
+        unsafe {
+            libc::fgetxattr(self.file.as_raw_fd(), MARK.as_ptr(), std::ptr::null_mut(), 0) >= 0
+        }
+    }
+
+    fn entries(&self) -> io::Result<Vec<String>> {
+        let dir = Dir::from_std_file(self.file.try_clone()?);
+        let mut names = Vec::new();
+        for entry in dir.entries()? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn empty(&self) -> io::Result<()> {
+        empty(&Dir::from_std_file(self.file.try_clone()?), &self.file)
+    }
+}
+
+/// One check's use of the config directory.
+#[derive(Debug)]
+pub struct InConfigDir {
+    dir: Dir,
+    owner: File,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl InConfigDir {
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+}
+
+impl Drop for InConfigDir {
+    /// Empties the directory (never following a symlink HAProxy or the
+    /// render made), unmarks it, then frees it for the next check.
+    fn drop(&mut self) {
+        if let Err(e) = empty(&self.dir, &self.owner) {
+            tracing::error!(
+                "cannot empty the config directory after a check: {e}; the next check tries again"
+            );
+        }
+    }
+}
+
+/// Removes every entry of `dir`, then the mark from `owner` (the same directory).
+fn empty(dir: &Dir, owner: &File) -> io::Result<()> {
+    for entry in dir.entries()? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let removed = if entry.file_type()?.is_dir() {
+            dir.remove_dir_all(&name)
+        } else {
+            dir.remove_file(&name)
+        };
+        match removed {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    // SAFETY: a valid fd and a NUL-terminated name.
+    if unsafe { libc::fremovexattr(owner.as_raw_fd(), MARK.as_ptr()) } != 0 {
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ENOTSUP | libc::EPERM)) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// At most a few names, for a message.
+fn listed(names: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut text =
+        names.iter().take(SHOWN).map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marks(dir: &Path) -> bool {
+        let c = c_string(dir.as_os_str()).unwrap();
+        // SAFETY: NUL-terminated strings; size 0 asks whether it exists.
+        unsafe { libc::getxattr(c.as_ptr(), MARK.as_ptr(), std::ptr::null_mut(), 0) >= 0 }
+    }
+
+    fn xattrs_work(dir: &Path) -> bool {
+        let c = c_string(dir.as_os_str()).unwrap();
+        // SAFETY: as above.
+        let r = unsafe {
+            libc::setxattr(c.as_ptr(), c"user.probe".as_ptr(), c"1".as_ptr().cast(), 1, 0)
+        };
+        r == 0
+    }
+
+    #[tokio::test]
+    async fn an_empty_directory_is_claimed_used_and_emptied_after_each_check() {
+        let tmp = tempfile::tempdir().unwrap();
+        let claimed = ConfigDir::claim(tmp.path()).unwrap();
+        let in_dir = claimed.enter(claimed.free().await).unwrap();
+        in_dir.dir().create_dir("maps").unwrap();
+        in_dir.dir().write("maps/a.map", b"a b\n").unwrap();
+        in_dir.dir().write("haproxy.cfg", b"global\n").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", tmp.path().join("link")).unwrap();
+        if xattrs_work(tmp.path()) {
+            assert!(marks(tmp.path()), "a render in the directory marks it");
+        }
+        drop(in_dir);
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+        assert!(!marks(tmp.path()));
+        assert!(std::fs::metadata("/etc/passwd").is_ok(), "a symlink is removed, not followed");
+    }
+
+    #[tokio::test]
+    async fn one_check_at_a_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let claimed = ConfigDir::claim(tmp.path()).unwrap();
+        let first = claimed.enter(claimed.free().await).unwrap();
+        let second =
+            tokio::time::timeout(std::time::Duration::from_millis(50), claimed.free()).await;
+        assert!(second.is_err(), "the second check waits for the first");
+        drop(first);
+        let _second = claimed.enter(claimed.free().await).unwrap();
+    }
+
+    #[test]
+    fn a_directory_with_content_is_refused_and_left_as_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("haproxy.cfg"), "global\n").unwrap();
+        let e = ConfigDir::claim(tmp.path()).unwrap_err();
+        assert!(e.contains("is not empty (it holds \"haproxy.cfg\")"), "{e}");
+        assert!(tmp.path().join("haproxy.cfg").exists());
+    }
+
+    #[test]
+    fn a_marked_directory_holds_a_dead_gates_render_and_is_emptied() {
+        let tmp = tempfile::tempdir().unwrap();
+        if !xattrs_work(tmp.path()) {
+            eprintln!("no user xattrs on this file system: the mark is not used here");
+            return;
+        }
+        std::fs::write(tmp.path().join("haproxy.cfg"), "global\n").unwrap();
+        let c = c_string(tmp.path().as_os_str()).unwrap();
+        // SAFETY: NUL-terminated strings and a one-byte value.
+        assert_eq!(
+            unsafe { libc::setxattr(c.as_ptr(), MARK.as_ptr(), c"1".as_ptr().cast(), 1, 0) },
+            0
+        );
+        ConfigDir::claim(tmp.path()).unwrap();
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_second_claim_is_refused_while_the_first_lives() {
+        let tmp = tempfile::tempdir().unwrap();
+        let first = ConfigDir::claim(tmp.path()).unwrap();
+        let e = ConfigDir::claim(tmp.path()).unwrap_err();
+        assert!(e.contains("in use by another rendergate process"), "{e}");
+        drop(first);
+        ConfigDir::claim(tmp.path()).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(tmp.path(), tmp.path().join("link")).unwrap();
+        let e = ConfigDir::claim(&tmp.path().join("link")).unwrap_err();
+        assert!(e.contains("is a symlink"), "{e}");
+    }
+}
