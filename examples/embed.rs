@@ -40,7 +40,9 @@ async fn main() {
                 Output::Release { plan, render } => {
                     println!("dispatch held render {render} of {plan}")
                 }
-                Output::Promote(p) => println!("promote {} to {}", p.pod, p.plan),
+                Output::Promote { promote: p, render } => {
+                    println!("promote {} to {} (render {render:?})", p.pod, p.plan)
+                }
                 Output::Revert(r) => println!("revert {} from {}", r.pod, r.plan),
                 // Only with GateConfig::shadow, which this controller does not set.
                 Output::Shadow(_) => {}

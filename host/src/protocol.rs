@@ -595,6 +595,8 @@ enum Line<'a> {
     Promote {
         pod: &'a str,
         plan: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        render: Option<&'a str>,
     },
     Revert {
         pod: &'a str,
@@ -723,7 +725,9 @@ pub fn output_line(output: &Output) -> String {
             Line::Latch { state: "pessimistic", reason: Some(reason.as_str()) }
         }
         Output::Release { plan, render } => Line::Release { plan, render },
-        Output::Promote(p) => Line::Promote { pod: &p.pod, plan: &p.plan },
+        Output::Promote { promote: p, render } => {
+            Line::Promote { pod: &p.pod, plan: &p.plan, render: render.as_deref() }
+        }
         Output::Revert(r) => Line::Revert { pod: &r.pod, plan: &r.plan, to: revert_to(&r.target) },
         Output::Shadow(d) => {
             let (plan, pod) = match &d.trigger {

@@ -85,7 +85,11 @@ pub enum Output {
         plan: String,
         render: String,
     },
-    Promote(Promote),
+    /// `render`: the render whose content passed, when known.
+    Promote {
+        promote: Promote,
+        render: Option<crate::policy::Name>,
+    },
     Revert(Revert),
     /// The shadow policy decided a trigger otherwise (`--shadow-policy`).
     Shadow(Difference),
@@ -668,6 +672,11 @@ fn shadow_difference(
 }
 
 fn decision_outputs(decided: Decided) -> impl Iterator<Item = Output> {
-    let promote = decided.promote.into_iter().map(Output::Promote);
+    let renders = decided.promoted_renders.into_iter().chain(std::iter::repeat(None));
+    let promote = decided
+        .promote
+        .into_iter()
+        .zip(renders)
+        .map(|(promote, render)| Output::Promote { promote, render });
     promote.chain(decided.revert.into_iter().map(Output::Revert))
 }

@@ -146,6 +146,7 @@ mod tests {
             baseline_plan: None,
         };
         let fleet = Fleet {
+            held: Default::default(),
             pods: vec![pod.clone()].into(),
             passed_plans: vec!["p1".into()].into(),
             refused_plans: Arc::from([]),

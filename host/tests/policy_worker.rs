@@ -55,7 +55,7 @@ fn kind(output: &Output) -> String {
         Output::Verdict(v) => format!("verdict {} {}", v.plan, v.outcome.label()),
         Output::Latch(_) => "latch".into(),
         Output::Release { .. } => "release".into(),
-        Output::Promote(p) => format!("promote {}", p.pod),
+        Output::Promote { promote: p, .. } => format!("promote {}", p.pod),
         Output::Revert(r) => format!("revert {}", r.pod),
         Output::Shadow(d) => format!("shadow {}", d.trigger.kind()),
     }

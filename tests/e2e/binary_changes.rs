@@ -56,9 +56,9 @@ fn a_replaced_binary_is_asked_again_not_answered_from_memory() {
     install(&real_haproxy(), &path);
     // the stand-in is a shell script: the sandbox would not let /bin/sh run
     let mut gate = Serve::start(&["--haproxy", path.to_str().unwrap(), "--no-sandbox"]);
-    gate.send(&rendered("plan-1", "r-1", &sample_config()));
+    gate.send(&rendered("plan-1", "r-1", &sample_config_anywhere()));
     assert_eq!(outcome(&verdict(&mut gate)), ("pass", false));
-    gate.send(&rendered("plan-1", "r-2", &sample_config()));
+    gate.send(&rendered("plan-1", "r-2", &sample_config_anywhere()));
     assert_eq!(
         outcome(&verdict(&mut gate)),
         ("pass", true),
@@ -67,11 +67,11 @@ fn a_replaced_binary_is_asked_again_not_answered_from_memory() {
 
     // upgraded while serve runs: the same content is judged by the new binary
     install_refuser(&path);
-    gate.send(&rendered("plan-1", "r-3", &sample_config()));
+    gate.send(&rendered("plan-1", "r-3", &sample_config_anywhere()));
     let v = verdict(&mut gate);
     assert_eq!(outcome(&v), ("refused", false), "{v}");
     assert!(v["message"].as_str().unwrap().contains("refused by the replacement binary"), "{v}");
-    gate.send(&rendered("plan-1", "r-4", &sample_config()));
+    gate.send(&rendered("plan-1", "r-4", &sample_config_anywhere()));
     assert_eq!(
         outcome(&verdict(&mut gate)),
         ("refused", true),
@@ -80,7 +80,7 @@ fn a_replaced_binary_is_asked_again_not_answered_from_memory() {
 
     // the first binary back (another file, the same content): its own answer
     install(&real_haproxy(), &path);
-    gate.send(&rendered("plan-1", "r-5", &sample_config()));
+    gate.send(&rendered("plan-1", "r-5", &sample_config_anywhere()));
     let v = verdict(&mut gate);
     assert_eq!((v["render"].as_str(), outcome(&v)), (Some("r-5"), ("pass", true)), "{v}");
 
@@ -104,7 +104,7 @@ fn a_binary_installed_after_start_is_used_at_the_next_attempt() {
     let path = dir.path().join("haproxy");
     // sandboxed (the default): the sandbox is made for the binary once it is there
     let mut gate = Serve::start(&["--haproxy", path.to_str().unwrap()]);
-    gate.send(&rendered("plan-1", "r-1", &sample_config()));
+    gate.send(&rendered("plan-1", "r-1", &sample_config_anywhere()));
     let v = verdict(&mut gate);
     assert_eq!(outcome(&v), ("unavailable", false), "{v}");
     let message = v["message"].as_str().unwrap();

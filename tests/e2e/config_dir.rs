@@ -142,7 +142,7 @@ fn a_gate_killed_mid_check_leaves_its_render_and_the_next_gate_removes_it() {
         "the mark says the render was a gate's: {}",
         next.hello
     );
-    next.send(&rendered("plan-2", "r-2", &sample_config()));
+    next.send(&rendered("plan-2", "r-2", &sample_config_anywhere()));
     let verdict = next.until("verdict").pop().unwrap();
     assert_eq!(kind_of(&verdict), "pass", "{verdict}");
     assert_eq!(tree(config_dir.path()), Vec::<std::path::PathBuf>::new());

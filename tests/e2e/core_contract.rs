@@ -75,16 +75,16 @@ fn a_render_reported_after_five_piled_up_behind_the_check_in_flight_still_gets_i
     let wrapper = Wrapper::new();
     let mut gate = wrapper.serve();
     // r-0 is checked for 2 s; r-1..r-5 are superseded behind it, r-6 newest.
-    gate.send(&rendered("plan-0", "r-0", &with_marker("SLOW", &sample_config())));
+    gate.send(&rendered("plan-0", "r-0", &with_marker("SLOW", &sample_config_anywhere())));
     for i in 1..=5 {
         let config = if i == 2 {
             broken_config()
         } else {
-            with_marker(&format!("render {i}"), &sample_config())
+            with_marker(&format!("render {i}"), &sample_config_anywhere())
         };
         gate.send(&rendered(&format!("plan-{i}"), &format!("r-{i}"), &config));
     }
-    gate.send(&rendered("plan-6", "r-6", &sample_config()));
+    gate.send(&rendered("plan-6", "r-6", &sample_config_anywhere()));
     // Five wait besides r-0: only r-1, the oldest, is dropped. A pod now
     // reports r-2 (refused content) applied, not loaded.
     gate.send(&applied("ns/pod-a", "r-2", "plan-2", "plan-0", "plan-0"));
@@ -120,7 +120,7 @@ fn one_backoff_for_the_gate_a_pass_lets_a_waiting_render_retry_at_once() {
     let mut gate = wrapper.serve();
     // r-1 could not run, and a pod holds it: it is retried after 1 s, fails
     // again, and the gate's back-off is then 2 s.
-    gate.send(&rendered("plan-1", "r-1", &with_marker("UNAVAILABLE", &sample_config())));
+    gate.send(&rendered("plan-1", "r-1", &with_marker("UNAVAILABLE", &sample_config_anywhere())));
     gate.send(&applied("ns/pod-a", "r-1", "plan-1", "plan-0", "plan-0"));
     for _ in 0..2 {
         let v = next_verdict(&mut gate);
@@ -128,7 +128,7 @@ fn one_backoff_for_the_gate_a_pass_lets_a_waiting_render_retry_at_once() {
     }
     // A new render is checked at once and passes: the back-off resets, so
     // r-1 is tried again at once, not at the end of its 2 s.
-    gate.send(&rendered("plan-2", "r-2", &sample_config()));
+    gate.send(&rendered("plan-2", "r-2", &sample_config_anywhere()));
     let v = next_verdict(&mut gate);
     assert_eq!((v["render"].as_str(), label(&v)), (Some("r-2"), "pass"), "{v}");
     let passed_at = Instant::now();
@@ -215,7 +215,7 @@ fn verdict_groups_stay_whole(extra: &[&str]) -> usize {
                 .to_string()
             })
             .collect();
-        let config = if i % 3 == 0 { broken_config() } else { sample_config() };
+        let config = if i % 3 == 0 { broken_config() } else { sample_config_anywhere() };
         lines.push(rendered(&plan, &render, &format!("# {i}\n{config}")).to_string());
         feed.send(Feed::Lines(lines)).unwrap();
         loop {

@@ -17,6 +17,7 @@ mod input_lines;
 mod integrity;
 mod log_lines;
 mod nothing_left_behind;
+mod promotion;
 mod render_bytes;
 mod render_limits;
 mod serve_stream;

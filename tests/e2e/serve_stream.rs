@@ -162,7 +162,7 @@ fn the_default_policy_reverts_and_promotes_a_fleet_fed_by_applied_events() {
     gate.send(&applied("haptic/haproxy-0", "r-1", "plan-1", "plan-1", "plan-0"));
     assert_eq!(
         gate.next(),
-        json!({"type": "promote", "pod": "haptic/haproxy-0", "plan": "plan-1"})
+        json!({"type": "promote", "pod": "haptic/haproxy-0", "plan": "plan-1", "render": "r-1"})
     );
     let (rest, status) = gate.finish();
     assert!(status.success());

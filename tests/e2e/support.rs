@@ -56,6 +56,18 @@ pub fn sample_config() -> String {
     std::fs::read_to_string(sample_dir().join("haproxy.cfg")).unwrap()
 }
 
+/// The sample for a gate whose render does not lie at `/etc/haproxy`
+/// (`--no-sandbox`'s fresh directory, a `--config-dir` elsewhere): there
+/// `default-path origin /etc/haproxy` would send HAProxy 3.x, which resolves
+/// a dynamic `use_backend`'s map after parsing, from the default path, to
+/// the host's own directory.
+pub fn sample_config_anywhere() -> String {
+    let config = sample_config();
+    let without = config.replace("    default-path origin /etc/haproxy\n", "");
+    assert_ne!(without, config, "the sample no longer sets default-path");
+    without
+}
+
 pub fn sample_files() -> Value {
     let map = std::fs::read_to_string(sample_dir().join("maps/hosts.map")).unwrap();
     json!([{"kind": "map", "path": "maps/hosts.map", "content": map}])

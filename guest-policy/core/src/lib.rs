@@ -7,6 +7,7 @@
 //! (the host's), they are also the JSON of policy fixtures
 //! (docs/protocol.md §4): one definition, no mirror.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A pod or plan name. On the host it is shared (`Arc<str>`): cloning one
@@ -90,6 +91,38 @@ pub struct Fleet {
     pub passed_plans: Arc<[Name]>,
     /// Plans HAProxy refused, oldest first (bounded).
     pub refused_plans: Arc<[Name]>,
+    /// Which render each pod holds and what HAProxy said of its content:
+    /// the host's rules read it (promotion to judged content only). Not in
+    /// the WIT world: a policy decides by plans and never sees it.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Held::is_empty"))]
+    pub held: Held,
+}
+
+/// The renders the pods' reports name, and what HAProxy said of the
+/// content each of those render ids names now (docs/behaviour.md, "The
+/// promotion and revert policy"). Shared like the pod list.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Pod → the render id its report names (pods whose report names none are absent).
+    pub renders: Arc<HashMap<Name, Name>>,
+    /// Render id → HAProxy's judgement of its present content; absent when
+    /// that content was never judged (or could not be).
+    pub judged: Arc<HashMap<Name, Outcome>>,
+}
+
+impl Held {
+    /// The render `pod` reports, and its content's judgement (`None`: not
+    /// judged); `None` when the pod's report names no render.
+    pub fn of(&self, pod: &str) -> Option<(&Name, Option<Outcome>)> {
+        let render = self.renders.get(pod)?;
+        Some((render, self.judged.get(&**render).copied()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.renders.is_empty() && self.judged.is_empty()
+    }
 }
 
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -226,6 +259,7 @@ mod tests {
 
     fn fleet() -> Fleet {
         Fleet {
+            held: Default::default(),
             pods: vec![
                 pod("ns/a", "p2", "p1", "p1"), // took p2, did not load it
                 pod("ns/b", "p2", "p2", "p1"), // took p2 and loaded it

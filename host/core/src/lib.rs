@@ -36,9 +36,13 @@ pub use renders::{Entry, Next, Renders, backoff};
 
 use crate::render::{Checksum, Render};
 use policy_core::{Fleet, Name, Outcome, Trigger};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How many render ids' judgements the gate keeps before it forgets those no
+/// pod reports (a pod's report names one render; renders come and go).
+pub const JUDGED_LIMIT: usize = 1024;
 
 /// The gate's tunables. Defaults are docs/behaviour.md's.
 #[derive(Clone, Debug)]
@@ -149,6 +153,12 @@ pub struct Gate {
     /// Shared with every decision; rebuilt only when a verdict changes them.
     passed_plans: Arc<[Name]>,
     refused_plans: Arc<[Name]>,
+    /// Render id → HAProxy's judgement of the content it names now, shared
+    /// with decisions (the host's rules: promotion to judged content only);
+    /// and that content's checksum, so a render id sent again with other
+    /// content loses its judgement.
+    judged: Arc<HashMap<Name, Outcome>>,
+    judged_content: HashMap<Name, Checksum>,
     in_flight: Option<CheckRequest>,
     last_start: Option<Instant>,
     next_id: u64,
@@ -170,6 +180,8 @@ impl Gate {
             pods: Pods::default(),
             passed_plans: Arc::from([]),
             refused_plans: Arc::from([]),
+            judged: Arc::default(),
+            judged_content: HashMap::new(),
             in_flight: None,
             last_start: None,
             next_id: 0,
@@ -224,7 +236,10 @@ impl Gate {
 
     pub fn handle_event(&mut self, now: Instant, event: Event) {
         match event {
-            Event::Rendered(render) => self.renders.push(Arc::new(render)),
+            Event::Rendered(render) => {
+                self.forget_other_content(&render);
+                self.renders.push(Arc::new(render));
+            }
             // A pod repeating its last report changes nothing: no policy call.
             Event::Applied(report) => {
                 if let Some(pod) = self.pods.report(report) {
@@ -371,6 +386,9 @@ impl Gate {
             ),
             Outcome::Unavailable => {}
         }
+        if kind != Outcome::Unavailable {
+            self.remember_judged(render, kind);
+        }
         let verdict = Verdict {
             plan: render.plan().to_owned(),
             render: render.id().to_owned(),
@@ -407,11 +425,37 @@ impl Gate {
         self.decide(trigger);
     }
 
+    /// Records HAProxy's judgement of `render`'s content under its id. Past
+    /// [`JUDGED_LIMIT`] ids, those no pod reports are forgotten.
+    fn remember_judged(&mut self, render: &Render, kind: Outcome) {
+        let id: Name = render.id().into();
+        if self.judged.get(&id) != Some(&kind) {
+            Arc::make_mut(&mut self.judged).insert(id.clone(), kind);
+        }
+        self.judged_content.insert(id, render.checksum().clone());
+        if self.judged_content.len() > JUDGED_LIMIT {
+            let pods = &self.pods;
+            self.judged_content.retain(|id, _| **id == *render.id() || pods.hold_render(id));
+            let kept = &self.judged_content;
+            Arc::make_mut(&mut self.judged).retain(|id, _| kept.contains_key(id));
+        }
+    }
+
+    /// A render id sent again with other content: its judgement was of the
+    /// old content, and no longer says anything about what pods get now.
+    fn forget_other_content(&mut self, render: &Render) {
+        if self.judged_content.get(render.id()).is_some_and(|c| c != render.checksum()) {
+            self.judged_content.remove(render.id());
+            Arc::make_mut(&mut self.judged).remove(render.id());
+        }
+    }
+
     fn decide(&mut self, trigger: Trigger) {
         let fleet = Fleet {
             pods: self.pods.states(),
             passed_plans: self.passed_plans.clone(),
             refused_plans: self.refused_plans.clone(),
+            held: policy_core::Held { renders: self.pods.renders(), judged: self.judged.clone() },
         };
         self.effects.push_back(Effect::Decide { trigger, fleet });
     }
@@ -428,6 +472,8 @@ impl Gate {
         self.memory.clear();
         self.passed_plans = Arc::from([]);
         self.refused_plans = Arc::from([]);
+        self.judged = Arc::default();
+        self.judged_content.clear();
         self.in_flight = None;
     }
 }

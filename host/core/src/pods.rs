@@ -88,6 +88,9 @@ pub struct Pods {
     by_name: HashMap<Name, Held>,
     states: Arc<Vec<PodState>>,
     holders: Holders,
+    /// Pod → the render its report names, shared with decisions like
+    /// `states` (the host's rules read it: promotion to judged content).
+    renders: Arc<HashMap<Name, Name>>,
 }
 
 /// A pod's report and where its state sits in the sorted view. The slot is a
@@ -110,17 +113,19 @@ impl Pods {
     /// Records a pod's report. Returns the pod as the policy now sees it, or
     /// `None` when the report repeats the pod's last one (nothing changed).
     pub fn report(&mut self, report: PodReport) -> Option<PodState> {
-        let Pods { by_name, states, holders } = self;
+        let Pods { by_name, states, holders, renders } = self;
         if let Some(held) = by_name.get_mut(&*report.pod) {
             if held.report == report {
                 return None;
             }
+            set_render(renders, &report);
             holders.add(&report);
             let old = std::mem::replace(&mut held.report, report);
             holders.remove(&old);
             return Some(set_state(states, &held.report, &mut held.slot));
         }
         holders.add(&report);
+        set_render(renders, &report);
         let held = by_name.entry(report.pod.clone()).or_insert(Held { report, slot: 0 });
         Some(set_state(states, &held.report, &mut held.slot))
     }
@@ -128,6 +133,9 @@ impl Pods {
     pub fn terminated(&mut self, pod: &str) {
         if let Some(old) = self.by_name.remove(pod) {
             self.holders.remove(&old.report);
+            if old.report.render.is_some() {
+                Arc::make_mut(&mut self.renders).remove(pod);
+            }
             let states = Arc::make_mut(&mut self.states);
             if let Ok(at) = find(states, pod, old.slot) {
                 states.remove(at);
@@ -162,6 +170,11 @@ impl Pods {
         self.holders.by_plan_only.contains_key(plan)
     }
 
+    /// Pod → the render its report names (pods whose report names none are absent).
+    pub fn renders(&self) -> Arc<HashMap<Name, Name>> {
+        self.renders.clone()
+    }
+
     /// The pods as the policy sees them: shared, sorted by name.
     pub fn states(&self) -> Arc<Vec<PodState>> {
         self.states.clone()
@@ -177,6 +190,20 @@ impl Pods {
 
     pub fn clear(&mut self) {
         *self = Pods::default();
+    }
+}
+
+/// Brings `renders` up to date with `report` (copied only when a decision
+/// still holds the shared map and the entry changes).
+fn set_render(renders: &mut Arc<HashMap<Name, Name>>, report: &PodReport) {
+    match &report.render {
+        Some(render) if renders.get(&report.pod) != Some(render) => {
+            Arc::make_mut(renders).insert(report.pod.clone(), render.clone());
+        }
+        None if renders.contains_key(&report.pod) => {
+            Arc::make_mut(renders).remove(&report.pod);
+        }
+        _ => {}
     }
 }
 

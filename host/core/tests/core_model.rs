@@ -98,6 +98,9 @@ struct Model {
     /// (plan, checksum, judge, answer), least recently used first.
     memory: Vec<(String, Checksum, String, CheckOutcome)>,
     pods: BTreeMap<String, PodReport>,
+    /// Render id → (its content, HAProxy's judgement of it): the host's
+    /// rules promote only to content that passed.
+    judged: BTreeMap<String, (Checksum, Outcome)>,
     passed: Vec<String>,
     refused: Vec<String>,
     in_flight: Option<u64>,
@@ -130,6 +133,7 @@ impl Model {
             superseded: vec![],
             memory: vec![],
             pods: BTreeMap::new(),
+            judged: BTreeMap::new(),
             passed: vec![],
             refused: vec![],
             in_flight: None,
@@ -143,6 +147,10 @@ impl Model {
     }
 
     fn rendered(&mut self, seq: u64, render: Arc<Render>, now: Instant) {
+        // a render id sent again with other content loses its judgement
+        if self.judged.get(render.id()).is_some_and(|(c, _)| c != render.checksum()) {
+            self.judged.remove(render.id());
+        }
         // An earlier occurrence of the same render id is replaced (unless being checked).
         self.superseded.retain(|h| h.render.id() != render.id() || h.in_flight);
         if let Some(previous) = self.newest.take() {
@@ -330,6 +338,9 @@ impl Model {
                     && n.render.checksum() == h.render.checksum())
         });
         let kind = outcome.kind();
+        if kind != Outcome::Unavailable {
+            self.judged.insert(h.render.id().to_owned(), (h.render.checksum().clone(), kind));
+        }
         let mut after = vec![];
         let pinned = if newest {
             let before = self.pessimistic;
@@ -397,10 +408,25 @@ impl Model {
     fn decide(&mut self, trigger: Trigger) {
         let names =
             |v: &[String]| v.iter().map(|p| Name::from(p.as_str())).collect::<Arc<[Name]>>();
+        let held = policy_core::Held {
+            renders: Arc::new(
+                self.pods
+                    .values()
+                    .filter_map(|r| Some((r.pod.clone(), r.render.clone()?)))
+                    .collect(),
+            ),
+            judged: Arc::new(
+                self.judged
+                    .iter()
+                    .map(|(id, (_, kind))| (Name::from(id.as_str()), *kind))
+                    .collect(),
+            ),
+        };
         let fleet = Fleet {
             pods: Arc::new(self.pods.values().map(PodReport::state).collect::<Vec<PodState>>()),
             passed_plans: names(&self.passed),
             refused_plans: names(&self.refused),
+            held,
         };
         self.effects.push(Seen::Other(Effect::Decide { trigger, fleet }));
     }

@@ -85,7 +85,7 @@ impl TriggerKind {
             }
             TriggerKind::CouldNotRun => (plans(&[BASELINE]), plans(&[])),
         };
-        Fleet { pods, passed_plans: passed, refused_plans: refused }
+        Fleet { held: Default::default(), pods, passed_plans: passed, refused_plans: refused }
     }
 
     /// The trigger, over `fleet` (the applied report is its first pod's).

@@ -40,7 +40,9 @@ pub mod worker;
 pub use component::{ComponentPolicy, DecisionCost, PolicyLimits};
 pub use metrics::PolicyMetrics;
 pub use native::NativeDefault;
-pub use policy_core::{Decision, Fleet, Name, PodState, Promote, Revert, RevertTarget, Trigger};
+pub use policy_core::{
+    Decision, Fleet, Held, Name, Outcome, PodState, Promote, Revert, RevertTarget, Trigger,
+};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -373,6 +375,7 @@ mod tests {
             baseline_plan: None,
         };
         let fleet = Fleet {
+            held: Default::default(),
             pods: vec![pod.clone()].into(),
             passed_plans: vec!["p1".into()].into(),
             refused_plans: Arc::from([]),

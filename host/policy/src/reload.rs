@@ -228,6 +228,7 @@ fn samples() -> Vec<(&'static str, Trigger, Fleet)> {
         baseline_plan: Some("plan-1".into()),
     };
     let fleet = Fleet {
+        held: Default::default(),
         pods: vec![
             pod("ns/a", "plan-2", "plan-1"),
             pod("ns/b", "plan-2", "plan-2"),

@@ -1,8 +1,10 @@
 //! The host's rules over any decision (docs/protocol.md §3): whatever a policy
 //! says, it can only promote a pod to a plan HAProxy passed and that the pod
-//! holds, and only revert a pod to its baseline or to a passed plan.
+//! holds — and, when the pod's report names a render, only when that
+//! render's content is content that passed — and only revert a pod to its
+//! baseline or to a passed plan, never a pod whose render's content passed.
 
-use super::{Decision, Fleet, Promote, Revert, RevertTarget};
+use super::{Decision, Fleet, Name, Outcome, Promote, Revert, RevertTarget, Trigger};
 use std::collections::HashSet;
 use std::hash::Hash;
 
@@ -18,7 +20,8 @@ pub struct Checked {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dropped {
     /// The rule, as a metric label: `unknown-pod`, `plan-not-passed`,
-    /// `plan-not-held`, `target-not-passed`.
+    /// `plan-not-held`, `content-not-passed`, `target-not-passed`,
+    /// `content-passed`.
     pub rule: &'static str,
     /// The item and why, for the log.
     pub item: String,
@@ -36,11 +39,23 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
     let promote = keep(
         decision.promote,
         |p| {
+            let held = fleet.held.of(&p.pod);
             let why = match pod(&p.pod) {
-                None => Some(("unknown-pod", "the pod is not in the fleet")),
-                Some(_) if !passed(&p.plan) => Some(("plan-not-passed", "the plan has not passed")),
+                None => Some(("unknown-pod", "the pod is not in the fleet".into())),
+                Some(_) if !passed(&p.plan) => {
+                    Some(("plan-not-passed", "the plan has not passed".into()))
+                }
                 Some(state) if state.applied_plan.as_deref() != Some(&*p.plan) => {
-                    Some(("plan-not-held", "the pod does not hold the plan"))
+                    Some(("plan-not-held", "the pod does not hold the plan".into()))
+                }
+                // another render of the plan, never judged or refused: it waits for its own verdict
+                Some(_) if held.is_some_and(|(_, judged)| judged != Some(Outcome::Passed)) => {
+                    let (render, judged) = held.expect("matched");
+                    let what = if judged.is_some() { "was refused" } else { "was never judged" };
+                    Some((
+                        "content-not-passed",
+                        format!("the pod holds render {render}, whose content {what}"),
+                    ))
                 }
                 Some(_) => None,
             };
@@ -54,10 +69,22 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
     let revert = keep(
         decision.revert,
         |r| {
+            let held = fleet.held.of(&r.pod);
             let why = match (&r.target, pod(&r.pod)) {
-                (_, None) => Some(("unknown-pod", "the pod is not in the fleet")),
+                (_, None) => Some(("unknown-pod", "the pod is not in the fleet".into())),
                 (RevertTarget::Plan(plan), _) if !passed(plan) => {
-                    Some(("target-not-passed", "the target plan has not passed"))
+                    Some(("target-not-passed", "the target plan has not passed".into()))
+                }
+                // a pod holding content of the plan that passed is not reverted for another render of it
+                (_, Some(state))
+                    if state.applied_plan.as_deref() == Some(&*r.plan)
+                        && held.is_some_and(|(_, judged)| judged == Some(Outcome::Passed)) =>
+                {
+                    let (render, _) = held.expect("matched");
+                    Some((
+                        "content-passed",
+                        format!("the pod holds render {render}, whose content passed"),
+                    ))
                 }
                 _ => None,
             };
@@ -69,6 +96,21 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
         &mut dropped,
     );
     Checked { promote, revert, dropped }
+}
+
+/// The render a `promote` line names: the one the pod's report names (its
+/// content passed, or the rules would have dropped the promotion), else,
+/// for a report without one, the render whose pass is the trigger.
+pub fn promoted_render(promote: &Promote, trigger: &Trigger, fleet: &Fleet) -> Option<Name> {
+    if let Some((render, _)) = fleet.held.of(&promote.pod) {
+        return Some(render.clone());
+    }
+    match trigger {
+        Trigger::Verdict(v) if v.plan == *promote.plan && v.outcome == Outcome::Passed => {
+            Some(v.render.as_str().into())
+        }
+        _ => None,
+    }
 }
 
 /// Keeps the items `broken` finds nothing wrong with, in order and without
@@ -107,9 +149,11 @@ fn keep<T: Eq + Hash + Clone>(
 mod tests {
     use super::*;
     use crate::PodState;
+    use std::sync::Arc;
 
     fn fleet() -> Fleet {
         Fleet {
+            held: Default::default(),
             pods: vec![PodState {
                 pod: "ns/a".into(),
                 applied_plan: Some("p2".into()),
@@ -147,6 +191,131 @@ mod tests {
         assert!(checked.dropped[0].item.contains("ns/ghost"));
     }
 
+    /// `ns/a` holds plan p2 through render `render`, judged `judged`.
+    fn holding(render: &str, judged: Option<Outcome>) -> Fleet {
+        let mut fleet = fleet();
+        fleet.held = crate::Held {
+            renders: Arc::new([("ns/a".into(), render.into())].into_iter().collect()),
+            judged: Arc::new(judged.map(|j| (render.into(), j)).into_iter().collect()),
+        };
+        fleet
+    }
+
+    #[test]
+    fn a_promotion_needs_the_pods_render_to_hold_content_that_passed() {
+        let decision = || Decision { promote: vec![promote("ns/a", "p2")], ..Decision::default() };
+        let checked = enforce(decision(), &holding("r-2", Some(Outcome::Passed)));
+        assert_eq!(checked.promote, vec![promote("ns/a", "p2")]);
+        for (judged, what) in [(None, "was never judged"), (Some(Outcome::Refused), "was refused")]
+        {
+            let checked = enforce(decision(), &holding("r-2b", judged));
+            assert!(checked.promote.is_empty(), "{judged:?}");
+            assert_eq!(checked.dropped[0].rule, "content-not-passed");
+            assert!(
+                checked.dropped[0].item.contains(&format!("render r-2b, whose content {what}"))
+            );
+        }
+    }
+
+    #[test]
+    fn a_pod_holding_content_that_passed_is_not_reverted_for_another_render_of_its_plan() {
+        let decision = || Decision {
+            revert: vec![revert("ns/a", RevertTarget::Baseline)],
+            ..Decision::default()
+        };
+        let checked = enforce(decision(), &holding("r-2", Some(Outcome::Passed)));
+        assert!(checked.revert.is_empty());
+        assert_eq!(checked.dropped[0].rule, "content-passed");
+        for judged in [None, Some(Outcome::Refused)] {
+            let checked = enforce(decision(), &holding("r-2", judged));
+            assert_eq!(checked.revert.len(), 1, "{judged:?}");
+        }
+    }
+
+    #[test]
+    fn the_promote_line_names_the_pods_render_else_the_passing_one() {
+        let verdict = |plan: &str| {
+            Trigger::Verdict(policy_core::Verdict {
+                plan: plan.into(),
+                render: "r-v".into(),
+                outcome: Outcome::Passed,
+                newest: true,
+                pinned: false,
+                remembered: false,
+                message: String::new(),
+            })
+        };
+        let p = promote("ns/a", "p2");
+        let held = holding("r-2", Some(Outcome::Passed));
+        assert_eq!(promoted_render(&p, &verdict("p2"), &held).as_deref(), Some("r-2"));
+        assert_eq!(promoted_render(&p, &verdict("p2"), &fleet()).as_deref(), Some("r-v"));
+        assert_eq!(promoted_render(&p, &verdict("p1"), &fleet()), None);
+    }
+
+    proptest::proptest! {
+        /// Whatever a policy proposes over whatever the fleet holds, a kept
+        /// promotion's pod holds the plan, and when its report names a
+        /// render, that render's content passed; a kept revert never takes
+        /// a pod off content of its plan that passed.
+        #[test]
+        fn no_promotion_to_content_that_did_not_pass(
+            pods in proptest::collection::vec((0..3usize, proptest::option::of(0..4usize), 0..3usize), 1..8),
+            promotions in proptest::collection::vec((0..8usize, 0..3usize), 0..12),
+            reverts in proptest::collection::vec((0..8usize, 0..3usize), 0..12),
+        ) {
+            let plan = |i: usize| Name::from(format!("p{i}"));
+            let outcome = |j: usize| [None, Some(Outcome::Passed), Some(Outcome::Refused)][j];
+            let mut states = Vec::new();
+            let mut renders = std::collections::HashMap::new();
+            let mut judged = std::collections::HashMap::new();
+            for (i, (applied, render, judgement)) in pods.iter().enumerate() {
+                let pod: Name = format!("ns/{i}").into();
+                states.push(PodState {
+                    pod: pod.clone(),
+                    applied_plan: Some(plan(*applied)),
+                    running_plan: None,
+                    baseline_plan: Some(plan(0)),
+                });
+                if let Some(r) = render {
+                    let id: Name = format!("r-{r}").into();
+                    renders.insert(pod, id.clone());
+                    if let Some(o) = outcome(*judgement) {
+                        judged.insert(id, o);
+                    }
+                }
+            }
+            let fleet = Fleet {
+                pods: Arc::new(states),
+                passed_plans: vec![plan(0), plan(1)].into(),
+                refused_plans: vec![plan(2)].into(),
+                held: crate::Held { renders: Arc::new(renders), judged: Arc::new(judged) },
+            };
+            let pod = |i: usize| Name::from(format!("ns/{}", i % pods.len()));
+            let decision = Decision {
+                promote: promotions.iter().map(|(i, p)| Promote { pod: pod(*i), plan: plan(*p) }).collect(),
+                revert: reverts
+                    .iter()
+                    .map(|(i, p)| Revert { pod: pod(*i), plan: plan(*p), target: RevertTarget::Baseline })
+                    .collect(),
+                notes: vec![],
+            };
+            let checked = enforce(decision, &fleet);
+            for p in &checked.promote {
+                let state = fleet.pods.iter().find(|s| s.pod == p.pod).unwrap();
+                proptest::prop_assert_eq!(state.applied_plan.as_ref(), Some(&p.plan));
+                if let Some((_, judged)) = fleet.held.of(&p.pod) {
+                    proptest::prop_assert_eq!(judged, Some(Outcome::Passed));
+                }
+            }
+            for r in &checked.revert {
+                let state = fleet.pods.iter().find(|s| s.pod == r.pod).unwrap();
+                let on_passed_content = state.applied_plan.as_ref() == Some(&r.plan)
+                    && fleet.held.of(&r.pod).is_some_and(|(_, j)| j == Some(Outcome::Passed));
+                proptest::prop_assert!(!on_passed_content, "{r:?}");
+            }
+        }
+    }
+
     #[test]
     fn reverts_go_only_to_the_baseline_or_a_passed_plan() {
         let decision = Decision {
@@ -182,6 +351,7 @@ mod tests {
             })
             .collect();
         let fleet = Fleet {
+            held: Default::default(),
             pods: pods.into(),
             passed_plans: vec!["plan-1".into()].into(),
             refused_plans: vec!["plan-2".into()].into(),

@@ -9,7 +9,7 @@
 //! ([`super::Policy::inline`]) is decided in place by the driver with
 //! [`settle`]: it takes well under a microsecond, less than the trip here.
 
-use super::{Fleet, PolicySeat, Promote, Revert, Trigger};
+use super::{Fleet, Name, PolicySeat, Promote, Revert, Trigger, rules};
 use crate::metrics::PolicyMetrics;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -28,6 +28,8 @@ pub struct Decided {
     /// The policy that decided (after a hot reload, not always the one in force now).
     pub policy: String,
     pub promote: Vec<Promote>,
+    /// For each promotion, the render whose content passed (the line names it).
+    pub promoted_renders: Vec<Option<Name>>,
     pub revert: Vec<Revert>,
 }
 
@@ -100,10 +102,13 @@ pub fn settle(
     // Counted here, where the gate's decisions and nothing else pass: each
     // item becomes one `promote` or `revert` line (docs/operations.md).
     metrics.applied(seat.decided_by(), &settled.promote, &settled.revert);
+    let promoted_renders =
+        settled.promote.iter().map(|p| rules::promoted_render(p, trigger, fleet)).collect();
     Decided {
         seq,
         policy: seat.decided_by().to_owned(),
         promote: settled.promote,
+        promoted_renders,
         revert: settled.revert,
     }
 }

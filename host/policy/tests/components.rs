@@ -50,6 +50,7 @@ fn pod(i: usize) -> PodState {
 
 fn fleet(pods: usize) -> Fleet {
     Fleet {
+        held: Default::default(),
         pods: std::sync::Arc::new((0..pods).map(pod).collect()),
         passed_plans: vec!["plan-1".into()].into(),
         refused_plans: vec!["plan-2".into()].into(),
