@@ -591,7 +591,8 @@ impl Driver {
 }
 
 /// One line per verdict, carrying the render's identity and the check's
-/// outcome; refusals carry HAProxy's message. Stale verdicts are routine: debug.
+/// outcome; refusals (of any render) carry HAProxy's message at warn. A
+/// superseded render's pass is routine: debug.
 fn log_verdict(v: &Verdict) {
     let (plan, render, correlation) =
         (v.plan.as_str(), v.render.as_str(), v.correlation.as_deref().unwrap_or(""));
@@ -611,13 +612,15 @@ fn log_verdict(v: &Verdict) {
                 "check could not run"
             )
         }
-        CheckOutcome::Refused { message } if newest => {
+        // newest or not: a superseded render's refusal is what reverts the pods holding it
+        CheckOutcome::Refused { message } => {
             tracing::warn!(
                 plan,
                 render,
                 correlation,
                 outcome,
                 duration_ms,
+                newest,
                 remembered,
                 haproxy_message = message.as_str(),
                 "HAProxy refused the render"
@@ -673,10 +676,20 @@ fn shadow_difference(
 
 fn decision_outputs(decided: Decided) -> impl Iterator<Item = Output> {
     let renders = decided.promoted_renders.into_iter().chain(std::iter::repeat(None));
-    let promote = decided
-        .promote
-        .into_iter()
-        .zip(renders)
-        .map(|(promote, render)| Output::Promote { promote, render });
-    promote.chain(decided.revert.into_iter().map(Output::Revert))
+    let policy = decided.policy;
+    let promote = decided.promote.into_iter().zip(renders).map(move |(promote, render)| {
+        let (pod, plan) = (&*promote.pod, &*promote.plan);
+        tracing::info!(policy, pod, plan, render = render.as_deref(), "promote");
+        Output::Promote { promote, render }
+    });
+    let revert = decided.revert.into_iter().map(|revert| {
+        let (pod, plan) = (&*revert.pod, &*revert.plan);
+        let to = match &revert.target {
+            crate::policy::RevertTarget::Baseline => "baseline",
+            crate::policy::RevertTarget::Plan(plan) => plan,
+        };
+        tracing::info!(pod, plan, to, "revert");
+        Output::Revert(revert)
+    });
+    promote.chain(revert)
 }

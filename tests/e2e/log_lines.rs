@@ -96,3 +96,40 @@ fn json_logs_keep_one_object_per_line_whatever_the_names_hold() {
         assert_ne!(record["message"], "forged record", "a forged record: {line}");
     }
 }
+
+/// What an operator reads (docs/operations.md): a refusal of a superseded
+/// render, which reverts the pods holding it, is a warning like the newest's;
+/// each revert and promotion is a record naming its pod and plan.
+#[test]
+fn a_superseded_refusal_warns_and_each_revert_and_promotion_names_its_pod() {
+    let input = [
+        rendered("plan-0", "r-0", &sample_config()),
+        // while r-0 is checked: r-1 (broken, held by pod-0) is superseded by r-2
+        applied("ns/pod-0", "r-1", "plan-1", "plan-0", "plan-0"),
+        applied("ns/pod-1", "r-2", "plan-2", "plan-2", "plan-0"),
+        rendered("plan-1", "r-1", &broken_config()),
+        rendered("plan-2", "r-2", &sample_config()),
+    ];
+    let input: String = input.iter().map(|l| format!("{l}\n")).collect();
+    let args = ["serve", "--haproxy", &haproxy(), "--check-interval", "0s", "--log-format", "json"];
+    let out = run(&args, &input, &[]);
+    assert!(out.status.success());
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let find = |message: &str, key: &str, value: &str| {
+        records.iter().find(|r| r["message"] == message && r[key] == value).cloned()
+    };
+    let refusal = find("HAProxy refused the render", "render", "r-1")
+        .unwrap_or_else(|| panic!("no refusal of r-1: {records:#?}"));
+    assert_eq!(
+        (&refusal["level"], &refusal["newest"]),
+        (&json!("WARN"), &json!(false)),
+        "{refusal}"
+    );
+    let revert = find("revert", "pod", "ns/pod-0").unwrap_or_else(|| panic!("{records:#?}"));
+    assert_eq!((&revert["plan"], &revert["to"]), (&json!("plan-1"), &json!("baseline")));
+    let promote = find("promote", "pod", "ns/pod-1").unwrap_or_else(|| panic!("{records:#?}"));
+    assert_eq!((&promote["plan"], &promote["render"]), (&json!("plan-2"), &json!("r-2")));
+}
