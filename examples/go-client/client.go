@@ -98,19 +98,23 @@ type Client struct {
 	done chan struct{} // closed once out is closed and err set
 	err  error         // why the stream ended; nil for a clean Close
 
-	// mu orders Send's state updates and enqueues with a restart's re-send.
-	mu      sync.Mutex
-	state   state
-	queue   chan queued
-	closing bool
+	// sendLock orders Send's state updates and enqueues with a restart's
+	// re-send and Close's end of input. It is a channel, not a mutex: whoever
+	// waits for it (a Send behind one blocked on a full queue) still honours
+	// its own context.
+	sendLock chan struct{}
+	state    state
+	queue    chan queued
 	// closed is closed by the first Close: a restart waiting out its
 	// backoff stops there rather than start a gate only to close it.
 	closed chan struct{}
 
-	// smu guards the current session and its hello.
-	smu   sync.Mutex
-	sess  *session
-	hello Hello
+	// smu guards the current session, its hello and closing; it is never
+	// held while waiting for anything.
+	smu     sync.Mutex
+	sess    *session
+	hello   Hello
+	closing bool
 
 	// restarts are the times of the restarts within Options.RestartWindow
 	// (only the reading goroutine touches them).
@@ -185,15 +189,36 @@ func New(r io.Reader, w io.Writer) (*Client, error) {
 func newClient(ctx context.Context, opts *Options) *Client {
 	ctx, cancel := context.WithCancel(ctx)
 	return &Client{
-		opts:   opts,
-		ctx:    ctx,
-		cancel: cancel,
-		out:    make(chan Output),
-		done:   make(chan struct{}),
-		closed: make(chan struct{}),
-		queue:  make(chan queued, queueSize),
-		state:  newState(),
+		opts:     opts,
+		ctx:      ctx,
+		cancel:   cancel,
+		out:      make(chan Output),
+		done:     make(chan struct{}),
+		closed:   make(chan struct{}),
+		queue:    make(chan queued, queueSize),
+		state:    newState(),
+		sendLock: make(chan struct{}, 1),
 	}
+}
+
+// lockSend takes the send lock, unless ctx is done or the client ended first.
+func (c *Client) lockSend(ctx context.Context) error {
+	select {
+	case c.sendLock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return c.end()
+	}
+}
+
+func (c *Client) unlockSend() { <-c.sendLock }
+
+func (c *Client) isClosing() bool {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	return c.closing
 }
 
 func (c *Client) begin(s *session, hello Hello) {
@@ -242,9 +267,14 @@ func (c *Client) Send(ctx context.Context, ev Event) error {
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closing {
+	if c.isClosing() {
+		return ErrClosed
+	}
+	if err := c.lockSend(ctx); err != nil {
+		return err
+	}
+	defer c.unlockSend()
+	if c.isClosing() {
 		return ErrClosed
 	}
 	select {
@@ -292,18 +322,23 @@ func (c *Client) end() error {
 // concurrent Next takes are its, not in the slice). The error is why the
 // stream ended (nil when serve exited 0), or ctx's.
 func (c *Client) Close(ctx context.Context) ([]Output, error) {
-	c.mu.Lock()
+	c.smu.Lock()
 	first := !c.closing
 	c.closing = true
-	gen := c.current().gen
-	c.mu.Unlock()
+	c.smu.Unlock()
 	if first {
 		close(c.closed)
 		// The queue may be full behind a gate waiting for its outputs to
-		// be read: queue the end while this goroutine reads them.
+		// be read, and a Send may hold the send lock while it waits: queue
+		// the end, after every line a Send queued, while this goroutine
+		// reads the outputs.
 		go func() {
+			if c.lockSend(context.Background()) != nil {
+				return
+			}
+			defer c.unlockSend()
 			select {
-			case c.queue <- queued{gen: gen}:
+			case c.queue <- queued{gen: c.current().gen}:
 			case <-c.done:
 			}
 		}()
@@ -359,9 +394,7 @@ func (c *Client) read(s *session) {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = exit
 		}
-		c.mu.Lock()
-		closing := c.closing
-		c.mu.Unlock()
+		closing := c.isClosing()
 		switch {
 		case c.ctx.Err() != nil:
 			c.finish(c.ctx.Err())
@@ -570,19 +603,20 @@ func (c *Client) restart(old *session, cause error) (*session, *Restarted, error
 		if s, hello, err = c.spawn(old.gen + 1); err == nil {
 			break
 		}
-		c.mu.Lock()
-		closing := c.closing
-		c.mu.Unlock()
+		closing := c.isClosing()
 		var unsupported *UnsupportedProtocolError
 		if errors.As(err, &unsupported) || c.ctx.Err() != nil || closing {
 			return nil, nil, err
 		}
 		cause = err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.lockSend(c.ctx); err != nil {
+		return nil, nil, err
+	}
+	defer c.unlockSend()
 	c.smu.Lock()
 	c.sess, c.hello = s, hello
+	closing := c.closing
 	c.smu.Unlock()
 	restarted := &Restarted{Hello: hello, Cause: cause}
 	for _, ev := range c.state.replay() {
@@ -599,7 +633,7 @@ func (c *Client) restart(old *session, cause error) (*session, *Restarted, error
 			return nil, nil, c.ctx.Err()
 		}
 	}
-	if c.closing {
+	if closing {
 		// Close came while serve was down: its end is for this gate too.
 		go func() {
 			select {

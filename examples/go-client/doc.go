@@ -20,6 +20,10 @@
 // LostLeadership (values or pointers). Optional fields left empty are
 // omitted from the line: absent means unknown to the gate.
 //
+// Every method honours its context whatever else is blocked: a Send
+// behind another Send waiting on a full queue, or a Close behind both,
+// returns when its own context is done (no lock is held while waiting).
+//
 // Send returns once the event's line is queued, not once it is written to
 // serve's stdin, let alone read: nil means the line waits in the client's
 // queue (at most 64 lines, behind the one being written) and will be
