@@ -690,12 +690,17 @@ func (s *session) wait() error {
 }
 
 // state mirrors what the gate knows and a restarted gate must be told
-// again: the pods, each pod's last applied, the newest render. It is reset
-// with the gate's term on LostLeadership.
+// again: the pods, each pod's last applied, the newest render and every
+// superseded render a pod still holds (its verdict decides that pod's
+// revert). It is reset with the gate's term on LostLeadership.
 type state struct {
 	discovered []string // nil: no pods_discovered since the term began
 	applied    map[string]Applied
 	newest     *Rendered
+	// held are superseded renders some pod's last applied names (by render
+	// id, or, for a report without one, the plan's latest render), oldest
+	// first.
+	held []Rendered
 }
 
 func newState() state {
@@ -715,11 +720,17 @@ func (st *state) record(ev Event) {
 	case *LostLeadership:
 		st.record(*e)
 	case Rendered:
+		if st.newest != nil {
+			st.held = append(st.held, *st.newest)
+		}
 		st.newest = &e
+		st.prune()
 	case Applied:
 		st.applied[e.Pod] = e
+		st.prune()
 	case PodTerminated:
 		delete(st.applied, e.Pod)
+		st.prune()
 		if st.discovered != nil {
 			kept := []string{}
 			for _, p := range st.discovered {
@@ -740,14 +751,49 @@ func (st *state) record(ev Event) {
 			}
 		}
 		st.discovered = append([]string{}, e.Pods...)
+		st.prune()
 	case LostLeadership:
 		*st = newState()
 	}
 }
 
+// prune keeps of the superseded renders those a pod holds: the last
+// occurrence of each render id a report names, and the latest render of
+// each plan a report without a render id names; never the newest's id.
+func (st *state) prune() {
+	ids, plans := map[string]bool{}, map[string]bool{}
+	for _, a := range st.applied {
+		if a.Render != "" {
+			ids[a.Render] = true
+		} else {
+			plans[a.Plan] = true
+		}
+	}
+	kept := []Rendered{}
+	seenID, seenPlan := map[string]bool{}, map[string]bool{}
+	if st.newest != nil {
+		seenID[st.newest.Render] = true
+		seenPlan[st.newest.Plan] = true
+	}
+	// newest first, so that each id and plan keeps its latest occurrence
+	for i := len(st.held) - 1; i >= 0; i-- {
+		r := st.held[i]
+		byID := ids[r.Render] && !seenID[r.Render]
+		byPlan := plans[r.Plan] && !seenPlan[r.Plan]
+		seenID[r.Render], seenPlan[r.Plan] = true, true
+		if byID || byPlan {
+			kept = append(kept, r)
+		}
+	}
+	for i, j := 0, len(kept)-1; i < j; i, j = i+1, j-1 {
+		kept[i], kept[j] = kept[j], kept[i]
+	}
+	st.held = kept
+}
+
 // replay is the events that tell a fresh gate what this one knew: the
-// pods discovered, each pod's last applied (by pod name), the newest
-// render last.
+// pods discovered, each pod's last applied (by pod name), the superseded
+// renders pods hold (oldest first), the newest render last.
 func (st *state) replay() []Event {
 	var events []Event
 	if st.discovered != nil {
@@ -760,6 +806,9 @@ func (st *state) replay() []Event {
 	sort.Strings(pods)
 	for _, p := range pods {
 		events = append(events, st.applied[p])
+	}
+	for _, r := range st.held {
+		events = append(events, r)
 	}
 	if st.newest != nil {
 		events = append(events, *st.newest)

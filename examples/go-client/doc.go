@@ -94,6 +94,10 @@
 //   - the last PodsDiscovered list (if one was sent in this term);
 //   - each pod's last Applied (pods terminated or no longer discovered
 //     left out), by pod name;
+//   - every superseded Rendered a pod still holds (the render id its last
+//     Applied names, or, for a report without one, its plan's latest
+//     render), oldest first: its verdict decides that pod's revert, and the
+//     dead gate may not have given it;
 //   - the newest Rendered, last.
 //
 // The client mirrors the gate's term: LostLeadership clears what it would

@@ -131,3 +131,33 @@ func TestWhatARestartReSendsMirrorsTheGatesTerm(t *testing.T) {
 		t.Fatalf("a new term re-sends nothing, got %+v", events)
 	}
 }
+
+func TestARestartReSendsEverySupersededRenderAPodStillHolds(t *testing.T) {
+	st := newState()
+	st.record(Rendered{Plan: "plan-1", Render: "r-1"})
+	st.record(Applied{Pod: "a", Plan: "plan-1", Render: "r-1"}) // held by id
+	st.record(Rendered{Plan: "plan-2", Render: "r-2a"})         // superseded, held by no one
+	st.record(Rendered{Plan: "plan-2", Render: "r-2b"})         // the plan's latest
+	st.record(Applied{Pod: "b", Plan: "plan-2"})                // held by plan: r-2b
+	st.record(Rendered{Plan: "plan-3", Render: "r-3"})          // held by no one
+	st.record(Rendered{Plan: "plan-1", Render: "r-1"})          // r-1 again: its last occurrence counts
+	st.record(Rendered{Plan: "plan-4", Render: "r-4"})          // the newest
+	var got []string
+	for _, ev := range st.replay() {
+		if r, ok := ev.(Rendered); ok {
+			got = append(got, r.Render)
+		}
+	}
+	if want := "r-2b r-1 r-4"; strings.Join(got, " ") != want {
+		t.Fatalf("re-sent renders %v, want %s", got, want)
+	}
+	st.record(Applied{Pod: "a", Plan: "plan-4", Render: "r-4"})
+	st.record(PodTerminated{Pod: "b"})
+	if events := st.replay(); len(events) != 2 {
+		t.Fatalf("no pod holds a superseded render: %+v", events)
+	}
+	st.record(LostLeadership{})
+	if events := st.replay(); len(events) != 0 {
+		t.Fatalf("a new term re-sends nothing, got %+v", events)
+	}
+}
