@@ -98,13 +98,23 @@ type Client struct {
 	done chan struct{} // closed once out is closed and err set
 	err  error         // why the stream ended; nil for a clean Close
 
-	// sendLock orders Send's state updates and enqueues with a restart's
-	// re-send and Close's end of input. It is a channel, not a mutex: whoever
-	// waits for it (a Send behind one blocked on a full queue) still honours
-	// its own context.
+	// sendLock orders Send's enqueues with Close's end of input. It is a
+	// channel, not a mutex: whoever waits for it (a Send behind one blocked
+	// on a full queue) still honours its own context.
 	sendLock chan struct{}
-	state    state
-	queue    chan queued
+	// state is what the gate was told, recorded as each line is written
+	// (only the writer touches it): a restarted gate is told it again.
+	state state
+	queue chan queued
+	// sessions wakes the writer when a restart made a new session.
+	sessions chan struct{}
+	// newestSent names the newest render Send queued (guarded by smu): what
+	// a restarted gate's latch is held for.
+	newestSent *Rendered
+	// judged holds the render ids whose present content got a verdict
+	// (guarded by smu): a restart need not re-send a superseded render that
+	// was judged and that no pod holds.
+	judged map[string]bool
 	// closed is closed by the first Close: a restart waiting out its
 	// backoff stops there rather than start a gate only to close it.
 	closed chan struct{}
@@ -129,10 +139,11 @@ type session struct {
 	lines *bufio.Reader
 }
 
-// queued is one line for the writer; a nil line closes the gate's input.
+// queued is one line for the writer and the event it carries; a nil line
+// closes the gate's input.
 type queued struct {
-	gen  int
 	line []byte
+	ev   Event
 }
 
 // Start runs `Binary serve Args...`, reads its hello and checks the
@@ -198,6 +209,8 @@ func newClient(ctx context.Context, opts *Options) *Client {
 		queue:    make(chan queued, queueSize),
 		state:    newState(),
 		sendLock: make(chan struct{}, 1),
+		sessions: make(chan struct{}, 1),
+		judged:   map[string]bool{},
 	}
 }
 
@@ -259,8 +272,8 @@ func (c *Client) current() *session {
 // returns only after every queued line was written. Send blocks while the
 // queue is full (the gate is not reading, usually because nobody reads its
 // outputs) until ctx is done. A line queued for a gate that dies before it
-// is written is dropped, not lost: what the gate must know is re-sent on
-// restart. After the client ended, Send returns why (ErrClosed after
+// is written is written to the restarted gate, after what it must know is
+// re-sent. After the client ended, Send returns why (ErrClosed after
 // Close).
 func (c *Client) Send(ctx context.Context, ev Event) error {
 	line, err := Marshal(ev)
@@ -283,8 +296,15 @@ func (c *Client) Send(ctx context.Context, ev Event) error {
 	default:
 	}
 	select {
-	case c.queue <- queued{gen: c.current().gen, line: append(line, '\n')}:
-		c.state.record(ev)
+	case c.queue <- queued{line: append(line, '\n'), ev: ev}:
+		c.smu.Lock()
+		if r, ok := asRendered(ev); ok {
+			c.newestSent = &r
+			delete(c.judged, r.Render) // new content under this id, maybe
+		} else if ev.EventType() == (LostLeadership{}).EventType() {
+			c.newestSent = nil // a new term knows no render
+		}
+		c.smu.Unlock()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -338,7 +358,7 @@ func (c *Client) Close(ctx context.Context) ([]Output, error) {
 			}
 			defer c.unlockSend()
 			select {
-			case c.queue <- queued{gen: c.current().gen}:
+			case c.queue <- queued{}:
 			case <-c.done:
 			}
 		}()
@@ -357,28 +377,61 @@ func (c *Client) Close(ctx context.Context) ([]Output, error) {
 	}
 }
 
-// write writes queued lines to the current gate, in order, dropping lines
-// queued for a gate that has since died (restart re-sent their state).
+// write writes queued lines to the current gate, in order, recording what
+// each told it. When a restart made a new session, it first tells the new
+// gate what the dead one knew (state.replay), then goes on with the lines
+// still queued: none is dropped. A line whose write failed (the gate died)
+// waits for the next gate.
 func (c *Client) write() {
+	s := c.current()
+	var pending *queued
 	for {
-		select {
-		case q := <-c.queue:
-			s := c.current()
-			if q.gen != s.gen {
-				continue
+		if pending == nil {
+			select {
+			case q := <-c.queue:
+				pending = &q
+			case <-c.sessions:
+			case <-c.done:
+				return
 			}
-			if q.line == nil {
-				if closer, ok := s.stdin.(io.Closer); ok {
-					closer.Close()
-				}
-				continue
-			}
-			// A failed write means the gate is gone: its reader sees the
-			// end and restarts it or ends the client.
-			s.stdin.Write(q.line)
-		case <-c.done:
-			return
 		}
+		if now := c.current(); now.gen != s.gen {
+			s = now
+			// lines still queued may hold a newer render than the gate was told
+			c.smu.Lock()
+			sent := c.newestSent
+			c.smu.Unlock()
+			superseded := sent != nil && c.state.newest != nil && sent.Render != c.state.newest.Render
+			for _, ev := range c.state.replay(c.wasJudged, superseded) {
+				line, err := Marshal(ev)
+				if err == nil {
+					s.stdin.Write(append(line, '\n'))
+				}
+			}
+		}
+		if pending == nil {
+			continue
+		}
+		if pending.line == nil {
+			if closer, ok := s.stdin.(io.Closer); ok {
+				closer.Close()
+			}
+			pending = nil
+			continue
+		}
+		if _, err := s.stdin.Write(pending.line); err != nil {
+			// the gate is gone: its reader restarts it (or ends the client)
+			for c.current().gen == s.gen {
+				select {
+				case <-c.sessions:
+				case <-c.done:
+					return
+				}
+			}
+			continue
+		}
+		c.state.record(pending.ev)
+		pending = nil
 	}
 }
 
@@ -427,7 +480,22 @@ func (c *Client) finish(err error) {
 	close(c.done)
 }
 
+// wasJudged says whether render's present content got a verdict.
+func (c *Client) wasJudged(render string) bool {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	return c.judged[render]
+}
+
 func (c *Client) deliver(o Output) bool {
+	if g, ok := o.(*VerdictGroup); ok && !g.Verdict.CouldNotRun() {
+		c.smu.Lock()
+		if len(c.judged) >= maxJudged {
+			c.judged = map[string]bool{} // forgetting only costs a re-send
+		}
+		c.judged[g.Verdict.Render] = true
+		c.smu.Unlock()
+	}
 	select {
 	case c.out <- o:
 		return true
@@ -610,34 +678,29 @@ func (c *Client) restart(old *session, cause error) (*session, *Restarted, error
 		}
 		cause = err
 	}
-	if err := c.lockSend(c.ctx); err != nil {
-		return nil, nil, err
-	}
-	defer c.unlockSend()
 	c.smu.Lock()
 	c.sess, c.hello = s, hello
 	closing := c.closing
+	newest := c.newestSent
 	c.smu.Unlock()
 	restarted := &Restarted{Hello: hello, Cause: cause}
-	for _, ev := range c.state.replay() {
-		if r, ok := ev.(Rendered); ok {
-			restarted.HoldPlan, restarted.HoldRender = r.Plan, r.Render
-		}
-		line, err := Marshal(ev)
-		if err != nil {
-			return nil, nil, err
-		}
-		select {
-		case c.queue <- queued{gen: s.gen, line: append(line, '\n')}:
-		case <-c.ctx.Done():
-			return nil, nil, c.ctx.Err()
-		}
+	if newest != nil {
+		restarted.HoldPlan, restarted.HoldRender = newest.Plan, newest.Render
+	}
+	// the writer tells the new gate what the dead one knew, then goes on
+	select {
+	case c.sessions <- struct{}{}:
+	default:
 	}
 	if closing {
 		// Close came while serve was down: its end is for this gate too.
 		go func() {
+			if c.lockSend(context.Background()) != nil {
+				return
+			}
+			defer c.unlockSend()
 			select {
-			case c.queue <- queued{gen: s.gen}:
+			case c.queue <- queued{}:
 			case <-c.done:
 			}
 		}()
@@ -697,14 +760,27 @@ type state struct {
 	discovered []string // nil: no pods_discovered since the term began
 	applied    map[string]Applied
 	newest     *Rendered
-	// held are superseded renders some pod's last applied names (by render
-	// id, or, for a report without one, the plan's latest render), oldest
-	// first.
+	// held are the superseded renders a restarted gate must know, oldest
+	// first: those some pod's last applied names (by render id, or, for a
+	// report without one, the plan's latest render), and the last
+	// supersededKept of the rest, as the gate keeps them (a pod may report
+	// one later; the gate checks it only then).
 	held []Rendered
 }
 
 func newState() state {
 	return state{applied: map[string]Applied{}}
+}
+
+// asRendered is ev as a Rendered value, if it is one.
+func asRendered(ev Event) (Rendered, bool) {
+	switch e := ev.(type) {
+	case Rendered:
+		return e, true
+	case *Rendered:
+		return *e, true
+	}
+	return Rendered{}, false
 }
 
 func (st *state) record(ev Event) {
@@ -757,20 +833,22 @@ func (st *state) record(ev Event) {
 	}
 }
 
-// prune keeps of the superseded renders those a pod holds: the last
+// maxJudged bounds the render ids remembered as judged.
+const maxJudged = 4096
+
+// supersededKept is how many superseded renders no pod holds the gate
+// keeps (docs/behaviour.md, "Which renders get checked").
+const supersededKept = 4
+
+// prune keeps of the superseded renders those a pod holds (the last
 // occurrence of each render id a report names, and the latest render of
-// each plan a report without a render id names; never the newest's id.
+// each plan a report without a render id names) and the last
+// supersededKept others; never one with the newest's id.
 func (st *state) prune() {
-	ids, plans := map[string]bool{}, map[string]bool{}
-	for _, a := range st.applied {
-		if a.Render != "" {
-			ids[a.Render] = true
-		} else {
-			plans[a.Plan] = true
-		}
-	}
+	ids, plans := st.holders()
 	kept := []Rendered{}
 	seenID, seenPlan := map[string]bool{}, map[string]bool{}
+	others := 0
 	if st.newest != nil {
 		seenID[st.newest.Render] = true
 		seenPlan[st.newest.Plan] = true
@@ -778,10 +856,14 @@ func (st *state) prune() {
 	// newest first, so that each id and plan keeps its latest occurrence
 	for i := len(st.held) - 1; i >= 0; i-- {
 		r := st.held[i]
-		byID := ids[r.Render] && !seenID[r.Render]
+		latest := !seenID[r.Render]
+		byID := ids[r.Render] && latest
 		byPlan := plans[r.Plan] && !seenPlan[r.Plan]
 		seenID[r.Render], seenPlan[r.Plan] = true, true
 		if byID || byPlan {
+			kept = append(kept, r)
+		} else if latest && others < supersededKept {
+			others++
 			kept = append(kept, r)
 		}
 	}
@@ -791,10 +873,26 @@ func (st *state) prune() {
 	st.held = kept
 }
 
+// holders are the render ids the pods' last reports name, and the plans
+// of reports that name none.
+func (st *state) holders() (ids, plans map[string]bool) {
+	ids, plans = map[string]bool{}, map[string]bool{}
+	for _, a := range st.applied {
+		if a.Render != "" {
+			ids[a.Render] = true
+		} else {
+			plans[a.Plan] = true
+		}
+	}
+	return ids, plans
+}
+
 // replay is the events that tell a fresh gate what this one knew: the
 // pods discovered, each pod's last applied (by pod name), the superseded
-// renders pods hold (oldest first), the newest render last.
-func (st *state) replay() []Event {
+// renders pods hold and those never judged (oldest first: judged says
+// which were), the newest render last — unless superseded says a newer
+// one waits in the queue: then it is re-sent as a superseded one is.
+func (st *state) replay(judged func(render string) bool, superseded bool) []Event {
 	var events []Event
 	if st.discovered != nil {
 		events = append(events, PodsDiscovered{Pods: st.discovered})
@@ -807,11 +905,14 @@ func (st *state) replay() []Event {
 	for _, p := range pods {
 		events = append(events, st.applied[p])
 	}
+	ids, plans := st.holders()
 	for _, r := range st.held {
-		events = append(events, r)
+		if ids[r.Render] || plans[r.Plan] || !judged(r.Render) {
+			events = append(events, r)
+		}
 	}
-	if st.newest != nil {
-		events = append(events, *st.newest)
+	if r := st.newest; r != nil && (!superseded || ids[r.Render] || plans[r.Plan] || !judged(r.Render)) {
+		events = append(events, *r)
 	}
 	return events
 }

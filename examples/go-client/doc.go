@@ -96,20 +96,24 @@
 //     left out), by pod name;
 //   - every superseded Rendered a pod still holds (the render id its last
 //     Applied names, or, for a report without one, its plan's latest
-//     render), oldest first: its verdict decides that pod's revert, and the
-//     dead gate may not have given it;
+//     render), and the last four others that got no verdict yet (the gate
+//     keeps as many, for a pod that reports one later), oldest first: a
+//     superseded render's verdict decides the revert of the pods holding
+//     it, and the dead gate may not have given it;
 //   - the newest Rendered, last.
 //
-// The client mirrors the gate's term: LostLeadership clears what it would
-// re-send. Lines queued for the dead gate and not yet written are dropped,
-// since what they told the gate is in what is re-sent.
+// What is re-sent is what was written to the dead gate. Lines queued and
+// not yet written (or whose write failed) are not dropped: they follow,
+// in order, so no event the controller sent is lost. The client mirrors
+// the gate's term: LostLeadership clears what it would re-send.
 //
 // Then Next returns a *Restarted, before any output of the new gate. A
 // restarted gate is a new term that knows nothing else: no verdicts, no
 // passed or refused plans, no latch. So when Restarted.HoldRender is set,
 // the controller must hold dispatch of every render until the verdict on
-// HoldRender arrives (a VerdictGroup whose Verdict.Render is HoldRender),
-// and from then on follow the gate as usual: a pass opens the way (and
+// HoldRender, the newest render sent, arrives (a VerdictGroup whose
+// Verdict.Render is HoldRender), and from then on follow the gate as
+// usual: a pass opens the way (and
 // promotions may follow), a refusal latches PESSIMISTIC and brings its
 // reverts. With HoldRender empty no render was known and there is nothing
 // to wait for. Outputs the dead gate never wrote are not replayed; the

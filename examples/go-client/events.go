@@ -21,6 +21,9 @@ type File struct {
 	Kind    string `json:"kind"`
 	Path    string `json:"path"`
 	Content string `json:"content"`
+	// Encoding is "base64" when Content is the base64 of the file's bytes
+	// (any bytes: a DER OCSP response); empty for text.
+	Encoding string `json:"encoding,omitempty"`
 }
 
 // Rendered is a new render the controller means to dispatch.

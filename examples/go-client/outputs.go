@@ -24,6 +24,9 @@ type Hello struct {
 	Policy   string `json:"policy"`
 	HAProxy  string `json:"haproxy"`
 	Sandbox  string `json:"sandbox"`
+	// World is the world checks see: root, config-dir, fresh or none
+	// (empty from a gate that does not say).
+	World string `json:"world,omitempty"`
 }
 
 // Verdict is the gate's judgement of one render.
@@ -64,6 +67,8 @@ type Release struct {
 type Promote struct {
 	Pod  string `json:"pod"`
 	Plan string `json:"plan"`
+	// Render is the render whose content passed, when the gate knows it.
+	Render string `json:"render,omitempty"`
 }
 
 // Revert asks a pod holding Plan to go back To `baseline` or a passed plan.
@@ -99,7 +104,7 @@ type Restarted struct {
 	Hello Hello
 	// Cause is how the previous serve ended.
 	Cause error
-	// HoldPlan and HoldRender name the re-sent newest render; both empty
+	// HoldPlan and HoldRender name the newest render sent; both empty
 	// when no render was known.
 	HoldPlan   string
 	HoldRender string

@@ -7,6 +7,7 @@ package rendergate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -111,7 +112,7 @@ func TestWhatARestartReSendsMirrorsTheGatesTerm(t *testing.T) {
 	st.record(Rendered{Plan: "plan-1", Render: "r-1"})
 	st.record(&Rendered{Plan: "plan-2", Render: "r-2"})
 	var got []string
-	for _, ev := range st.replay() {
+	for _, ev := range st.replay(func(string) bool { return false }, false) {
 		line, err := Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
@@ -121,13 +122,14 @@ func TestWhatARestartReSendsMirrorsTheGatesTerm(t *testing.T) {
 	want := []string{
 		`{"type":"pods_discovered","pods":["a","d"]}`,
 		`{"type":"applied","pod":"a","plan":"plan-2","running_plan":"plan-1"}`,
+		`{"type":"rendered","plan":"plan-1","render":"r-1","config":"","files":[]}`, // superseded, kept as the gate keeps it
 		`{"type":"rendered","plan":"plan-2","render":"r-2","config":"","files":[]}`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("re-sent:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	st.record(LostLeadership{})
-	if events := st.replay(); len(events) != 0 {
+	if events := st.replay(func(string) bool { return false }, false); len(events) != 0 {
 		t.Fatalf("a new term re-sends nothing, got %+v", events)
 	}
 }
@@ -136,28 +138,38 @@ func TestARestartReSendsEverySupersededRenderAPodStillHolds(t *testing.T) {
 	st := newState()
 	st.record(Rendered{Plan: "plan-1", Render: "r-1"})
 	st.record(Applied{Pod: "a", Plan: "plan-1", Render: "r-1"}) // held by id
-	st.record(Rendered{Plan: "plan-2", Render: "r-2a"})         // superseded, held by no one
+	st.record(Rendered{Plan: "plan-2", Render: "r-2a"})         // held by no one: among the last 4 kept
 	st.record(Rendered{Plan: "plan-2", Render: "r-2b"})         // the plan's latest
 	st.record(Applied{Pod: "b", Plan: "plan-2"})                // held by plan: r-2b
 	st.record(Rendered{Plan: "plan-3", Render: "r-3"})          // held by no one
 	st.record(Rendered{Plan: "plan-1", Render: "r-1"})          // r-1 again: its last occurrence counts
 	st.record(Rendered{Plan: "plan-4", Render: "r-4"})          // the newest
-	var got []string
-	for _, ev := range st.replay() {
-		if r, ok := ev.(Rendered); ok {
-			got = append(got, r.Render)
+	renders := func() string {
+		var got []string
+		for _, ev := range st.replay(func(string) bool { return false }, false) {
+			if r, ok := ev.(Rendered); ok {
+				got = append(got, r.Render)
+			}
 		}
+		return strings.Join(got, " ")
 	}
-	if want := "r-2b r-1 r-4"; strings.Join(got, " ") != want {
-		t.Fatalf("re-sent renders %v, want %s", got, want)
+	if got, want := renders(), "r-2a r-2b r-3 r-1 r-4"; got != want {
+		t.Fatalf("re-sent renders %s, want %s", got, want)
+	}
+	// five more nobody holds: of those, the gate keeps the last 4
+	for i := 5; i <= 9; i++ {
+		st.record(Rendered{Plan: fmt.Sprintf("plan-%d", i), Render: fmt.Sprintf("r-%d", i)})
+	}
+	if got, want := renders(), "r-2b r-1 r-5 r-6 r-7 r-8 r-9"; got != want {
+		t.Fatalf("re-sent renders %s, want %s", got, want)
 	}
 	st.record(Applied{Pod: "a", Plan: "plan-4", Render: "r-4"})
 	st.record(PodTerminated{Pod: "b"})
-	if events := st.replay(); len(events) != 2 {
-		t.Fatalf("no pod holds a superseded render: %+v", events)
+	if got, want := renders(), "r-5 r-6 r-7 r-8 r-9"; got != want {
+		t.Fatalf("no pod holds a superseded render: re-sent %s, want %s", got, want)
 	}
 	st.record(LostLeadership{})
-	if events := st.replay(); len(events) != 0 {
+	if events := st.replay(func(string) bool { return false }, false); len(events) != 0 {
 		t.Fatalf("a new term re-sends nothing, got %+v", events)
 	}
 }

@@ -1,0 +1,483 @@
+// Package haptic is rendergate as a component of a Go controller shaped
+// like HAPTIC (the HAProxy Template Ingress Controller): it takes the
+// controller's events from its bus while the replica leads, feeds them to
+// `rendergate serve` through the rendergate client, and publishes the
+// gate's answers back on the bus as HAPTIC's own render gate does
+// (RenderGateCompleted, then the latch, release, promote and revert events
+// that follow it, in the protocol's order). Standard library only.
+//
+// It cannot import HAPTIC, so it names what it needs of the controller as
+// three small interfaces, Bus, Logger and Metrics, which HAPTIC's satisfy
+// through a thin wrapper (a *slog.Logger satisfies Logger as it is). The
+// wrapper around a HAPTIC-like bus has this shape:
+//
+//	type busAdapter struct{ bus *busevents.EventBus }
+//
+//	func (b busAdapter) Events(ctx context.Context) <-chan any {
+//		return b.bus.SubscribeLeaderOnly(ctx) // closed when ctx ends
+//	}
+//	func (b busAdapter) Publish(ev any) { b.bus.Publish(ev) }
+//
+//	gate := haptic.New(haptic.Config{
+//		Bus:     busAdapter{bus},
+//		Logger:  logger,         // *slog.Logger
+//		Metrics: hapticMetrics,  // RecordConfigRejected, SetConfigPinned
+//		Serve:   rendergate.Options{Binary: "rendergate", Args: []string{"--haproxy", "/usr/sbin/haproxy"}},
+//	})
+//	go func() { _ = gate.Start(leaderCtx) }() // once this replica leads
+//
+// The controller keeps its own jobs: executing PromoteBaseline and
+// RevertPod on its pods, its agents, its CRD status (docs/embedding.md,
+// "Swapping HAPTIC's render gate").
+//
+// A restart of serve is lossless: the client re-sends the pods, their last
+// reports, every superseded render a pod holds and the newest render; the
+// component publishes LatchChanged{Pessimistic: true, Reason: "restarted"}
+// at once and, when the new gate's first verdict on the newest render is a
+// pass, LatchChanged{Pessimistic: false} and RenderReleased for it.
+package haptic
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	rendergate "rendergate.example/client"
+)
+
+// TemplateRendered is a render the controller dispatches (an input).
+type TemplateRendered struct {
+	PlanID, RenderID       string // RenderID: this exact occurrence (HAPTIC's render proof)
+	Correlation, Causation string
+	Config                 string
+	Files                  []File
+}
+
+// File is one file of a render besides its config.
+type File struct {
+	Kind    string // "map", "cert", "ca", "crt-list", "general"
+	Path    string
+	Content []byte // any bytes; sent as text or base64 as the protocol says
+}
+
+// ConfigAppliedToPod is a pod's report of what it holds (an input).
+type ConfigAppliedToPod struct {
+	Namespace, Name               string
+	PlanID, RenderID              string // what the pod applied; RenderID "" = unknown
+	RunningPlanID, BaselinePlanID string // "" = unknown
+}
+
+// HAProxyPodTerminated forgets one pod (an input).
+type HAProxyPodTerminated struct{ Namespace, Name string }
+
+// HAProxyPodsDiscovered forgets every pod not listed (an input).
+type HAProxyPodsDiscovered struct{ Pods []PodRef }
+
+// PodRef names one pod.
+type PodRef struct{ Namespace, Name string }
+
+// LostLeadership starts a new term in the gate (an input).
+type LostLeadership struct{}
+
+// RenderGateCompleted is one verdict (an output): every verdict is
+// published, never coalesced.
+type RenderGateCompleted struct {
+	PlanID, RenderID, Checksum              string
+	OK, Refused, Newest, Pinned, Remembered bool
+	Message                                 string
+	DurationMs                              int64
+	Correlation, Causation                  string // as given on the TemplateRendered
+}
+
+// LatchChanged says the latch moved (an output).
+type LatchChanged struct {
+	Pessimistic bool
+	Reason      string // "refused", "unavailable", "term-start", "restarted"; "" when optimistic
+}
+
+// RenderReleased lets the scheduler dispatch a held render (an output).
+type RenderReleased struct{ PlanID, RenderID string }
+
+// PromoteBaseline moves a pod's rollback baseline to a plan whose content
+// passed (an output).
+type PromoteBaseline struct{ Namespace, Name, PlanID, RenderID string }
+
+// RevertPod reverts a pod that took a refused plan without loading it (an
+// output). To is "baseline" or a plan id that passed.
+type RevertPod struct{ Namespace, Name, PlanID, To string }
+
+// Bus is what the component needs of the controller's event bus.
+type Bus interface {
+	// Events delivers the bus's events while this replica leads; the
+	// component ignores types it does not know. Closed when ctx ends.
+	Events(ctx context.Context) <-chan any
+	Publish(event any)
+}
+
+// Logger receives the component's records and the gate's own log lines
+// as records (level, message, key-value fields).
+type Logger interface {
+	Debug(msg string, args ...any)
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
+}
+
+// Metrics is fed as HAPTIC's gate feeds its own.
+type Metrics interface {
+	RecordConfigRejected(validator string) // "haproxy", on a fresh refusal (not remembered)
+	SetConfigPinned(pinned bool)           // on every newest verdict
+}
+
+// Config wires the component to its controller.
+type Config struct {
+	Bus          Bus
+	Logger       Logger             // nil: discard
+	Metrics      Metrics            // nil: none
+	CheckTimeout time.Duration      // 0: 30 s
+	Serve        rendergate.Options // how serve is started (binary, flags, restarts)
+}
+
+// healthMargin is how long past the check timeout a verdict may be late
+// before HealthCheck calls the gate stuck (serve's own --health-margin).
+const healthMargin = 5 * time.Second
+
+// Component is the render gate inside a controller.
+type Component struct {
+	cfg Config
+	log Logger
+
+	mu sync.Mutex
+	// stopped is why the gate stopped for good; nil while it runs.
+	stopped error
+	// waiting: render ids sent and not yet judged, with when they were sent.
+	waiting map[string]time.Time
+	// causation per render id, for its verdict (bounded by the renders
+	// awaiting a verdict).
+	causation map[string]string
+	// held: a restarted gate's first verdict on the newest render is
+	// awaited; the latch was published pessimistic ("restarted").
+	held bool
+	// newest is the newest render sent: its verdict releases a held latch.
+	newest string
+}
+
+// New makes a component; Start runs it.
+func New(cfg Config) *Component {
+	if cfg.CheckTimeout == 0 {
+		cfg.CheckTimeout = 30 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = discard{}
+	}
+	return &Component{cfg: cfg, log: log, waiting: map[string]time.Time{}, causation: map[string]string{}}
+}
+
+// Logger is the component's logger (the configured one, or a discarding one).
+func (c *Component) Logger() Logger { return c.log }
+
+// HealthCheck is non-nil when the gate stopped for good (the client's
+// restart limit, or Start ended) or is stuck (a render waited longer than
+// the check timeout plus its margin for its verdict); nil otherwise, a
+// restart in progress included.
+func (c *Component) HealthCheck() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped != nil {
+		return c.stopped
+	}
+	bound := c.cfg.CheckTimeout + healthMargin
+	for render, since := range c.waiting {
+		if waited := time.Since(since); waited > bound {
+			return fmt.Errorf("rendergate: render %s has waited %v for its verdict (bound %v)", render, waited.Round(time.Millisecond), bound)
+		}
+	}
+	return nil
+}
+
+// Start runs the gate until ctx ends, then returns nil. It returns an
+// error at once when serve cannot be started (no hello: a missing binary,
+// an unknown protocol major). Call it once the replica leads; cancel ctx
+// when it stops leading.
+func (c *Component) Start(ctx context.Context) error {
+	opts := c.cfg.Serve
+	opts.Args = append(append([]string{}, opts.Args...), c.flags(opts.Args)...)
+	logs := newLogLines(c.log)
+	opts.Stderr = logs
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client, err := rendergate.Start(ctx, opts)
+	if err != nil {
+		c.stop(err)
+		return err
+	}
+	queue := newQueue()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); c.receive(ctx, queue) }()
+	go func() { defer wg.Done(); c.send(ctx, client, queue) }()
+	go func() { defer wg.Done(); c.publish(ctx, client) }()
+	<-ctx.Done()
+	queue.close()
+	wg.Wait()
+	closing, done := context.WithTimeout(context.Background(), c.cfg.CheckTimeout)
+	defer done()
+	_, _ = client.Close(closing)
+	logs.flush()
+	c.stop(errors.New("rendergate: the component stopped (Start ended)"))
+	return nil
+}
+
+// flags are serve's flags the component needs and the caller did not give:
+// JSON logs (parsed into records) and the check timeout.
+func (c *Component) flags(given []string) []string {
+	has := func(flag string) bool {
+		for _, a := range given {
+			if a == flag || len(a) > len(flag) && a[:len(flag)+1] == flag+"=" {
+				return true
+			}
+		}
+		return false
+	}
+	var extra []string
+	if !has("--log-format") {
+		extra = append(extra, "--log-format", "json")
+	}
+	if !has("--check-timeout") {
+		extra = append(extra, "--check-timeout", c.cfg.CheckTimeout.String())
+	}
+	return extra
+}
+
+func (c *Component) stop(why error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped == nil {
+		c.stopped = why
+	}
+}
+
+// receive takes every event from the bus into the queue at once, in order:
+// the bus is never blocked by serve or by Publish.
+func (c *Component) receive(ctx context.Context, queue *queue) {
+	for ev := range c.cfg.Bus.Events(ctx) {
+		if converted, ok := c.event(ev); ok {
+			queue.push(converted)
+		}
+	}
+}
+
+// send hands the queued events to serve in order; back-pressure from serve
+// stops here, never at the bus.
+func (c *Component) send(ctx context.Context, client *rendergate.Client, queue *queue) {
+	for {
+		ev, ok := queue.pop(ctx)
+		if !ok {
+			return
+		}
+		if r, isRender := ev.(rendergate.Rendered); isRender {
+			c.mu.Lock()
+			c.waiting[r.Render] = time.Now()
+			c.newest = r.Render
+			c.mu.Unlock()
+		}
+		if err := client.Send(ctx, ev); err != nil {
+			if ctx.Err() == nil {
+				c.log.Error("rendergate: an event could not reach the gate", "error", err.Error())
+				c.stop(err)
+			}
+			return
+		}
+	}
+}
+
+// publish turns the gate's outputs into bus events, in the protocol's order.
+func (c *Component) publish(ctx context.Context, client *rendergate.Client) {
+	for {
+		out, err := client.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Error("rendergate: the gate stopped for good", "error", err.Error())
+				c.stop(err)
+			}
+			return
+		}
+		for _, ev := range c.outputs(out) {
+			c.cfg.Bus.Publish(ev)
+		}
+	}
+}
+
+// event converts a bus event (a value or a pointer) into the gate's; ok is
+// false for a type the component does not know.
+func (c *Component) event(ev any) (rendergate.Event, bool) {
+	switch e := ev.(type) {
+	case *TemplateRendered:
+		if e == nil {
+			return nil, false
+		}
+		return c.event(*e)
+	case *ConfigAppliedToPod:
+		if e == nil {
+			return nil, false
+		}
+		return c.event(*e)
+	case *HAProxyPodTerminated:
+		if e == nil {
+			return nil, false
+		}
+		return c.event(*e)
+	case *HAProxyPodsDiscovered:
+		if e == nil {
+			return nil, false
+		}
+		return c.event(*e)
+	case *LostLeadership:
+		return c.event(LostLeadership{})
+	case TemplateRendered:
+		files := make([]rendergate.File, 0, len(e.Files))
+		for _, f := range e.Files {
+			files = append(files, file(f))
+		}
+		if e.Causation != "" {
+			c.mu.Lock()
+			c.causation[e.RenderID] = e.Causation
+			c.mu.Unlock()
+		}
+		return rendergate.Rendered{Plan: e.PlanID, Render: e.RenderID, Correlation: e.Correlation, Config: e.Config, Files: files}, true
+	case ConfigAppliedToPod:
+		return rendergate.Applied{Pod: podName(e.Namespace, e.Name), Plan: e.PlanID, Render: e.RenderID,
+			RunningPlan: e.RunningPlanID, BaselinePlan: e.BaselinePlanID}, true
+	case HAProxyPodTerminated:
+		return rendergate.PodTerminated{Pod: podName(e.Namespace, e.Name)}, true
+	case HAProxyPodsDiscovered:
+		pods := make([]string, 0, len(e.Pods))
+		for _, p := range e.Pods {
+			pods = append(pods, podName(p.Namespace, p.Name))
+		}
+		return rendergate.PodsDiscovered{Pods: pods}, true
+	case LostLeadership:
+		return rendergate.LostLeadership{}, true
+	}
+	return nil, false
+}
+
+// outputs converts one output of the gate into the bus events it makes, in order.
+func (c *Component) outputs(out rendergate.Output) []any {
+	switch o := out.(type) {
+	case *rendergate.VerdictGroup:
+		evs := []any{c.completed(o.Verdict)}
+		if o.Latch != nil {
+			evs = append(evs, latch(*o.Latch))
+		}
+		if o.Release != nil {
+			evs = append(evs, RenderReleased{PlanID: o.Release.Plan, RenderID: o.Release.Render})
+		}
+		evs = append(evs, c.released(o)...)
+		for _, d := range o.Decisions {
+			evs = append(evs, c.outputs(d)...)
+		}
+		return evs
+	case *rendergate.Latch:
+		return []any{latch(*o)}
+	case *rendergate.Release:
+		return []any{RenderReleased{PlanID: o.Plan, RenderID: o.Render}}
+	case *rendergate.Promote:
+		ns, name := splitPod(o.Pod)
+		return []any{PromoteBaseline{Namespace: ns, Name: name, PlanID: o.Plan, RenderID: o.Render}}
+	case *rendergate.Revert:
+		ns, name := splitPod(o.Pod)
+		return []any{RevertPod{Namespace: ns, Name: name, PlanID: o.Plan, To: o.To}}
+	case *rendergate.InputError:
+		c.log.Warn("rendergate: the gate refused an input line", "line", o.Line, "message", o.Message)
+	case *rendergate.Restarted:
+		c.log.Warn("rendergate: serve restarted; the latch is held until the new gate passes the newest render",
+			"cause", fmt.Sprint(o.Cause), "render", o.HoldRender)
+		c.mu.Lock()
+		c.held = o.HoldRender != ""
+		c.newest = o.HoldRender
+		c.mu.Unlock()
+		return []any{LatchChanged{Pessimistic: true, Reason: "restarted"}}
+	}
+	return nil
+}
+
+// completed is the verdict's event; it feeds the metrics and the health.
+func (c *Component) completed(v rendergate.Verdict) RenderGateCompleted {
+	c.mu.Lock()
+	delete(c.waiting, v.Render)
+	causation := c.causation[v.Render]
+	delete(c.causation, v.Render)
+	c.mu.Unlock()
+	if m := c.cfg.Metrics; m != nil {
+		if v.Refused && !v.Remembered {
+			m.RecordConfigRejected("haproxy")
+		}
+		if v.Newest {
+			m.SetConfigPinned(v.Pinned)
+		}
+	}
+	return RenderGateCompleted{
+		PlanID: v.Plan, RenderID: v.Render, Checksum: v.Checksum,
+		OK: v.OK, Refused: v.Refused, Newest: v.Newest, Pinned: v.Pinned, Remembered: v.Remembered,
+		Message: v.Message, DurationMs: int64(v.DurationMS),
+		Correlation: v.Correlation, Causation: causation,
+	}
+}
+
+// released: after a restart, the new gate's first verdict on the newest
+// render ends the hold; a pass opens the latch and releases the render
+// (the new gate, a new term, was never pessimistic and says neither).
+func (c *Component) released(g *rendergate.VerdictGroup) []any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.held || !g.Verdict.Newest || g.Verdict.Render != c.newest {
+		return nil
+	}
+	c.held = false
+	if !g.Verdict.OK || g.Latch != nil || g.Release != nil {
+		return nil // the gate's own latch (refused, unavailable) or release says it
+	}
+	return []any{
+		LatchChanged{Pessimistic: false},
+		RenderReleased{PlanID: g.Verdict.Plan, RenderID: g.Verdict.Render},
+	}
+}
+
+func latch(l rendergate.Latch) LatchChanged {
+	if !l.Pessimistic() {
+		return LatchChanged{}
+	}
+	return LatchChanged{Pessimistic: true, Reason: l.Reason}
+}
+
+// file sends text as text and any other bytes as base64.
+func file(f File) rendergate.File {
+	if utf8.Valid(f.Content) {
+		return rendergate.File{Kind: f.Kind, Path: f.Path, Content: string(f.Content)}
+	}
+	return rendergate.File{Kind: f.Kind, Path: f.Path, Content: base64.StdEncoding.EncodeToString(f.Content), Encoding: "base64"}
+}
+
+func podName(namespace, name string) string { return namespace + "/" + name }
+
+func splitPod(pod string) (namespace, name string) {
+	for i := 0; i < len(pod); i++ {
+		if pod[i] == '/' {
+			return pod[:i], pod[i+1:]
+		}
+	}
+	return "", pod
+}
+
+type discard struct{}
+
+func (discard) Debug(string, ...any) {}
+func (discard) Info(string, ...any)  {}
+func (discard) Warn(string, ...any)  {}
+func (discard) Error(string, ...any) {}

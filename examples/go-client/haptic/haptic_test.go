@@ -1,0 +1,444 @@
+// The component against the real rendergate binary and the real haproxy,
+// on an in-memory bus: what a HAPTIC controller wired to it sees.
+
+package haptic
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rendergate "rendergate.example/client"
+)
+
+// binary is $RENDERGATE_BIN, else $CARGO_TARGET_DIR/debug/rendergate, else
+// the workspace's target directory; missing fails in CI, skips elsewhere.
+func binary(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv("RENDERGATE_BIN")
+	if path == "" {
+		if dir := os.Getenv("CARGO_TARGET_DIR"); dir != "" {
+			path = filepath.Join(dir, "debug", "rendergate")
+		} else {
+			path = filepath.Join("..", "..", "..", "target", "debug", "rendergate")
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no rendergate binary at %s (set RENDERGATE_BIN): %v", path, err)
+		}
+		t.Skipf("no rendergate binary at %s (set RENDERGATE_BIN)", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+func haproxy() string {
+	if p, err := exec.LookPath("haproxy"); err == nil {
+		return p
+	}
+	return "/usr/sbin/haproxy"
+}
+
+const good = "global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n" +
+	"frontend f\n  bind 127.0.0.1:18080\n  http-request set-header x %[req.hdr(host),map(maps/hosts.map)]\n"
+
+const broken = "global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n" +
+	"frontend f\n  bind 127.0.0.1:18080\n  use_backend nope\n"
+
+func rendered(plan, render, config string) TemplateRendered {
+	return TemplateRendered{PlanID: plan, RenderID: render, Correlation: "c-" + render, Causation: "cause-" + render,
+		Config: config, Files: []File{{Kind: "map", Path: "maps/hosts.map", Content: []byte("a.example b\n")}}}
+}
+
+// bus is an in-memory bus: Events hands out what the test emits,
+// Publish records (and may be slowed down).
+type bus struct {
+	in        chan any
+	mu        sync.Mutex
+	published []any
+	changed   chan struct{}
+	delay     time.Duration
+}
+
+func newBus() *bus { return &bus{in: make(chan any, 1024), changed: make(chan struct{}, 1)} }
+
+func (b *bus) Events(ctx context.Context) <-chan any {
+	out := make(chan any)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case ev := <-b.in:
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (b *bus) Publish(ev any) {
+	if b.delay > 0 {
+		time.Sleep(b.delay)
+	}
+	b.mu.Lock()
+	b.published = append(b.published, ev)
+	b.mu.Unlock()
+	select {
+	case b.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (b *bus) events() []any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]any{}, b.published...)
+}
+
+// until waits for what makes ok true of the published events.
+func (b *bus) until(t *testing.T, what string, ok func([]any) bool) []any {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		evs := b.events()
+		if ok(evs) {
+			return evs
+		}
+		select {
+		case <-b.changed:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("no %s within 30s; published: %s; outcome: %q", what, show(evs), outcome(evs))
+		}
+	}
+}
+
+func show(evs []any) string {
+	var lines []string
+	for _, ev := range evs {
+		lines = append(lines, fmt.Sprintf("  %T %+v", ev, ev))
+	}
+	return "\n" + strings.Join(lines, "\n")
+}
+
+type record struct {
+	level, message string
+	args           []any
+}
+
+type logger struct {
+	mu      sync.Mutex
+	records []record
+}
+
+func (l *logger) add(level, msg string, args []any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, record{level, msg, args})
+}
+func (l *logger) has(message string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.records {
+		if r.message == message {
+			return true
+		}
+	}
+	return false
+}
+func (l *logger) Debug(msg string, args ...any) { l.add("debug", msg, args) }
+func (l *logger) Info(msg string, args ...any)  { l.add("info", msg, args) }
+func (l *logger) Warn(msg string, args ...any)  { l.add("warn", msg, args) }
+func (l *logger) Error(msg string, args ...any) { l.add("error", msg, args) }
+
+type metrics struct {
+	mu       sync.Mutex
+	rejected []string
+	pinned   []bool
+}
+
+func (m *metrics) RecordConfigRejected(v string) {
+	m.mu.Lock()
+	m.rejected = append(m.rejected, v)
+	m.mu.Unlock()
+}
+func (m *metrics) SetConfigPinned(p bool) { m.mu.Lock(); m.pinned = append(m.pinned, p); m.mu.Unlock() }
+
+func component(t *testing.T, b *bus, log *logger, m *metrics) (*Component, context.CancelFunc, chan error) {
+	c := New(Config{Bus: b, Logger: log, Metrics: m, CheckTimeout: 10 * time.Second,
+		Serve: rendergate.Options{Binary: binary(t), Args: []string{"--haproxy", haproxy(), "--check-interval", "0s"},
+			RestartDelay: 50 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	// up once serve logged its start-up line (it says hello right after)
+	for deadline := time.Now().Add(10 * time.Second); !log.has("rendergate serve"); {
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not start within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return c, cancel, done
+}
+
+func count(evs []any, keep func(any) bool) int {
+	n := 0
+	for _, ev := range evs {
+		if keep(ev) {
+			n++
+		}
+	}
+	return n
+}
+
+func verdictOn(render string) func(any) bool {
+	return func(ev any) bool { v, ok := ev.(RenderGateCompleted); return ok && v.RenderID == render }
+}
+
+func TestVerdictsAndWhatFollowsThemArePublishedInTheProtocolsOrder(t *testing.T) {
+	b, log, m := newBus(), &logger{}, &metrics{}
+	c, cancel, done := component(t, b, log, m)
+	b.in <- HAProxyPodsDiscovered{Pods: []PodRef{{"haptic", "haproxy-0"}, {"haptic", "haproxy-1"}}}
+	b.in <- rendered("plan-1", "r-1", good)
+	b.until(t, "the verdict on r-1", func(evs []any) bool { return count(evs, verdictOn("r-1")) == 1 })
+	b.in <- &ConfigAppliedToPod{Namespace: "haptic", Name: "haproxy-0", PlanID: "plan-1", RenderID: "r-1",
+		RunningPlanID: "plan-1", BaselinePlanID: "plan-0"}
+	b.in <- ConfigAppliedToPod{Namespace: "haptic", Name: "haproxy-1", PlanID: "plan-2", RenderID: "r-2",
+		RunningPlanID: "plan-1", BaselinePlanID: "plan-1"}
+	b.in <- rendered("plan-2", "r-2", broken)
+	evs := b.until(t, "the revert of haproxy-1", func(evs []any) bool {
+		return count(evs, func(ev any) bool { _, ok := ev.(RevertPod); return ok }) == 1
+	})
+	at := func(keep func(any) bool) int {
+		for i, ev := range evs {
+			if keep(ev) {
+				return i
+			}
+		}
+		return -1
+	}
+	promote := at(func(ev any) bool {
+		return reflect.DeepEqual(ev, PromoteBaseline{Namespace: "haptic", Name: "haproxy-0", PlanID: "plan-1", RenderID: "r-1"})
+	})
+	refusal := at(verdictOn("r-2"))
+	latch := at(func(ev any) bool { return reflect.DeepEqual(ev, LatchChanged{Pessimistic: true, Reason: "refused"}) })
+	revert := at(func(ev any) bool {
+		return reflect.DeepEqual(ev, RevertPod{Namespace: "haptic", Name: "haproxy-1", PlanID: "plan-2", To: "baseline"})
+	})
+	if promote < 0 || refusal < 0 || latch < 0 || revert < 0 || !(refusal < latch && latch < revert) {
+		t.Fatalf("promote %d, verdict %d, latch %d, revert %d:%s", promote, refusal, latch, revert, show(evs))
+	}
+	v := evs[refusal].(RenderGateCompleted)
+	if !v.Refused || v.OK || !v.Newest || v.Correlation != "c-r-2" || v.Causation != "cause-r-2" ||
+		!strings.Contains(v.Message, "use_backend") || !strings.HasPrefix(v.Checksum, "sha256:") {
+		t.Errorf("the refusal: %+v", v)
+	}
+	m.mu.Lock()
+	if !reflect.DeepEqual(m.rejected, []string{"haproxy"}) || !reflect.DeepEqual(m.pinned, []bool{false, false}) {
+		t.Errorf("metrics: rejected %v, pinned %v", m.rejected, m.pinned)
+	}
+	m.mu.Unlock()
+	if err := c.HealthCheck(); err != nil {
+		t.Errorf("a running gate is healthy: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start after its context ended: %v", err)
+	}
+	if c.HealthCheck() == nil {
+		t.Errorf("a stopped gate is not healthy")
+	}
+	// the gate's own log lines arrived as records, fields and all
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	found := false
+	for _, r := range log.records {
+		if r.level == "warn" && r.message == "HAProxy refused the render" {
+			for i := 0; i+1 < len(r.args); i += 2 {
+				if r.args[i] == "render" && r.args[i+1] == "r-2" {
+					found = true
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no warn record of r-2's refusal among %d records: %+v", len(log.records), log.records)
+	}
+}
+
+func TestStartFailsAtOnceWhenServeCannotStart(t *testing.T) {
+	c := New(Config{Bus: newBus(), Serve: rendergate.Options{Binary: "/nonexistent/rendergate"}})
+	started := time.Now()
+	if err := c.Start(context.Background()); err == nil {
+		t.Fatal("Start with no binary returned nil")
+	}
+	if time.Since(started) > 5*time.Second || c.HealthCheck() == nil {
+		t.Errorf("took %v; health %v", time.Since(started), c.HealthCheck())
+	}
+}
+
+func TestASlowPublishNeverBlocksTheBus(t *testing.T) {
+	b, log, m := newBus(), &logger{}, &metrics{}
+	b.delay = 20 * time.Millisecond
+	_, cancel, done := component(t, b, log, m)
+	defer func() { cancel(); <-done }()
+	started := time.Now()
+	for i := 0; i < 200; i++ {
+		b.in <- rendered(fmt.Sprintf("plan-%d", i), fmt.Sprintf("r-%d", i), good)
+	}
+	// the bus's buffer (1024) takes them all only if the component keeps receiving
+	if waited := time.Since(started); waited > time.Second {
+		t.Errorf("emitting 200 events took %v", waited)
+	}
+	b.until(t, "the newest render's verdict", func(evs []any) bool { return count(evs, verdictOn("r-199")) == 1 })
+}
+
+// servePids are the running `rendergate serve` processes this test started.
+func servePids(t *testing.T) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	self := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 2 || fields[1] != self || fields[0] == "Z" {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(string(cmdline), "serve\x00") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// outcome is what a controller acts on: each render's verdict kind, and
+// the promotions and reverts, as sets (a repeat after a restart is harmless).
+func outcome(evs []any) string {
+	seen := map[string]bool{}
+	for _, ev := range evs {
+		switch e := ev.(type) {
+		case RenderGateCompleted:
+			kind := "pass"
+			if e.Refused {
+				kind = "refused"
+			} else if !e.OK {
+				kind = "could-not-run"
+			}
+			seen["verdict "+e.RenderID+" "+kind] = true
+		case PromoteBaseline:
+			seen["promote "+e.Name+" "+e.PlanID] = true
+		case RevertPod:
+			seen["revert "+e.Name+" "+e.PlanID+" "+e.To] = true
+		}
+	}
+	var lines []string
+	for l := range seen {
+		lines = append(lines, l)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "; ")
+}
+
+// step is one input of an episode and what the controller waits to see
+// after it before the next ("" for nothing): a controller reports a pod's
+// new plan after it saw the verdict that let it out, so the episode's
+// outcome does not depend on timing.
+type step struct {
+	input any
+	until string
+}
+
+// episode is a scripted stretch of a controller's life; killAfter >= 0
+// kills serve right after that input is on the bus.
+func episode(t *testing.T, killAfter int) (string, []any) {
+	applied := func(pod, plan, render, running, baseline string) ConfigAppliedToPod {
+		return ConfigAppliedToPod{Namespace: "haptic", Name: pod, PlanID: plan, RenderID: render,
+			RunningPlanID: running, BaselinePlanID: baseline}
+	}
+	steps := []step{
+		{HAProxyPodsDiscovered{Pods: []PodRef{{"haptic", "haproxy-0"}, {"haptic", "haproxy-1"}}}, ""},
+		{rendered("plan-1", "r-1", good), "verdict r-1 pass"},
+		{applied("haproxy-0", "plan-1", "r-1", "plan-1", "plan-0"), "promote haproxy-0 plan-1"},
+		{applied("haproxy-1", "plan-1", "r-1", "plan-0", "plan-0"), "promote haproxy-1 plan-1"},
+		// r-2 is refused, but superseded by r-3 before haproxy-1 reports it
+		{rendered("plan-2", "r-2", broken), ""},
+		{rendered("plan-3", "r-3", good), "verdict r-3 pass"},
+		{applied("haproxy-1", "plan-2", "r-2", "plan-1", "plan-1"), "revert haproxy-1 plan-2 baseline"},
+	}
+	b, log, m := newBus(), &logger{}, &metrics{}
+	_, cancel, done := component(t, b, log, m)
+	defer func() { cancel(); <-done }()
+	for i, s := range steps {
+		b.in <- s.input
+		if i == killAfter {
+			time.Sleep(20 * time.Millisecond) // the input reaches serve, or is on its way
+			pids := servePids(t)
+			if len(pids) != 1 {
+				t.Fatalf("serve processes: %v", pids)
+			}
+			if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.until != "" {
+			b.until(t, s.until, func(evs []any) bool { return strings.Contains(outcome(evs), s.until) })
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // anything late still counts
+	evs := b.events()
+	return outcome(evs), evs
+}
+
+// Killing serve after any input changes nothing the controller acts on:
+// every verdict, promotion and revert of the run without the kill comes
+// (repeats allowed: a restarted gate judges again what pods hold).
+func TestKillingServeAfterAnyInputChangesNothingTheFleetDoes(t *testing.T) {
+	want, _ := episode(t, -1)
+	if want != "promote haproxy-0 plan-1; promote haproxy-1 plan-1; revert haproxy-1 plan-2 baseline; "+
+		"verdict r-1 pass; verdict r-2 refused; verdict r-3 pass" {
+		t.Fatalf("the episode without a kill: %s", want)
+	}
+	for k := 0; k < 7; k++ {
+		got, evs := episode(t, k)
+		if got != want {
+			t.Errorf("killed after input %d:\n got %s\nwant %s%s", k, got, want, show(evs))
+		}
+		restarted := count(evs, func(ev any) bool {
+			return reflect.DeepEqual(ev, LatchChanged{Pessimistic: true, Reason: "restarted"})
+		})
+		if restarted != 1 {
+			t.Errorf("killed after input %d: %d restarted latches%s", k, restarted, show(evs))
+		}
+	}
+}

@@ -1,0 +1,71 @@
+// The bus's events, queued in order between the bus and serve: pushing
+// never blocks (the bus is never held up) and nothing is dropped; popping
+// waits for an event or the end.
+
+package haptic
+
+import (
+	"context"
+	"sync"
+
+	rendergate "rendergate.example/client"
+)
+
+type queue struct {
+	mu     sync.Mutex
+	events []rendergate.Event
+	// ready has a token while events wait or the queue is closed.
+	ready  chan struct{}
+	closed bool
+}
+
+func newQueue() *queue { return &queue{ready: make(chan struct{}, 1)} }
+
+func (q *queue) push(ev rendergate.Event) {
+	q.mu.Lock()
+	q.events = append(q.events, ev)
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *queue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop is the oldest event; false once the queue is closed and empty, or ctx is done.
+func (q *queue) pop(ctx context.Context) (rendergate.Event, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.events) > 0 {
+			ev := q.events[0]
+			q.events[0] = nil
+			q.events = q.events[1:]
+			more := len(q.events) > 0
+			q.mu.Unlock()
+			if more {
+				q.signal()
+			}
+			return ev, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, false
+		}
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
