@@ -32,7 +32,11 @@
 //! The file is created owner-only (0600: renders carry secrets), never
 //! through a symlink (`O_NOFOLLOW`), and never over an existing file unless
 //! [`Existing::Overwrite`] says so (`--record-overwrite`); then it is
-//! truncated and made 0600 (docs/protocol.md, §1).
+//! truncated and made 0600 (docs/protocol.md, §1). With [`Existing::Append`]
+//! (`--record-append`, for a `serve` that a supervisor restarts) an existing
+//! recording is continued: the new process writes a header line of its own
+//! where it starts, which marks the restart; its records count time and
+//! outputs from there, and replay replays the restart as a new term.
 //!
 //! Bad lines are recorded like good ones, so a replay gives the same `error`
 //! outputs. A render's files are recorded as the line spelled them (a
@@ -261,6 +265,9 @@ pub enum Existing {
     Refuse,
     /// Truncate it (a regular file only) and make it owner-only.
     Overwrite,
+    /// Continue it (a regular file that is a recording, or empty), the new
+    /// header marking the restart.
+    Append,
 }
 
 /// Opens the recording's file as [`Existing`] says, owner-only and never
@@ -272,6 +279,7 @@ fn open_recording(path: &Path, existing: Existing) -> io::Result<File> {
     match existing {
         Existing::Refuse => options.create_new(true),
         Existing::Overwrite => options.create(true),
+        Existing::Append => options.create(true).append(true).read(true),
     };
     let file = options.open(path).map_err(|e| {
         // O_EXCL refuses a symlink as existing, without following it: say which
@@ -293,6 +301,18 @@ fn open_recording(path: &Path, existing: Existing) -> io::Result<File> {
     }
     if existing == Existing::Overwrite {
         file.set_len(0)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    if existing == Existing::Append && file.metadata()?.len() > 0 {
+        use std::io::{BufRead, BufReader, Read};
+        let mut first = String::new();
+        BufReader::new(Read::take(&file, 4096)).read_line(&mut first)?;
+        if !matches!(header(first.trim()), Ok(Some(_))) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "is not a rendergate recording; --record-append continues only a recording",
+            ));
+        }
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
     Ok(file)

@@ -534,3 +534,67 @@ fn bad_replay_arguments_exit_2_with_one_line() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A supervised `serve` that dies and is started again with
+/// `--record-append` continues its recording: one file, a header line
+/// where each process started (owner-only still), and `replay` gives every
+/// verdict and revert of both runs, the restart replayed as a new term.
+#[test]
+fn a_recording_survives_a_restart_with_record_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("incident.ndjson");
+    let path = recording.to_str().unwrap();
+    let mut first = Serve::start(&["--record", path, "--record-append"]);
+    first.send(&json!({"type": "pods_discovered", "pods": ["haptic/haproxy-0"]}));
+    first.send(&rendered("plan-1", "r-1", &sample_config()));
+    assert_eq!(first.until("verdict").pop().unwrap()["ok"], true);
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(first.pid() as i32, libc::SIGKILL) }, 0);
+    drop(first);
+
+    let mut second = Serve::start(&["--record", path, "--record-append"]);
+    second.send(&applied("haptic/haproxy-0", "r-2", "plan-2", "plan-1", "plan-1"));
+    second.send(&rendered("plan-2", "r-2", &broken_config()));
+    let live: Vec<Value> = second.until("revert");
+    let (rest, status) = second.finish();
+    assert!(status.success() && rest.is_empty(), "{rest:?}");
+
+    let text = std::fs::read_to_string(&recording).unwrap();
+    let headers = text.lines().filter(|l| l.contains(r#""recording":"rendergate""#)).count();
+    assert_eq!(headers, 2, "one header per process:\n{text}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&recording).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let out = replay(&recording, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replayed = support::lines(&out);
+    let verdicts: Vec<(&str, bool)> = replayed
+        .iter()
+        .filter(|l| l["type"] == "verdict")
+        .map(|l| (l["render"].as_str().unwrap(), l["ok"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(verdicts, [("r-1", true), ("r-2", false)], "{replayed:#?}");
+    let reverts: Vec<&Value> = replayed.iter().filter(|l| l["type"] == "revert").collect();
+    let live_reverts: Vec<&Value> = live.iter().filter(|l| l["type"] == "revert").collect();
+    assert_eq!(reverts, live_reverts);
+
+    // a file that is not a recording is never continued
+    let other = dir.path().join("notes.txt");
+    std::fs::write(&other, "my notes\n").unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--haproxy",
+            &haproxy(),
+            "--record",
+            other.to_str().unwrap(),
+            "--record-append",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a rendergate recording"));
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "my notes\n");
+}

@@ -273,11 +273,19 @@ impl Feeder {
         &self,
         mut lines: LineReader,
         mut file: BufReader<tokio::fs::File>,
-        missing_hello: u64,
+        mut missing_hello: u64,
         input: &mut DuplexStream,
         progress: &mut watch::Receiver<Progress>,
     ) -> anyhow::Result<Result<(), Closed>> {
         let mut previous = Duration::ZERO;
+        // After a restart marker: this run's outputs before it (the new
+        // process's own count starts at its hello), and when it started.
+        let mut segment_outputs = 0u64;
+        let mut segment_start = Duration::ZERO;
+        // Renders fed since the segment began, with their verdicts by then;
+        // and whether the segment's input ended (then it drained live).
+        let mut in_segment: Vec<(String, u64)> = Vec::new();
+        let mut ended = false;
         // How many outputs this run lags behind the live run, once it did.
         let mut lag = 0u64;
         // Input lines fed, as serve numbers them (the header is none).
@@ -304,10 +312,53 @@ impl Feeder {
             if text.trim().is_empty() {
                 continue;
             }
+            // A header after the first: serve restarted here (--record-append).
+            // One gate replays the whole recording, so the restart becomes
+            // what it was for the fleet: a new term that knows nothing.
+            if let Some(header) = record::header(text.trim())? {
+                tracing::info!(
+                    "replay: recording line {number}: serve restarted here; replayed as a new term (lost_leadership)"
+                );
+                // The dead process's outputs after its last input are not
+                // recorded: its checks in flight are let finish first (the
+                // live one may have died before some of them; then this waits
+                // as long as a check can take).
+                let awaited = std::mem::take(&mut in_segment);
+                let finished = |p: &Progress| {
+                    awaited.iter().all(|(render, before)| {
+                        p.verdicts.get(render).copied().unwrap_or(0) > *before
+                    })
+                };
+                if !ended
+                    && tokio::time::timeout(self.settle, progress.wait_for(finished)).await.is_err()
+                {
+                    tracing::warn!(
+                        "replay: recording line {number}: a render of the run before the restart got no verdict; replaying the restart anyway"
+                    );
+                }
+                ended = false;
+                fed += 1;
+                let line = br#"{"type":"lost_leadership"}"#;
+                self.note_input(fed, line);
+                if write_line(input, line).await.is_err() {
+                    return Ok(Err(Closed));
+                }
+                // the new process counts outputs from its own hello, and time from its start
+                missing_hello = header.outputs_before_hello();
+                segment_outputs = progress.borrow().lines.saturating_sub(1);
+                segment_start += previous;
+                previous = Duration::ZERO;
+                lag = 0;
+                continue;
+            }
             let entry = Entry::parse(text).with_context(|| format!("line {number}"))?;
+            if ended {
+                continue; // after the end, only a restart is read on
+            }
             if self.realtime {
-                tokio::time::sleep_until(self.start + entry.at).await;
-            } else if let Some(outputs) = entry.outputs.map(|n| n + missing_hello) {
+                tokio::time::sleep_until(self.start + segment_start + entry.at).await;
+            } else if let Some(outputs) = entry.outputs.map(|n| n + missing_hello + segment_outputs)
+            {
                 let target = outputs.saturating_sub(lag);
                 let gap = entry.at.saturating_sub(previous).max(self.settle);
                 let reached = tokio::time::timeout(gap, progress.wait_for(|p| p.lines >= target))
@@ -326,6 +377,10 @@ impl Feeder {
             previous = entry.at;
             let sent = match entry.item {
                 Item::Line(line) => {
+                    if let Some(render) = rendered_id(&line) {
+                        let before = progress.borrow().verdicts.get(&render).copied().unwrap_or(0);
+                        in_segment.push((render, before));
+                    }
                     fed += 1;
                     self.note_input(fed, &line);
                     write_line(input, &line).await
@@ -334,7 +389,11 @@ impl Feeder {
                     fed += 1;
                     write_filler(input, length).await
                 }
-                Item::End => return Ok(Ok(())),
+                // serve's input ended; a restarted serve may follow (--record-append)
+                Item::End => {
+                    ended = true;
+                    Ok(())
+                }
             };
             if sent.is_err() {
                 return Ok(Err(Closed));
@@ -411,6 +470,19 @@ impl Feeder {
             fixtures.fed(number, line);
         }
     }
+}
+
+/// The render id of a `rendered` line.
+fn rendered_id(line: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Rendered {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(default)]
+        render: String,
+    }
+    let r: Rendered = serde_json::from_slice(line).ok()?;
+    (r.kind == "rendered").then_some(r.render)
 }
 
 async fn write_line(input: &mut DuplexStream, line: &[u8]) -> std::io::Result<()> {

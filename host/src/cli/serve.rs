@@ -57,8 +57,12 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
     /// Let --record truncate a file that already exists.
-    #[arg(long, requires = "record")]
+    #[arg(long, requires = "record", conflicts_with = "record_append")]
     record_overwrite: bool,
+    /// Let --record continue a recording that already exists (a restarted
+    /// serve): a header line marks where this process starts.
+    #[arg(long, requires = "record")]
+    record_append: bool,
     #[command(flatten)]
     policy_limits: PolicyArgs,
 }
@@ -205,7 +209,11 @@ async fn start(args: &Args) -> anyhow::Result<Started> {
     // Caught before anything is made: from then on a signal stops the gate
     // and removes what its check wrote.
     let signals = Signals::catch()?;
-    let existing = if args.record_overwrite { Existing::Overwrite } else { Existing::Refuse };
+    let existing = match (args.record_overwrite, args.record_append) {
+        (true, _) => Existing::Overwrite,
+        (_, true) => Existing::Append,
+        _ => Existing::Refuse,
+    };
     let recorder = Recorder::open(args.record.as_deref(), existing).with_context(|| {
         format!("--record {}", args.record.as_deref().unwrap_or(Path::new("")).display())
     })?;
