@@ -111,10 +111,6 @@ type Client struct {
 	// newestSent names the newest render Send queued (guarded by smu): what
 	// a restarted gate's latch is held for.
 	newestSent *Rendered
-	// judged holds the render ids whose present content got a verdict
-	// (guarded by smu): a restart need not re-send a superseded render that
-	// was judged and that no pod holds.
-	judged map[string]bool
 	// closed is closed by the first Close: a restart waiting out its
 	// backoff stops there rather than start a gate only to close it.
 	closed chan struct{}
@@ -210,7 +206,6 @@ func newClient(ctx context.Context, opts *Options) *Client {
 		state:    newState(),
 		sendLock: make(chan struct{}, 1),
 		sessions: make(chan struct{}, 1),
-		judged:   map[string]bool{},
 	}
 }
 
@@ -300,7 +295,6 @@ func (c *Client) Send(ctx context.Context, ev Event) error {
 		c.smu.Lock()
 		if r, ok := asRendered(ev); ok {
 			c.newestSent = &r
-			delete(c.judged, r.Render) // new content under this id, maybe
 		} else if ev.EventType() == (LostLeadership{}).EventType() {
 			c.newestSent = nil // a new term knows no render
 		}
@@ -397,12 +391,7 @@ func (c *Client) write() {
 		}
 		if now := c.current(); now.gen != s.gen {
 			s = now
-			// lines still queued may hold a newer render than the gate was told
-			c.smu.Lock()
-			sent := c.newestSent
-			c.smu.Unlock()
-			superseded := sent != nil && c.state.newest != nil && sent.Render != c.state.newest.Render
-			for _, ev := range c.state.replay(c.wasJudged, superseded) {
+			for _, ev := range c.state.replay() {
 				line, err := Marshal(ev)
 				if err == nil {
 					s.stdin.Write(append(line, '\n'))
@@ -480,22 +469,7 @@ func (c *Client) finish(err error) {
 	close(c.done)
 }
 
-// wasJudged says whether render's present content got a verdict.
-func (c *Client) wasJudged(render string) bool {
-	c.smu.Lock()
-	defer c.smu.Unlock()
-	return c.judged[render]
-}
-
 func (c *Client) deliver(o Output) bool {
-	if g, ok := o.(*VerdictGroup); ok && !g.Verdict.CouldNotRun() {
-		c.smu.Lock()
-		if len(c.judged) >= maxJudged {
-			c.judged = map[string]bool{} // forgetting only costs a re-send
-		}
-		c.judged[g.Verdict.Render] = true
-		c.smu.Unlock()
-	}
 	select {
 	case c.out <- o:
 		return true
@@ -833,9 +807,6 @@ func (st *state) record(ev Event) {
 	}
 }
 
-// maxJudged bounds the render ids remembered as judged.
-const maxJudged = 4096
-
 // supersededKept is how many superseded renders no pod holds the gate
 // keeps (docs/behaviour.md, "Which renders get checked").
 const supersededKept = 4
@@ -889,10 +860,12 @@ func (st *state) holders() (ids, plans map[string]bool) {
 
 // replay is the events that tell a fresh gate what this one knew: the
 // pods discovered, each pod's last applied (by pod name), the superseded
-// renders pods hold and those never judged (oldest first: judged says
-// which were), the newest render last — unless superseded says a newer
-// one waits in the queue: then it is re-sent as a superseded one is.
-func (st *state) replay(judged func(render string) bool, superseded bool) []Event {
+// renders kept (oldest first), the newest render last. A superseded
+// render is re-sent even when the dead gate judged it: a pod that reports
+// it later is reverted by its verdict, which the new gate must give again
+// (it checks a superseded render only once a pod reports it, but one that
+// arrives as the newest at once: a verdict may repeat).
+func (st *state) replay() []Event {
 	var events []Event
 	if st.discovered != nil {
 		events = append(events, PodsDiscovered{Pods: st.discovered})
@@ -905,14 +878,11 @@ func (st *state) replay(judged func(render string) bool, superseded bool) []Even
 	for _, p := range pods {
 		events = append(events, st.applied[p])
 	}
-	ids, plans := st.holders()
 	for _, r := range st.held {
-		if ids[r.Render] || plans[r.Plan] || !judged(r.Render) {
-			events = append(events, r)
-		}
+		events = append(events, r)
 	}
-	if r := st.newest; r != nil && (!superseded || ids[r.Render] || plans[r.Plan] || !judged(r.Render)) {
-		events = append(events, *r)
+	if st.newest != nil {
+		events = append(events, *st.newest)
 	}
 	return events
 }

@@ -96,10 +96,12 @@
 //     left out), by pod name;
 //   - every superseded Rendered a pod still holds (the render id its last
 //     Applied names, or, for a report without one, its plan's latest
-//     render), and the last four others that got no verdict yet (the gate
-//     keeps as many, for a pod that reports one later), oldest first: a
-//     superseded render's verdict decides the revert of the pods holding
-//     it, and the dead gate may not have given it;
+//     render), and the last four others (the gate keeps as many, for a pod
+//     that reports one later), oldest first, judged or not: a superseded
+//     render's verdict decides the revert of the pods holding it, now or
+//     when they report it, and the new gate must be able to give it again
+//     (one that arrives as the gate's newest is checked at once, so a
+//     verdict may repeat);
 //   - the newest Rendered, last.
 //
 // What is re-sent is what was written to the dead gate. Lines queued and

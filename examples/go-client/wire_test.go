@@ -112,7 +112,7 @@ func TestWhatARestartReSendsMirrorsTheGatesTerm(t *testing.T) {
 	st.record(Rendered{Plan: "plan-1", Render: "r-1"})
 	st.record(&Rendered{Plan: "plan-2", Render: "r-2"})
 	var got []string
-	for _, ev := range st.replay(func(string) bool { return false }, false) {
+	for _, ev := range st.replay() {
 		line, err := Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +129,7 @@ func TestWhatARestartReSendsMirrorsTheGatesTerm(t *testing.T) {
 		t.Fatalf("re-sent:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	st.record(LostLeadership{})
-	if events := st.replay(func(string) bool { return false }, false); len(events) != 0 {
+	if events := st.replay(); len(events) != 0 {
 		t.Fatalf("a new term re-sends nothing, got %+v", events)
 	}
 }
@@ -146,7 +146,7 @@ func TestARestartReSendsEverySupersededRenderAPodStillHolds(t *testing.T) {
 	st.record(Rendered{Plan: "plan-4", Render: "r-4"})          // the newest
 	renders := func() string {
 		var got []string
-		for _, ev := range st.replay(func(string) bool { return false }, false) {
+		for _, ev := range st.replay() {
 			if r, ok := ev.(Rendered); ok {
 				got = append(got, r.Render)
 			}
@@ -169,7 +169,7 @@ func TestARestartReSendsEverySupersededRenderAPodStillHolds(t *testing.T) {
 		t.Fatalf("no pod holds a superseded render: re-sent %s, want %s", got, want)
 	}
 	st.record(LostLeadership{})
-	if events := st.replay(func(string) bool { return false }, false); len(events) != 0 {
+	if events := st.replay(); len(events) != 0 {
 		t.Fatalf("a new term re-sends nothing, got %+v", events)
 	}
 }

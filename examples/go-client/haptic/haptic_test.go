@@ -72,6 +72,8 @@ type bus struct {
 	published []any
 	changed   chan struct{}
 	delay     time.Duration
+	// published, when set, is told how many events were published so far.
+	onPublish func(n int)
 }
 
 func newBus() *bus { return &bus{in: make(chan any, 1024), changed: make(chan struct{}, 1)} }
@@ -102,7 +104,12 @@ func (b *bus) Publish(ev any) {
 	}
 	b.mu.Lock()
 	b.published = append(b.published, ev)
+	n := len(b.published)
+	hook := b.onPublish
 	b.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
 	select {
 	case b.changed <- struct{}{}:
 	default:
@@ -379,9 +386,22 @@ type step struct {
 	until string
 }
 
+// killServe kills the one running serve this test started.
+func killServe(t *testing.T) {
+	pids := servePids(t)
+	if len(pids) != 1 {
+		t.Errorf("serve processes: %v", pids)
+		return
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Error(err)
+	}
+}
+
 // episode is a scripted stretch of a controller's life; killAfter >= 0
-// kills serve right after that input is on the bus.
-func episode(t *testing.T, killAfter int) (string, []any) {
+// kills serve right after that input is on the bus, killAtOutput > 0 right
+// after the component published that many events.
+func episode(t *testing.T, killAfter, killAtOutput int) (string, []any) {
 	applied := func(pod, plan, render, running, baseline string) ConfigAppliedToPod {
 		return ConfigAppliedToPod{Namespace: "haptic", Name: pod, PlanID: plan, RenderID: render,
 			RunningPlanID: running, BaselinePlanID: baseline}
@@ -396,20 +416,22 @@ func episode(t *testing.T, killAfter int) (string, []any) {
 		{rendered("plan-3", "r-3", good), "verdict r-3 pass"},
 		{applied("haproxy-1", "plan-2", "r-2", "plan-1", "plan-1"), "revert haproxy-1 plan-2 baseline"},
 	}
+	t.Logf("episode: kill after input %d, at output %d", killAfter, killAtOutput)
 	b, log, m := newBus(), &logger{}, &metrics{}
 	_, cancel, done := component(t, b, log, m)
 	defer func() { cancel(); <-done }()
+	if killAtOutput > 0 {
+		b.onPublish = func(n int) {
+			if n == killAtOutput {
+				killServe(t)
+			}
+		}
+	}
 	for i, s := range steps {
 		b.in <- s.input
 		if i == killAfter {
 			time.Sleep(20 * time.Millisecond) // the input reaches serve, or is on its way
-			pids := servePids(t)
-			if len(pids) != 1 {
-				t.Fatalf("serve processes: %v", pids)
-			}
-			if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
+			killServe(t)
 		}
 		if s.until != "" {
 			b.until(t, s.until, func(evs []any) bool { return strings.Contains(outcome(evs), s.until) })
@@ -423,22 +445,29 @@ func episode(t *testing.T, killAfter int) (string, []any) {
 // Killing serve after any input changes nothing the controller acts on:
 // every verdict, promotion and revert of the run without the kill comes
 // (repeats allowed: a restarted gate judges again what pods hold).
-func TestKillingServeAfterAnyInputChangesNothingTheFleetDoes(t *testing.T) {
-	want, _ := episode(t, -1)
+func TestKillingServeAfterAnyInputOrOutputChangesNothingTheFleetDoes(t *testing.T) {
+	want, plain := episode(t, -1, 0)
 	if want != "promote haproxy-0 plan-1; promote haproxy-1 plan-1; revert haproxy-1 plan-2 baseline; "+
 		"verdict r-1 pass; verdict r-2 refused; verdict r-3 pass" {
 		t.Fatalf("the episode without a kill: %s", want)
 	}
-	for k := 0; k < 7; k++ {
-		got, evs := episode(t, k)
+	check := func(when string, got string, evs []any) {
 		if got != want {
-			t.Errorf("killed after input %d:\n got %s\nwant %s%s", k, got, want, show(evs))
+			t.Errorf("killed %s:\n got %s\nwant %s%s", when, got, want, show(evs))
 		}
 		restarted := count(evs, func(ev any) bool {
 			return reflect.DeepEqual(ev, LatchChanged{Pessimistic: true, Reason: "restarted"})
 		})
 		if restarted != 1 {
-			t.Errorf("killed after input %d: %d restarted latches%s", k, restarted, show(evs))
+			t.Errorf("killed %s: %d restarted latches%s", when, restarted, show(evs))
 		}
+	}
+	for k := 0; k < 7; k++ {
+		got, evs := episode(t, k, 0)
+		check(fmt.Sprintf("after input %d", k), got, evs)
+	}
+	for k := 1; k <= len(plain); k++ {
+		got, evs := episode(t, -1, k)
+		check(fmt.Sprintf("after output %d (%T)", k, plain[k-1]), got, evs)
 	}
 }
