@@ -164,6 +164,8 @@ type Component struct {
 	held bool
 	// newest is the newest render sent: its verdict releases a held latch.
 	newest string
+	// client is the running gate's client; nil before Start and after.
+	client *rendergate.Client
 }
 
 // New makes a component; Start runs it.
@@ -176,6 +178,18 @@ func New(cfg Config) *Component {
 		log = discard{}
 	}
 	return &Component{cfg: cfg, log: log, waiting: map[string]time.Time{}, causation: map[string]string{}}
+}
+
+// Pid is the running serve process's id (it changes with a restart); 0
+// when the component is not running.
+func (c *Component) Pid() int {
+	c.mu.Lock()
+	client := c.client
+	c.mu.Unlock()
+	if client == nil {
+		return 0
+	}
+	return client.Pid()
 }
 
 // Logger is the component's logger (the configured one, or a discarding one).
@@ -216,6 +230,14 @@ func (c *Component) Start(ctx context.Context) error {
 		c.stop(err)
 		return err
 	}
+	c.mu.Lock()
+	c.client = client
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.client = nil
+		c.mu.Unlock()
+	}()
 	queue := newQueue()
 	var wg sync.WaitGroup
 	wg.Add(3)

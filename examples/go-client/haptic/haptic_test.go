@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -320,35 +319,6 @@ func TestASlowPublishNeverBlocksTheBus(t *testing.T) {
 	b.until(t, "the newest render's verdict", func(evs []any) bool { return count(evs, verdictOn("r-199")) == 1 })
 }
 
-// servePids are the running `rendergate serve` processes this test started.
-func servePids(t *testing.T) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	self := strconv.Itoa(os.Getpid())
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 2 || fields[1] != self || fields[0] == "Z" {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.Contains(string(cmdline), "serve\x00") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // outcome is what a controller acts on: each render's verdict kind, and
 // the promotions and reverts, as sets (a repeat after a restart is harmless).
 func outcome(evs []any) string {
@@ -386,14 +356,14 @@ type step struct {
 	until string
 }
 
-// killServe kills the one running serve this test started.
-func killServe(t *testing.T) {
-	pids := servePids(t)
-	if len(pids) != 1 {
-		t.Errorf("serve processes: %v", pids)
+// killServe kills c's serve process.
+func killServe(t *testing.T, c *Component) {
+	pid := c.Pid()
+	if pid == 0 {
+		t.Error("no serve to kill")
 		return
 	}
-	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Error(err)
 	}
 }
@@ -418,12 +388,12 @@ func episode(t *testing.T, killAfter, killAtOutput int) (string, []any) {
 	}
 	t.Logf("episode: kill after input %d, at output %d", killAfter, killAtOutput)
 	b, log, m := newBus(), &logger{}, &metrics{}
-	_, cancel, done := component(t, b, log, m)
+	c, cancel, done := component(t, b, log, m)
 	defer func() { cancel(); <-done }()
 	if killAtOutput > 0 {
 		b.onPublish = func(n int) {
 			if n == killAtOutput {
-				killServe(t)
+				killServe(t, c)
 			}
 		}
 	}
@@ -431,7 +401,7 @@ func episode(t *testing.T, killAfter, killAtOutput int) (string, []any) {
 		b.in <- s.input
 		if i == killAfter {
 			time.Sleep(20 * time.Millisecond) // the input reaches serve, or is on its way
-			killServe(t)
+			killServe(t, c)
 		}
 		if s.until != "" {
 			b.until(t, s.until, func(evs []any) bool { return strings.Contains(outcome(evs), s.until) })
