@@ -1,8 +1,6 @@
 // The client against the real `rendergate serve` and real haproxy: the
-// binary is $RENDERGATE_BIN, else $CARGO_TARGET_DIR/debug/rendergate, else
-// ../../target/debug/rendergate; missing, these tests fail when $CI is
-// set and skip otherwise. haproxy is $RENDERGATE_TEST_HAPROXY, else
-// haproxy on PATH, else /usr/sbin/haproxy.
+// binary and haproxy are found as internal/testgate says; a missing
+// binary fails these tests when $CI is set and skips them otherwise.
 
 package rendergate
 
@@ -12,46 +10,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"rendergate.example/client/internal/testgate"
 )
 
-func binary(t testing.TB) string {
-	t.Helper()
-	path := os.Getenv("RENDERGATE_BIN")
-	if path == "" {
-		if dir := os.Getenv("CARGO_TARGET_DIR"); dir != "" {
-			path = filepath.Join(dir, "debug", "rendergate")
-		} else {
-			path = filepath.Join("..", "..", "target", "debug", "rendergate")
-		}
-	}
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no rendergate binary at %s (set RENDERGATE_BIN): %v", path, err)
-		}
-		t.Skipf("no rendergate binary at %s (set RENDERGATE_BIN, or build it with cargo build -p rendergate)", path)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
+func binary(t testing.TB) string { return testgate.Binary(t) }
 
-func haproxy() string {
-	if path := os.Getenv("RENDERGATE_TEST_HAPROXY"); path != "" {
-		return path
-	}
-	if path, err := exec.LookPath("haproxy"); err == nil {
-		return path
-	}
-	return "/usr/sbin/haproxy"
-}
+func haproxy() string { return testgate.HAProxy() }
 
 func start(t *testing.T, args ...string) *Client {
 	t.Helper()

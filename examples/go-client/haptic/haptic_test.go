@@ -6,9 +6,6 @@ package haptic
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -18,39 +15,12 @@ import (
 	"time"
 
 	rendergate "rendergate.example/client"
+	"rendergate.example/client/internal/testgate"
 )
 
-// binary is $RENDERGATE_BIN, else $CARGO_TARGET_DIR/debug/rendergate, else
-// the workspace's target directory; missing fails in CI, skips elsewhere.
-func binary(t testing.TB) string {
-	t.Helper()
-	path := os.Getenv("RENDERGATE_BIN")
-	if path == "" {
-		if dir := os.Getenv("CARGO_TARGET_DIR"); dir != "" {
-			path = filepath.Join(dir, "debug", "rendergate")
-		} else {
-			path = filepath.Join("..", "..", "..", "target", "debug", "rendergate")
-		}
-	}
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no rendergate binary at %s (set RENDERGATE_BIN): %v", path, err)
-		}
-		t.Skipf("no rendergate binary at %s (set RENDERGATE_BIN)", path)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
+func binary(t testing.TB) string { return testgate.Binary(t) }
 
-func haproxy() string {
-	if p, err := exec.LookPath("haproxy"); err == nil {
-		return p
-	}
-	return "/usr/sbin/haproxy"
-}
+func haproxy() string { return testgate.HAProxy() }
 
 const good = "global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n" +
 	"frontend f\n  bind 127.0.0.1:18080\n  http-request set-header x %[req.hdr(host),map(maps/hosts.map)]\n"

@@ -86,7 +86,8 @@ fn trigger_in(t: Trigger) -> plain::Trigger {
 
 #[allow(clippy::useless_conversion)] // as in `pod_in`
 fn fleet_in(f: Fleet) -> plain::Fleet {
-    plain::Fleet { held: Default::default(),
+    plain::Fleet {
+        held: Default::default(),
         pods: std::sync::Arc::new(f.pods.into_iter().map(pod_in).collect()),
         passed_plans: f.passed_plans.into_iter().map(Into::into).collect(),
         refused_plans: f.refused_plans.into_iter().map(Into::into).collect(),

@@ -230,29 +230,23 @@ fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<
         Ok(_) => {}
         Err(e) => return Err(format!("{shown}: {e}")),
     }
-    let c_path = c_string(path.as_os_str()).map_err(|e| format!("{shown}: {e}"))?;
-    // SAFETY: c_path is NUL-terminated.
-    let fd = unsafe {
-        libc::open(
-            c_path.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
+    let file = match open_dir_nofollow(path) {
+        Ok(file) => file,
+        Err(e) => {
+            return Err(match e.raw_os_error() {
+                Some(libc::ELOOP) => {
+                    format!(
+                        "{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"
+                    )
+                }
+                Some(libc::ENOTDIR) => {
+                    format!("{shown} exists and is not a directory; refusing it")
+                }
+                Some(libc::ENOENT) => return Ok(None),
+                _ => format!("{shown}: {e}"),
+            });
+        }
     };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::ELOOP) => {
-                format!(
-                    "{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"
-                )
-            }
-            Some(libc::ENOTDIR) => format!("{shown} exists and is not a directory; refusing it"),
-            Some(libc::ENOENT) => return Ok(None),
-            _ => format!("{shown}: {e}"),
-        });
-    }
-    // SAFETY: open returned a fresh descriptor nobody else owns.
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
     if meta.uid() != euid {
         return Err(format!(
@@ -271,6 +265,24 @@ fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<
         ));
     }
     Ok(Some(file))
+}
+
+/// Opens the directory `path` for reading (a lockable descriptor), never
+/// through a symlink at its last component (ELOOP or ENOTDIR then).
+pub(crate) fn open_dir_nofollow(path: &Path) -> io::Result<File> {
+    let c_path = c_string(path.as_os_str())?;
+    // SAFETY: c_path is NUL-terminated.
+    let fd = unsafe {
+        libc::open(
+            c_path.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: open returned a fresh descriptor nobody else owns.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 /// Whether `path` still names the directory `file` has open.

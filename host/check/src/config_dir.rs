@@ -14,11 +14,11 @@
 //! file system has no user xattrs there is no mark, and such leftovers are
 //! refused as any other content is.
 
-use crate::base::{c_string, flock};
+use crate::base::{c_string, flock, open_dir_nofollow};
 use cap_std::fs::Dir;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -40,26 +40,16 @@ impl ConfigDir {
     pub fn claim(path: &Path) -> Result<ConfigDir, String> {
         let shown = path.display();
         let c_path = c_string(path.as_os_str()).map_err(|e| format!("{shown}: {e}"))?;
-        // SAFETY: c_path is NUL-terminated.
-        let fd = unsafe {
-            libc::open(
-                c_path.as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
+        let file = open_dir_nofollow(path).map_err(|e| {
             let symlink = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-            return Err(match e.raw_os_error() {
+            match e.raw_os_error() {
                 Some(libc::ELOOP | libc::ENOTDIR) if symlink => {
                     format!("{shown} is a symlink; it must be a directory")
                 }
                 Some(libc::ENOTDIR) => format!("{shown} is not a directory"),
                 _ => format!("{shown}: {e}"),
-            });
-        }
-        // SAFETY: open returned a fresh descriptor nobody else owns.
-        let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        })?;
         match flock(file.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
