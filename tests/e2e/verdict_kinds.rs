@@ -57,12 +57,17 @@ fn a_ring_bigger_than_check_memory_passes_as_bare_does() {
     let dir = render(&with_frontend("ring big\n  size 1500000000\n", "127.0.0.1:18080"), &[]);
     let (code, said) = bare(dir.path());
     assert_eq!(code, Some(0), "bare: {said}");
+    // by default one run, under 16 GiB
     let (code, v) = check(&[], dir.path());
+    assert_eq!((code, &v["ok"]), (Some(0), &Value::Bool(true)), "{v}");
+    assert!(!v["message"].as_str().unwrap().contains("first run"), "{v}");
+    // under a lower --check-memory, a second run measures what the first hit
+    let (code, v) = check(&["--check-memory", "1GiB"], dir.path());
     assert_eq!(code, Some(0), "{v}");
     assert_eq!(v["ok"], true, "{v}");
     assert!(v["message"].as_str().unwrap().starts_with(FIRST_RUN_HIT), "{v}");
     // without a second run, the limit would have decided: a refusal bare never gave
-    let (code, v) = check(&["--check-memory-max", "1GiB"], dir.path());
+    let (code, v) = check(&["--check-memory", "1GiB", "--check-memory-max", "1GiB"], dir.path());
     assert_eq!((code, &v["refused"]), (Some(1), &Value::Bool(true)), "{v}");
 }
 
@@ -95,9 +100,11 @@ fn an_ssl_session_cache_bigger_than_check_memory_passes_as_bare_does() {
     let dir = render(&config, &[("site.pem", SITE_PEM)]);
     let (code, said) = bare(dir.path());
     assert_eq!(code, Some(0), "bare: {said}");
-    let (code, v) = check(&[], dir.path());
+    let (code, v) = check(&["--check-memory", "1GiB"], dir.path());
     assert_eq!(code, Some(0), "{v}");
     assert!(v["message"].as_str().unwrap().starts_with(FIRST_RUN_HIT), "{v}");
+    let (code, v) = check(&[], dir.path());
+    assert_eq!((code, &v["ok"]), (Some(0), &Value::Bool(true)), "{v}");
 }
 
 #[test]
@@ -120,11 +127,14 @@ fn words_of_memory_in_an_alert_are_the_renders_and_refuse_as_bare_does() {
         let (code, said) = bare(dir.path());
         assert_eq!(code, Some(1), "bare: {said}");
         assert!(said.contains(said_by_haproxy), "bare: {said}");
-        let (code, v) = check(&[], dir.path());
-        assert_eq!((code, &v["refused"]), (Some(1), &Value::Bool(true)), "{v}");
-        let message = v["message"].as_str().unwrap();
-        assert!(message.contains(said_by_haproxy), "{message}");
-        assert!(!message.contains("first run"), "refused twice, in HAProxy's words: {message}");
+        // one run (the default), and two (a lower --check-memory)
+        for args in [&[][..], &["--check-memory", "1GiB"][..]] {
+            let (code, v) = check(args, dir.path());
+            assert_eq!((code, &v["refused"]), (Some(1), &Value::Bool(true)), "{v}");
+            let message = v["message"].as_str().unwrap();
+            assert!(message.contains(said_by_haproxy), "{message}");
+            assert!(!message.contains("first run"), "refused, in HAProxy's words: {message}");
+        }
     }
 }
 

@@ -86,11 +86,12 @@ struct HaproxyArgs {
     /// The host name HAProxy sees; default: the host's.
     #[arg(long, value_name = "NAME")]
     check_hostname: Option<String>,
-    /// Address space of one check (e.g. 1GiB).
-    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = rendergate::size::parse)]
+    /// Address space of one check (e.g. 1GiB). At or above --check-memory-max
+    /// (the default), every check is one run.
+    #[arg(long, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
     check_memory: usize,
-    /// Address space of a check's second run, made when its first did not
-    /// pass (it may have hit --check-memory); at or below --check-memory, none.
+    /// Address space of a check's second run, made when its first (under a
+    /// lower --check-memory) did not pass; at or below --check-memory, none.
     #[arg(long, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
     check_memory_max: usize,
     /// How much of haproxy's output a check keeps (the message notes the cut).

@@ -65,11 +65,15 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// Measured with haproxy 2.6 here: a 10,000-backend render (one server
-/// each) passes at 192 MiB of address space and runs out at 128 MiB (its
-/// peak RSS is 125 MiB); 1 GiB leaves five times that for larger renders,
-/// Lua, and builds that reserve more at start-up.
-pub const DEFAULT_MEMORY: u64 = 1 << 30;
+/// A check's address space by default: `--check-memory-max`'s, so that a
+/// check is one run. A lower first bound buys nothing a render cannot undo
+/// (one that is refused under it runs again under the larger bound, and a
+/// render can always make itself refused) and costs a refusal a second run
+/// (twice bare's time, BENCHMARKS.md). For scale: a 10,000-backend render
+/// (one server each) passes at 192 MiB of address space with haproxy 2.6
+/// (peak RSS 125 MiB); a 1.5 GB `ring` or `tune.ssl.cachesize 4000000` need
+/// more than 1 GiB.
+pub const DEFAULT_MEMORY: u64 = rlimits::DEFAULT_MEMORY_MAX;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxOptions {
