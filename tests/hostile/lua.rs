@@ -176,8 +176,10 @@ pub fn lua_infinite_loop(_: &mut Scene) -> Spec {
 }
 
 /// Allocates 4 GiB in 64 MiB strings, then says it survived. The sandbox's
-/// address-space limit must stop it first; the gate itself runs under a 12
-/// GiB cap so that a missing limit fails the case instead of the machine.
+/// address-space limit, set below that (1 GiB, one run: the default, 16
+/// GiB, lets a render have 4 GiB), must stop it; the gate itself runs
+/// under a 12 GiB cap so that a missing limit fails the case instead of
+/// the machine.
 pub fn lua_memory_bomb(_: &mut Scene) -> Spec {
     let script = "local keep = {}\n\
 local chunk = string.rep(\"x\", 64 * 1024 * 1024)\n\
@@ -186,6 +188,7 @@ error(\"BOMB-SURVIVED-\" .. 6 * 7)\n";
     let mut spec = lua_render("lua-load", script.into()).forbid("BOMB-SURVIVED-42");
     spec.expect = NOT_PASS;
     spec.rlimit_as = Some(12 << 30);
+    spec.args = ["--check-memory", "1GiB", "--check-memory-max", "1GiB"].map(String::from).to_vec();
     spec
 }
 
