@@ -27,6 +27,7 @@
 
 mod canary;
 mod cases;
+mod config_dir_world;
 mod host;
 mod layers;
 mod lua;
