@@ -18,6 +18,7 @@ import (
 
 	rendergate "rendergate.example/client"
 	"rendergate.example/client/haptic"
+	"rendergate.example/client/internal/testgate"
 )
 
 // fleetBus is the controller's bus: the component's Events, and what it
@@ -27,25 +28,7 @@ type fleetBus struct {
 	out chan any
 }
 
-func (b *fleetBus) Events(ctx context.Context) <-chan any {
-	events := make(chan any)
-	go func() {
-		defer close(events)
-		for {
-			select {
-			case ev := <-b.in:
-				select {
-				case events <- ev:
-				case <-ctx.Done():
-					return
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return events
-}
+func (b *fleetBus) Events(ctx context.Context) <-chan any { return testgate.Events(ctx, b.in) }
 
 func (b *fleetBus) Publish(ev any) { b.out <- ev }
 

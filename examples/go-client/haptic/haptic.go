@@ -42,6 +42,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -260,7 +262,7 @@ func (c *Component) Start(ctx context.Context) error {
 func (c *Component) flags(given []string) []string {
 	has := func(flag string) bool {
 		for _, a := range given {
-			if a == flag || len(a) > len(flag) && a[:len(flag)+1] == flag+"=" {
+			if a == flag || strings.HasPrefix(a, flag+"=") {
 				return true
 			}
 		}
@@ -338,29 +340,13 @@ func (c *Component) publish(ctx context.Context, client *rendergate.Client) {
 // event converts a bus event (a value or a pointer) into the gate's; ok is
 // false for a type the component does not know.
 func (c *Component) event(ev any) (rendergate.Event, bool) {
+	if v := reflect.ValueOf(ev); v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil, false
+		}
+		ev = v.Elem().Interface()
+	}
 	switch e := ev.(type) {
-	case *TemplateRendered:
-		if e == nil {
-			return nil, false
-		}
-		return c.event(*e)
-	case *ConfigAppliedToPod:
-		if e == nil {
-			return nil, false
-		}
-		return c.event(*e)
-	case *HAProxyPodTerminated:
-		if e == nil {
-			return nil, false
-		}
-		return c.event(*e)
-	case *HAProxyPodsDiscovered:
-		if e == nil {
-			return nil, false
-		}
-		return c.event(*e)
-	case *LostLeadership:
-		return c.event(LostLeadership{})
 	case TemplateRendered:
 		files := make([]rendergate.File, 0, len(e.Files))
 		for _, f := range e.Files {
@@ -489,10 +475,8 @@ func file(f File) rendergate.File {
 func podName(namespace, name string) string { return namespace + "/" + name }
 
 func splitPod(pod string) (namespace, name string) {
-	for i := 0; i < len(pod); i++ {
-		if pod[i] == '/' {
-			return pod[:i], pod[i+1:]
-		}
+	if namespace, name, ok := strings.Cut(pod, "/"); ok {
+		return namespace, name
 	}
 	return "", pod
 }

@@ -47,25 +47,7 @@ type bus struct {
 
 func newBus() *bus { return &bus{in: make(chan any, 1024), changed: make(chan struct{}, 1)} }
 
-func (b *bus) Events(ctx context.Context) <-chan any {
-	out := make(chan any)
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case ev := <-b.in:
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out
-}
+func (b *bus) Events(ctx context.Context) <-chan any { return testgate.Events(ctx, b.in) }
 
 func (b *bus) Publish(ev any) {
 	if b.delay > 0 {

@@ -93,16 +93,15 @@ pub struct Fleet {
     pub refused_plans: Arc<[Name]>,
     /// Which render each pod holds and what HAProxy said of its content:
     /// the host's rules read it (promotion to judged content only). Not in
-    /// the WIT world: a policy decides by plans and never sees it.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Held::is_empty"))]
+    /// the WIT world, nor in the fixture format: a policy decides by plans
+    /// and never sees it, and a fixture judges the policy's own decision.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub held: Held,
 }
 
 /// The renders the pods' reports name, and what HAProxy said of the
 /// content each of those render ids names now (docs/behaviour.md, "The
 /// promotion and revert policy"). Shared like the pod list.
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Held {
     /// Pod → the render id its report names (pods whose report names none are absent).
@@ -118,10 +117,6 @@ impl Held {
     pub fn of(&self, pod: &str) -> Option<(&Name, Option<Outcome>)> {
         let render = self.renders.get(pod)?;
         Some((render, self.judged.get(&**render).copied()))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.renders.is_empty() && self.judged.is_empty()
     }
 }
 

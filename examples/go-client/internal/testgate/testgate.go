@@ -1,8 +1,9 @@
-// Package testgate finds what the module's tests run against: the real
-// rendergate binary and the haproxy it judges with.
+// Package testgate is what the module's tests share: finding the real
+// rendergate binary and the haproxy it judges with, and a test bus's events.
 package testgate
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,4 +66,26 @@ func repository() string {
 		}
 		dir = parent
 	}
+}
+
+// Events relays in until ctx ends, then closes what it returns: a test
+// bus's Events (what the haptic component reads while its replica leads).
+func Events(ctx context.Context, in <-chan any) <-chan any {
+	out := make(chan any)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case ev := <-in:
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }
