@@ -23,9 +23,10 @@ use super::base::BaseDir;
 use super::config_dir::ConfigDir;
 use super::identity::{Binary, BinaryIdentity};
 use super::limits::RenderLimits;
-use super::prepare::{self, InFlight, Job, Place, Prepared};
-use super::process::{self, Running};
-use super::sandbox::{self, Sandbox, SandboxOptions};
+use super::prepare::{self, InFlight, Job, Place, Prepared, Removals};
+use super::process;
+use super::sandbox::{self, Go, Sandbox, SandboxOptions};
+use super::standby::{self, Armed, Launch, Order, Standby};
 use super::verdict::{self, Exit, Transcript};
 use super::{CheckFuture, Checked, Checker};
 use rendergate_core::CheckOutcome;
@@ -57,6 +58,10 @@ pub struct HaproxyOptions {
     pub memory_max: u64,
     /// How big a render may be; a bigger one could not run.
     pub limits: RenderLimits,
+    /// Make the next check's child as a check starts HAProxy, so that the
+    /// next render waits only for its own files ([`crate::standby`]): on
+    /// for a gate; off for one check (`rendergate check`).
+    pub standby: bool,
 }
 
 impl Default for HaproxyOptions {
@@ -69,6 +74,7 @@ impl Default for HaproxyOptions {
             sandbox: SandboxOptions::default(),
             memory_max: sandbox::rlimits::DEFAULT_MEMORY_MAX,
             limits: RenderLimits::default(),
+            standby: true,
         }
     }
 }
@@ -97,6 +103,11 @@ pub struct HaproxyChecker {
     /// every check's directory, or why it could not be (then every check
     /// could not run, saying so).
     config_dir: Option<Result<Arc<ConfigDir>, String>>,
+    /// The next check's child, made ahead (never in the config directory,
+    /// which one check at a time holds).
+    standby: Mutex<Option<Standby>>,
+    /// Check directories of answered checks, still being removed.
+    removals: Arc<Removals>,
 }
 
 /// Which world checks see on this host (docs/checking.md, "The check's world").
@@ -167,9 +178,26 @@ impl HaproxyChecker {
             },
         );
         let sandbox = Mutex::new(None);
-        let checker = HaproxyChecker { binary, opts, probe, sandbox, base, in_flight, config_dir };
-        // The first check need not hash the binary nor read its loader.
-        let _ = checker.setup();
+        let standby = Mutex::new(None);
+        let removals = Arc::default();
+        let checker = HaproxyChecker {
+            binary,
+            opts,
+            probe,
+            sandbox,
+            base,
+            in_flight,
+            config_dir,
+            standby,
+            removals,
+        };
+        // The first check need not hash the binary nor read its loader, nor
+        // wait for its child, when there is a runtime to watch it from.
+        if let Ok(setup) = checker.setup()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            checker.arm_ahead(&setup);
+        }
         checker
     }
 
@@ -267,12 +295,7 @@ impl HaproxyChecker {
     /// tell, by the same deadline ([`verdict::needs_second_run`],
     /// [`verdict::settle`]). The message is held to the output cap.
     async fn run(&self, setup: &Setup, render: &Render, deadline: Instant) -> CheckOutcome {
-        // neither bound above what this process may give a child
-        let ceiling = sandbox::rlimits::address_space_ceiling();
-        let bounds = verdict::MemoryBounds {
-            first: self.opts.sandbox.memory.min(ceiling),
-            second: self.opts.memory_max.min(ceiling),
-        };
+        let bounds = self.bounds();
         // without the sandbox there is no bound; at or below the first, no second run
         let measures = self.opts.sandbox.mode != sandbox::Mode::Off && bounds.second > bounds.first;
         let outcome = match self.run_once(setup, render, deadline, None).await {
@@ -286,6 +309,16 @@ impl HaproxyChecker {
         cap_message(outcome, self.opts.output_cap)
     }
 
+    /// The address-space bounds of a check's runs, neither above what this
+    /// process may give a child.
+    fn bounds(&self) -> verdict::MemoryBounds {
+        let ceiling = sandbox::rlimits::address_space_ceiling();
+        verdict::MemoryBounds {
+            first: self.opts.sandbox.memory.min(ceiling),
+            second: self.opts.memory_max.min(ceiling),
+        }
+    }
+
     /// One run of `haproxy -c` over `render` in a fresh check directory
     /// (a second run must not see what the first wrote), under `memory`
     /// when given, step by step. Any step that fails is why it could not run.
@@ -297,28 +330,87 @@ impl HaproxyChecker {
         memory: Option<u64>,
     ) -> Result<(CheckOutcome, Exit), String> {
         let started = Instant::now();
-        let ready = self.prepare_check_dir(setup, render, deadline).await?;
+        let Armed { dir, launch } = self.armed(setup, deadline).await?;
+        let ready = self.prepare_check_dir(setup, render, deadline, dir).await?;
         let ran = self
-            .run_haproxy(setup, render, &ready, deadline, started, memory)
+            .run_haproxy(setup, render, &ready, launch, deadline, started, memory)
             .await
             .map(|(transcript, exit)| (self.read_verdict(transcript, exit), exit));
-        // After the process group is dead (run_haproxy's guards); dropped
-        // mid-check instead, the directory goes with the future.
-        prepare::remove(ready.dir, &self.in_flight).await;
+        // After the process group is dead (run_haproxy's guards), and after
+        // the answer; dropped mid-check instead, the directory goes with the
+        // future.
+        self.removals.remove(ready.dir, &self.in_flight);
         ran
     }
 
-    /// Lays the render out in a fresh check directory, off the runtime and
-    /// by the deadline ([`prepare`]).
-    async fn prepare_check_dir(
-        &self,
-        setup: &Setup,
-        render: &Render,
-        deadline: Instant,
-    ) -> Result<Prepared, String> {
-        let place = match &self.config_dir {
-            None => Place::Fresh(self.base.clone()?),
-            Some(Err(why)) => return Err(why.clone()),
+    /// This check's child and its empty directory: the standby made ahead
+    /// for this binary, else one made now.
+    async fn armed(&self, setup: &Setup, deadline: Instant) -> Result<Armed, String> {
+        let ahead = self.standby.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let standby = match ahead.filter(|s| *s.judge() == setup.binary.identity) {
+            Some(standby) => standby,
+            None => Standby::arm(
+                setup.binary.identity.clone(),
+                self.place(deadline).await?,
+                self.order(setup),
+            )?,
+        };
+        standby.ready(deadline).await
+    }
+
+    /// Once the directories of checks that answered are gone (removed after
+    /// the answer, before the next check starts HAProxy).
+    pub async fn removed(&self) {
+        self.removals.gone().await;
+    }
+
+    /// The directory the next check's child is made over, once it is made
+    /// (`None` without one): empty until its check comes.
+    pub async fn standby_dir(&self) -> Option<PathBuf> {
+        let taken = self.standby.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let mut standby = taken?;
+        let dir = standby.settle().await.map(Path::to_path_buf);
+        let mut slot = self.standby.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(standby);
+        }
+        dir
+    }
+
+    /// Makes the next check's child now, while this one runs (a gate's
+    /// checker with a directory of its own to make it in).
+    fn arm_ahead(&self, setup: &Setup) {
+        if !self.opts.standby || self.config_dir.is_some() {
+            return;
+        }
+        let Ok(base) = self.base.clone() else { return };
+        match Standby::arm(setup.binary.identity.clone(), Place::Fresh(base), self.order(setup)) {
+            Ok(standby) => {
+                *self.standby.lock().unwrap_or_else(PoisonError::into_inner) = Some(standby)
+            }
+            Err(e) => tracing::debug!("the next check's child is made when it comes: {e}"),
+        }
+    }
+
+    /// What a check's child is made of.
+    fn order(&self, setup: &Setup) -> Order {
+        let bounds = self.bounds();
+        Order {
+            sandbox: setup.sandbox.clone(),
+            binary: setup.binary.path.clone(),
+            dns_skip: self.opts.dns_skip,
+            // the word lowers it to the run's own bound
+            memory: bounds.first.max(bounds.second),
+            in_flight: self.in_flight.clone(),
+        }
+    }
+
+    /// Where a check directory is made now: the checker's own directory, or
+    /// the config directory once no other check holds it.
+    async fn place(&self, deadline: Instant) -> Result<Place, String> {
+        match &self.config_dir {
+            None => Ok(Place::Fresh(self.base.clone()?)),
+            Some(Err(why)) => Err(why.clone()),
             Some(Ok(config_dir)) => {
                 // one check at a time in it; another may hold it (a second run)
                 let free = tokio::time::timeout_at(deadline, config_dir.free()).await;
@@ -326,12 +418,23 @@ impl HaproxyChecker {
                     "the check timed out waiting for the config directory, in use by another check"
                         .to_owned()
                 })?;
-                Place::ConfigDir(config_dir.clone(), permit)
+                Ok(Place::ConfigDir(config_dir.clone(), permit))
             }
-        };
+        }
+    }
+
+    /// Lays the render out in its check directory, made empty, off the
+    /// runtime and by the deadline ([`prepare`]).
+    async fn prepare_check_dir(
+        &self,
+        setup: &Setup,
+        render: &Render,
+        deadline: Instant,
+        dir: super::base::CheckDir,
+    ) -> Result<Prepared, String> {
         let job = Job {
             render: render.clone(),
-            place,
+            place: Place::Made(dir),
             limits: self.opts.limits,
             binary: setup.binary.path.clone(),
             config_dir: self.opts.sandbox.world.config_dir.clone(),
@@ -341,20 +444,36 @@ impl HaproxyChecker {
         prepare::prepare(job, deadline).await
     }
 
-    /// `haproxy -c` in the prepared check directory, from its start in the
-    /// sandbox to the end of its output, read as it arrives into a
-    /// [`Transcript`]. Its process group is dead when this returns, or when
-    /// the future is dropped.
+    /// `haproxy -c` in the prepared check directory, from the word to its
+    /// child (under `memory` when given, else the first bound) to the end of
+    /// its output, read as it arrives into a [`Transcript`]. Its process
+    /// group is dead when this returns, or when the future is dropped.
+    #[allow(clippy::too_many_arguments)]
     async fn run_haproxy<'a>(
         &self,
         setup: &'a Setup,
         render: &'a Render,
         ready: &'a Prepared,
+        launch: Launch,
         deadline: Instant,
         started: Instant,
         memory: Option<u64>,
     ) -> Result<(Transcript<'a>, Exit), String> {
-        let running = self.spawn_in_sandbox(setup, ready, deadline, memory)?;
+        let time_left = deadline.saturating_duration_since(Instant::now());
+        let word = Go {
+            cpu_seconds: sandbox::rlimits::cpu_seconds(time_left.min(standby::ARMED_CPU)),
+            memory: memory.unwrap_or(self.bounds().first),
+        };
+        // nothing of an earlier check is left when this one starts
+        let earlier = tokio::time::timeout_at(deadline, self.removals.gone()).await;
+        earlier
+            .map_err(|_| "the check timed out while an earlier check's directory was removed")?;
+        let starting = launch.go(word);
+        // the next check's child is made while this one runs
+        self.arm_ahead(setup);
+        let running = starting.running(deadline).await.map_err(|reason: String| {
+            verdict::sanitise(&reason, ready.dir.hidden(), &setup.binary.path)
+        })?;
         let ctx = verdict::Context {
             config: render.config(),
             check_dir: ready.dir.hidden(),
@@ -364,28 +483,6 @@ impl HaproxyChecker {
         let mut transcript = Transcript::new(ctx);
         let exit = process::collect_output(running, &mut transcript, deadline, started).await?;
         Ok((transcript, exit))
-    }
-
-    /// Prepares the sandbox for this check directory (under `memory` when
-    /// given), then starts `haproxy -c` in it ([`process`]).
-    fn spawn_in_sandbox(
-        &self,
-        setup: &Setup,
-        ready: &Prepared,
-        deadline: Instant,
-        memory: Option<u64>,
-    ) -> Result<Running, String> {
-        let binary = &setup.binary.path;
-        let time_left = deadline.saturating_duration_since(Instant::now());
-        let sandboxed = setup
-            .sandbox
-            .prepare(ready.dir.fd(), time_left)
-            .map_err(|reason| verdict::sanitise(&reason, ready.dir.hidden(), binary))?;
-        let sandboxed = match memory {
-            Some(memory) => sandboxed.with_memory(memory),
-            None => sandboxed,
-        };
-        process::spawn(binary, self.opts.dns_skip, &sandboxed)
     }
 
     /// What HAProxy said, read into a verdict: the outcome its exit and its
@@ -409,6 +506,8 @@ impl Drop for HaproxyChecker {
     /// may still be removing what one wrote: the process may exit right
     /// after (on a signal, without waiting for the runtime's threads).
     fn drop(&mut self) {
+        // a child made ahead ends at its hold; its directory goes with it
+        drop(self.standby.lock().unwrap_or_else(PoisonError::into_inner).take());
         if !self.in_flight.wait_idle(IN_FLIGHT_GRACE) {
             tracing::warn!(
                 "a check directory was still being removed after {IN_FLIGHT_GRACE:?}; leaving it"
@@ -491,7 +590,7 @@ frontend f
         /// given up on is removed by the thread that was writing it).
         async fn gone_soon(&self) -> bool {
             for _ in 0..250 {
-                if self.leftovers().is_empty() {
+                if self.leftovers().await.is_empty() {
                     return true;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -499,11 +598,15 @@ frontend f
             false
         }
 
-        /// Everything under the work directory but the base directory and
-        /// this checker's (otherwise empty) subdirectory in it.
-        fn leftovers(&self) -> Vec<PathBuf> {
+        /// Everything under the work directory but the base directory,
+        /// this checker's (otherwise empty) subdirectory in it, and the
+        /// next check's directory, made ahead, while it is empty.
+        async fn leftovers(&self) -> Vec<PathBuf> {
             let own = self.checker.check_dirs().expect("the base directory was made");
-            let keep = [own.parent().unwrap(), own];
+            self.checker.removed().await;
+            let standby = self.checker.standby_dir().await;
+            let mut keep = vec![own.parent().unwrap(), own];
+            keep.extend(standby.as_deref().filter(|dir| tree(dir).is_empty()));
             // the host view's stand-ins live as long as the checker
             let view = own.join("host-view");
             tree(self.work.path())
@@ -695,7 +798,7 @@ frontend f
         let f = fixture("haproxy");
         let out = f.check(&render(VALID, vec![])).await;
         assert_eq!(out, CheckOutcome::Passed { message: String::new() });
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
     }
 
     #[tokio::test]
@@ -712,7 +815,7 @@ frontend f
         assert!(!message.contains(&f.work.path().display().to_string()), "{message}");
         assert!(!message.contains(&format!("rendergate-{}", euid())), "{message}");
         assert!(!message.contains("/usr/sbin"), "{message}");
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
     }
 
     #[tokio::test]
@@ -744,7 +847,7 @@ frontend f
         let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
         assert!(message.contains("maps/hosts.map"), "{message}");
         assert!(!message.contains(&format!("rendergate-{}", euid())), "{message}");
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
     }
 
     #[tokio::test]
@@ -764,7 +867,7 @@ frontend f
                 reason: "haproxy binary not found: no no-such-haproxy-binary on PATH".into()
             }
         );
-        assert!(f.leftovers().is_empty());
+        assert!(f.leftovers().await.is_empty());
     }
 
     #[tokio::test]
@@ -784,7 +887,7 @@ frontend f
                 reason: r#"render file path "../../x" escapes the check directory"#.into()
             }
         );
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
         assert!(!escape_target.exists());
     }
 
@@ -803,7 +906,36 @@ frontend f
                 || reason.starts_with("the check timed out after"),
             "{reason}"
         );
-        assert!(f.gone_soon().await, "{:?}", f.leftovers());
+        assert!(f.gone_soon().await, "{:?}", f.leftovers().await);
+    }
+
+    #[tokio::test]
+    async fn the_next_check_starts_once_the_last_ones_directory_is_gone() {
+        // a first check with many files, whose directory takes a while to
+        // remove, then at once a second, which looks for the first's
+        let tools = tempfile::tempdir().unwrap();
+        let record = tools.path().join("seen");
+        let binary = script(
+            tools.path(),
+            &format!(
+                "if [ -e {record}.first ]; then
+  if [ -e \"$(cat {record}.first)\" ]; then echo there > {record}; else echo gone > {record}; fi
+else pwd > {record}.first; fi
+exit 0",
+                record = record.display()
+            ),
+        );
+        let f = roomy(binary.to_str().unwrap());
+        let files: Vec<_> = (0..3000)
+            .map(|i| RenderFile {
+                kind: FileKind::Map,
+                path: format!("maps/{i}.map"),
+                content: "k v\n".into(),
+            })
+            .collect();
+        assert_eq!(f.check(&render(VALID, files)).await.label(), "pass");
+        assert_eq!(f.check(&render(VALID, vec![])).await.label(), "pass");
+        assert_eq!(std::fs::read_to_string(&record).unwrap(), "gone\n");
     }
 
     /// A fixture whose renders may have a million files.
@@ -873,7 +1005,7 @@ frontend f
             reason.ends_with("lands 33 components deep, more than the 32 a render path may have"),
             "{reason}"
         );
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
     }
 
     #[tokio::test]
@@ -903,13 +1035,13 @@ frontend f
         assert!(took < Duration::from_millis(3000), "{took:?}");
         // this test's runtime has one thread: it ticked while the files were written
         assert!(ticks.load(std::sync::atomic::Ordering::Relaxed) >= 100, "{ticks:?}");
-        assert!(f.gone_soon().await, "{:?}", f.leftovers().len());
+        assert!(f.gone_soon().await, "{:?}", f.leftovers().await.len());
     }
 
     /// Runs the check until its directory holds a thousand files, then drops it.
     async fn until_a_thousand_files_are_written(f: &Fixture, check: CheckFuture<'_>) {
         let writing = async {
-            while f.leftovers().len() < 1000 {
+            while f.leftovers().await.len() < 1000 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         };
@@ -939,7 +1071,7 @@ frontend f
         let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(600));
         until_a_thousand_files_are_written(&f, fut).await;
         // Writing all of it takes far longer than this: the thread stopped.
-        assert!(f.gone_soon().await, "{:?}", f.leftovers().len());
+        assert!(f.gone_soon().await, "{:?}", f.leftovers().await.len());
     }
 
     #[tokio::test]
@@ -964,7 +1096,7 @@ frontend f
         );
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         assert!(wait_dead(pid).await, "background sleep {pid} survived the timeout");
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
     }
 
     #[tokio::test]
@@ -996,7 +1128,7 @@ frontend f
         assert!(tokio::time::timeout(Duration::from_millis(500), fut).await.is_err());
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         assert!(wait_dead(pid).await, "background sleep {pid} survived cancellation");
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
     }
 
     #[tokio::test]
@@ -1041,7 +1173,7 @@ frontend f
         let seen = std::fs::read_to_string(&record).unwrap();
         assert_eq!(seen.lines().next(), Some("-V -c -f haproxy.cfg"));
         drop(checker); // its own subdirectory goes with it
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
     }
 
     #[tokio::test]
@@ -1136,7 +1268,7 @@ frontend f
             f.check(&render(VALID, vec![])).await,
             CheckOutcome::Passed { message: String::new() }
         );
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
         // a clean exit leaves nothing in the work directory
         let Fixture { work, checker } = f;
         drop(checker);
@@ -1247,7 +1379,7 @@ frontend f
         drop(second);
         assert!(base.exists(), "the base went while a checker still uses it");
         std::fs::remove_file(own.join("in-flight")).unwrap();
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
     }
 
     #[tokio::test]
@@ -1277,8 +1409,10 @@ exit 0",
         let cwd = PathBuf::from(seen.lines().next().unwrap());
         assert_eq!(cwd.parent(), f.checker.check_dirs(), "{seen}");
         assert!(seen.contains("haproxy.cfg") && seen.contains("maps"), "{seen}");
+        // removed after the answer, before the next check starts
+        f.checker.removed().await;
         assert!(!cwd.exists());
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
 
         // cancelled: dropped mid-check, the directory goes with the future
         let binary = script(
@@ -1299,7 +1433,7 @@ wait",
         let cwd = PathBuf::from(std::fs::read_to_string(&record).unwrap().trim());
         assert_eq!(cwd.parent(), f.checker.check_dirs());
         assert!(!cwd.exists(), "{} outlived its cancelled check", cwd.display());
-        assert!(f.leftovers().is_empty(), "{:?}", f.leftovers());
+        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         assert!(wait_dead(pid).await);
     }

@@ -32,6 +32,7 @@ pub mod prepare;
 pub mod process;
 pub mod sandbox;
 pub mod size;
+pub mod standby;
 pub mod verdict;
 pub mod version;
 

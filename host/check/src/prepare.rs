@@ -22,7 +22,7 @@ use super::limits::RenderLimits;
 use super::sandbox::world::{StockFile, World};
 use super::verdict;
 use rendergate_core::render::Render;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
@@ -50,11 +50,15 @@ pub enum Place {
     Fresh(Arc<BaseDir>),
     /// The config directory itself (no namespaces), already free for this check.
     ConfigDir(Arc<ConfigDir>, tokio::sync::OwnedSemaphorePermit),
+    /// A directory made already, empty: a standby's ([`crate::standby`]).
+    Made(CheckDir),
 }
 
 impl Place {
-    fn check_dir(self) -> Result<CheckDir, String> {
+    /// The check directory, made now (or before).
+    pub fn check_dir(self) -> Result<CheckDir, String> {
         match self {
+            Place::Made(dir) => Ok(dir),
             Place::Fresh(base) => base.check_dir().map_err(|e| {
                 format!("cannot create a check directory in {}: {e}", base.own_path().display())
             }),
@@ -77,10 +81,10 @@ pub struct InFlight {
 }
 
 /// Held by one blocking thread while it runs.
-struct Token(Arc<InFlight>);
+pub(crate) struct Token(Arc<InFlight>);
 
 impl InFlight {
-    fn enter(self: &Arc<Self>) -> Token {
+    pub(crate) fn enter(self: &Arc<Self>) -> Token {
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         Token(self.clone())
     }
@@ -137,16 +141,47 @@ pub async fn prepare(job: Job, deadline: Instant) -> Result<Prepared, String> {
     }
 }
 
-/// Removes a check directory on a blocking thread, and waits for it.
-pub async fn remove(dir: CheckDir, in_flight: &Arc<InFlight>) {
-    let token = in_flight.enter();
-    // Should the blocking pool refuse (the runtime is shutting down), the
-    // closure is dropped, and the directory with it.
-    let _ = tokio::task::spawn_blocking(move || {
-        drop(dir);
-        drop(token);
-    })
-    .await;
+/// Check directories being removed after their checks answered: a verdict
+/// does not wait for its directory to go, the next check does, before it
+/// starts HAProxy (nothing of one check is there when the next runs).
+#[derive(Debug, Default)]
+pub struct Removals {
+    pending: AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+impl Removals {
+    /// Removes `dir` on a blocking thread (at once, should there be no
+    /// runtime), as part of the checker's blocking work.
+    pub fn remove(self: &Arc<Self>, dir: CheckDir, in_flight: &Arc<InFlight>) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        let token = in_flight.enter();
+        let removals = self.clone();
+        let removal = move || {
+            drop(dir);
+            drop(token);
+            removals.pending.fetch_sub(1, Ordering::SeqCst);
+            removals.done.notify_waiters();
+        };
+        match tokio::runtime::Handle::try_current() {
+            // should the pool refuse (the runtime shutting down), the
+            // closure is dropped, and the directory with it
+            Ok(runtime) => drop(runtime.spawn_blocking(removal)),
+            Err(_) => removal(),
+        }
+    }
+
+    /// Once every directory given to [`Removals::remove`] so far is gone.
+    pub async fn gone(&self) {
+        loop {
+            // made before the count is read: a removal ending in between wakes it
+            let done = self.done.notified();
+            if self.pending.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            done.await;
+        }
+    }
 }
 
 fn timed_out(budget: Duration, written: usize, files: usize) -> String {
@@ -220,6 +255,12 @@ impl Job {
                 &self.binary,
             )
         };
+        if let Some(world) = &self.world {
+            // the stock files were written ahead, with the directory: the render's win
+            let mut render: Vec<&Path> = vec![Path::new(layout::CONFIG_NAME)];
+            render.extend(arrangement.files().iter().map(|f| f.relative.as_path()));
+            clear_stock(dir.dir(), world.stock(), &render).map_err(sanitised)?;
+        }
         let mut go_on_writing = |written| {
             progress.written.store(written, Ordering::Relaxed);
             go_on()
@@ -227,38 +268,60 @@ impl Job {
         if let Err(e) = arrangement.write(dir.dir(), &mut go_on_writing) {
             return Err(if go_on() { sanitised(e) } else { stopped() });
         }
-        if let Some(world) = &self.world {
-            write_stock(dir.dir(), world.stock()).map_err(sanitised)?;
-        }
         Ok(Prepared { dir })
     }
 }
 
-/// The stock files of the world under the config directory, each where the
-/// render has no file of its own (the render's wins), as new owner-only
-/// files beside the render's.
-fn write_stock(dir: &cap_std::fs::Dir, stock: &[StockFile]) -> std::io::Result<()> {
+/// Makes room for the render among the stock files written ahead into its
+/// directory ([`write_stock`]), as if the render's files had been written
+/// first: a stock file at a render file's path, under it, or where the
+/// render needs a directory is removed, and so is a stock directory where
+/// the render has a file (empty by then).
+fn clear_stock(
+    dir: &cap_std::fs::Dir,
+    stock: &[StockFile],
+    render: &[&Path],
+) -> std::io::Result<()> {
+    let gone = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    };
+    for file in stock {
+        let at = file.relative.as_path();
+        let Some(clash) = render.iter().find(|r| at.starts_with(r) || r.starts_with(at)) else {
+            continue;
+        };
+        gone(dir.remove_file(at))?;
+        // the directories between the stock file and a render file above
+        // it, once the last stock file in them is gone
+        let mut parent = at.parent();
+        while let Some(up) = parent.filter(|p| p.starts_with(clash)) {
+            match dir.remove_dir(up) {
+                Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => break,
+                other => gone(other)?,
+            }
+            parent = up.parent();
+        }
+    }
+    Ok(())
+}
+
+/// The stock files of the world under the config directory, as new
+/// owner-only files in a check directory made ahead, before its render;
+/// [`clear_stock`] makes room for the render's own.
+pub(crate) fn write_stock(dir: &cap_std::fs::Dir, stock: &[StockFile]) -> std::io::Result<()> {
     use cap_std::fs::{DirBuilderExt, OpenOptionsExt};
     use std::io::Write;
     // owner-only, as the render's own directories
     let mut dirs = cap_std::fs::DirBuilder::new();
     dirs.recursive(true).mode(0o700);
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
     for file in stock {
         if let Some(parent) = file.relative.parent().filter(|p| !p.as_os_str().is_empty()) {
-            match dir.create_dir_with(parent, &dirs) {
-                Ok(()) => {}
-                // the render put a file where the stock directory would be: it wins
-                Err(_) if dir.symlink_metadata(parent).is_ok_and(|m| !m.is_dir()) => continue,
-                Err(e) => return Err(e),
-            }
+            dir.create_dir_with(parent, &dirs)?;
         }
-        let mut options = cap_std::fs::OpenOptions::new();
-        options.write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
-        match dir.open_with(&file.relative, &options) {
-            Ok(mut out) => out.write_all(&file.content)?,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
+        dir.open_with(&file.relative, &options)?.write_all(&file.content)?;
     }
     Ok(())
 }

@@ -9,65 +9,96 @@ use super::layout;
 use super::sandbox;
 use super::verdict::{Exit, Transcript};
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Stdio;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-/// Starts `binary -c` in the check directory `sandboxed` was prepared for,
-/// in a process group of its own (`-dr` with `dns_skip`).
-pub fn spawn(
+/// The command of one check: `binary -V -c -f haproxy.cfg` (`-dr` with
+/// `dns_skip`), stdout and stderr on `output`, the write end of one pipe, in
+/// a process group of its own, killed if dropped. The sandbox goes on it
+/// next ([`sandbox::Prepared::apply`]).
+pub fn command(
     binary: &Path,
     dns_skip: bool,
-    sandboxed: &sandbox::Prepared,
-) -> Result<Running, String> {
-    let (reader, writer) =
-        pipe().map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
-    let spawned = {
-        let stderr = writer
-            .try_clone()
-            .map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
-        let mut cmd = tokio::process::Command::new(binary);
-        if dns_skip {
-            cmd.arg("-dr");
-        }
-        // `-V` outranks `quiet` (and anything else that would make HAProxy
-        // keep its alerts to itself): nothing in a render silences them.
-        // No `-L`: HAProxy takes its local peer name from the host name, as
-        // bare `haproxy -c` does. No current_dir: the child fchdirs to the
-        // directory's descriptor.
-        cmd.args(["-V", "-c", "-f", layout::CONFIG_NAME])
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(writer))
-            .stderr(Stdio::from(stderr))
-            .process_group(0)
-            .kill_on_drop(true);
-        sandboxed.apply(&mut cmd);
-        cmd.spawn()
-        // `cmd` drops here with our copies of the write end, so the reader
-        // sees end-of-file once HAProxy's group is gone.
-    };
-    let child = spawned.map_err(|e| {
-        sandbox::spawn_failure(&e)
-            .unwrap_or_else(|| format!("cannot start {}: {e}", binary.display()))
-    })?;
-    let Some(pid) = child.id() else {
-        return Err("haproxy exited before it could be watched".into());
-    };
-    let group = GroupGuard { pgid: Some(pid as libc::pid_t) };
-    let output = tokio::net::unix::pipe::Receiver::from_owned_fd(reader)
-        .map_err(|e| format!("cannot read haproxy's output: {e}"))?;
-    Ok(Running { group, child, output })
+    output: OwnedFd,
+) -> io::Result<tokio::process::Command> {
+    let stderr = output.try_clone()?;
+    let mut cmd = tokio::process::Command::new(binary);
+    // No current_dir: the child fchdirs to the directory's descriptor.
+    cmd.args(arguments(dns_skip))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(output))
+        .stderr(Stdio::from(stderr))
+        .process_group(0)
+        .kill_on_drop(true);
+    // `cmd` holds the only copies of the write end: once it is dropped
+    // (after `spawn`), the reader sees end-of-file when HAProxy's group is gone.
+    Ok(cmd)
+}
+
+/// HAProxy's arguments after `argv[0]`. `-V` outranks `quiet` (and anything
+/// else that would make HAProxy keep its alerts to itself): nothing in a
+/// render silences them. No `-L`: HAProxy takes its local peer name from the
+/// host name, as bare `haproxy -c` does.
+pub fn arguments(dns_skip: bool) -> Vec<&'static str> {
+    let mut args = if dns_skip { vec!["-dr"] } else { vec![] };
+    args.extend(["-V", "-c", "-f", layout::CONFIG_NAME]);
+    args
+}
+
+/// What a held child `execve`s: `binary` with [`arguments`] and exactly `env`.
+pub fn image(
+    binary: &Path,
+    dns_skip: bool,
+    env: &[(String, String)],
+) -> io::Result<sandbox::hold::Image> {
+    let argv0 = binary.to_string_lossy();
+    let args: Vec<&str> = std::iter::once(&*argv0).chain(arguments(dns_skip)).collect();
+    sandbox::hold::Image::new(binary, &args, env)
+}
+
+/// The message for a failed `spawn` of `binary`: the sandbox layer that
+/// failed, when one did.
+pub fn spawn_failure(binary: &Path, e: &io::Error) -> String {
+    sandbox::spawn_failure(e).unwrap_or_else(|| format!("cannot start {}: {e}", binary.display()))
 }
 
 /// A started `haproxy -c`: its process group, the child, and the read end
 /// of its output. Fields drop in order: the whole group is killed before
-/// anything else is cleaned up.
+/// anything else is cleaned up, and the thread that started it (whose end
+/// would kill it, its parent-death signal) is let go last.
 pub struct Running {
     group: GroupGuard,
     child: tokio::process::Child,
     output: tokio::net::unix::pipe::Receiver,
+    /// A held child's report: an error code written when it could not become haproxy.
+    report: Option<OwnedFd>,
+    binary: std::path::PathBuf,
+    _starter: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl Running {
+    /// `child` of `binary`, started by [`command`] with the write end of
+    /// `output`'s pipe, held ([`sandbox::Hold`]) with `report`'s; `starter`
+    /// keeps the thread that forked it until the group is dead.
+    pub fn new(
+        child: tokio::process::Child,
+        binary: &Path,
+        output: OwnedFd,
+        report: Option<OwnedFd>,
+        starter: Option<std::sync::mpsc::Sender<()>>,
+    ) -> Result<Running, String> {
+        let Some(pid) = child.id() else {
+            return Err("haproxy exited before it could be watched".into());
+        };
+        let group = GroupGuard { pgid: Some(pid as libc::pid_t) };
+        let output = tokio::net::unix::pipe::Receiver::from_owned_fd(output)
+            .map_err(|e| format!("cannot read haproxy's output: {e}"))?;
+        let binary = binary.to_path_buf();
+        Ok(Running { group, child, output, report, binary, _starter: starter })
+    }
 }
 
 /// Reads HAProxy's output into `transcript` until it has exited and its
@@ -108,6 +139,10 @@ pub async fn collect_output(
             }
         }
     }
+    // a held child that never became haproxy said why before it exited
+    if let Some(e) = running.report.as_ref().and_then(|r| sandbox::hold::reported(r.as_raw_fd())) {
+        return Err(spawn_failure(&running.binary, &e));
+    }
     Ok(Exit::from(status.expect("the loop ends once haproxy has exited")))
 }
 
@@ -137,10 +172,15 @@ impl Drop for GroupGuard {
 /// One pipe, both ends close-on-exec (the child gets its copies through
 /// stdout/stderr only). `std::io::pipe` needs Rust 1.87; the workspace
 /// promises 1.85.
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    pipe_with(0)
+}
+
+/// [`pipe`] with more `pipe2` flags (`O_NONBLOCK`).
+pub fn pipe_with(flags: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | flags) } != 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.

@@ -6,7 +6,7 @@ use rendergate::check::haproxy::WorldKind;
 use rendergate::check::sandbox::Mode;
 use rendergate::check::{Checker, dir};
 use rendergate::core::Verdict;
-use rendergate::{CheckOutcome, HaproxyChecker, Output};
+use rendergate::{CheckOutcome, HaproxyChecker, HaproxyOptions, Output};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -113,7 +113,8 @@ pub async fn run(args: Args) -> ExitCode {
         Ok(signals) => signals,
         Err(e) => return super::fail(&e, 2),
     };
-    let options = args.haproxy.options();
+    // one check: no child made ahead for a next one
+    let options = HaproxyOptions { standby: false, ..args.haproxy.options() };
     let limits = options.limits;
     let checker = HaproxyChecker::new(options);
     if args.explain {

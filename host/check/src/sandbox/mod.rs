@@ -9,12 +9,15 @@
 //! string; with the sandbox off too), parent-death signal, rlimits,
 //! namespaces, the world (ids mapped, mounts made, root pivoted, the config
 //! directory entered, the host name set: [`world`]), capability drop,
-//! `no_new_privs`, Landlock, seccomp; then `execve` of haproxy with an
-//! empty environment but for the operator's `--check-env`. A failing step returns an error code that carries the layer
+//! `no_new_privs`, Landlock, seccomp; then, held ([`Hold`]), it waits for
+//! the word to go, lowers its CPU and address-space limits to the check's,
+//! and `execve`s haproxy with an empty environment but for the operator's
+//! `--check-env`. A failing step returns an error code that carries the layer
 //! ([`spawn_failure`] reads it back), so the check says "sandbox setup
 //! failed in layer 'landlock': …" and counts as could-not-run.
 
 pub mod caps;
+pub mod hold;
 pub mod landlock;
 pub mod loader;
 pub mod namespaces;
@@ -23,6 +26,7 @@ pub mod rlimits;
 pub mod seccomp;
 pub mod world;
 
+pub use hold::{Go, Hold};
 pub use probe::Probe;
 
 use std::io;
@@ -221,7 +225,7 @@ impl Sandbox {
     ) -> Result<Prepared<'a>, String> {
         let env = self.opts.env.clone();
         if self.opts.mode == Mode::Off {
-            return Ok(Prepared { dir: check_dir, setup: None, _ruleset: None, env });
+            return Ok(Prepared { dir: check_dir, setup: None, ruleset: None, env, hold: None });
         }
         if let Some(refusal) = &self.refusal {
             return Err(refusal.clone());
@@ -245,7 +249,7 @@ impl Sandbox {
             world: self.world.clone(),
             abi: *self.probe.landlock.as_ref().unwrap_or(&0),
         };
-        Ok(Prepared { dir: check_dir, setup: Some(setup), _ruleset: ruleset, env })
+        Ok(Prepared { dir: check_dir, setup: Some(setup), ruleset, env, hold: None })
     }
 }
 
@@ -255,14 +259,16 @@ impl Sandbox {
 pub struct Prepared<'a> {
     dir: BorrowedFd<'a>,
     setup: Option<ChildSetup>,
-    _ruleset: Option<OwnedFd>,
+    ruleset: Option<OwnedFd>,
     /// HAProxy's whole environment.
     env: Vec<(String, String)>,
+    /// Where the child waits for the word to go, last before `execve`.
+    hold: Option<Hold>,
 }
 
 impl Prepared<'_> {
-    /// The same sandbox with another address-space bound: a check's second
-    /// run, under `--check-memory-max` (the sandbox off has no bound).
+    /// The same sandbox with another address-space bound (the sandbox off
+    /// has no bound).
     pub fn with_memory(mut self, memory: u64) -> Self {
         if let Some(setup) = &mut self.setup {
             setup.limits = setup.limits.with_memory(memory);
@@ -270,24 +276,61 @@ impl Prepared<'_> {
         self
     }
 
+    /// The Landlock ruleset the child's setup names by number, for a caller
+    /// that must keep it open until `spawn` returns without keeping `self`.
+    pub fn into_ruleset(self) -> Option<OwnedFd> {
+        self.ruleset
+    }
+
+    /// The child, its sandbox made, waits at `hold` for the word to go
+    /// before `execve` (a check's child made ahead, [`crate::standby`]).
+    pub fn held(mut self, hold: Hold) -> Self {
+        self.hold = Some(hold);
+        self
+    }
+
+    /// HAProxy's whole environment (`--check-env`).
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
     /// Puts the sandbox on `cmd`: the environment (`--check-env` only) and
     /// the child setup. With the sandbox off, the child only `fchdir`s to
-    /// the check directory (otherwise a plain exec).
+    /// the check directory (otherwise a plain exec). A held child
+    /// ([`Hold`]) `execve`s itself after its word; its `spawn` returns once
+    /// it waits at the hold.
     pub fn apply(&self, cmd: &mut tokio::process::Command) {
         cmd.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
+        let hold = self.hold.clone();
+        // limits are lowered at the word only where the sandbox sets them
+        let limits = self.setup.is_some();
         let Some(setup) = self.setup.clone() else {
             let dir = self.dir.as_raw_fd();
-            // SAFETY: `enter` is one raw, async-signal-safe system call on a
-            // descriptor the caller keeps open until `spawn` returns.
+            // SAFETY: `enter` and `Hold::run` are raw, async-signal-safe
+            // system calls on descriptors the caller keeps open until `spawn`
+            // returns, and memory prepared before the fork.
             unsafe {
-                cmd.pre_exec(move || enter(dir));
+                cmd.pre_exec(move || {
+                    enter(dir)?;
+                    match &hold {
+                        Some(hold) => hold.run(limits),
+                        None => Ok(()),
+                    }
+                });
             }
             return;
         };
-        // SAFETY: `ChildSetup::run` makes only async-signal-safe raw system
-        // calls and touches only memory prepared before the fork.
+        // SAFETY: `ChildSetup::run` and `Hold::run` make only
+        // async-signal-safe raw system calls and touch only memory prepared
+        // before the fork.
         unsafe {
-            cmd.pre_exec(move || setup.run());
+            cmd.pre_exec(move || {
+                setup.run()?;
+                match &hold {
+                    Some(hold) => hold.run(limits),
+                    None => Ok(()),
+                }
+            });
         }
     }
 }
@@ -306,10 +349,12 @@ pub enum Layer {
     CheckDirectory = 8,
     /// The check's world: ids, mounts, root, host name, in the new namespaces.
     World = 9,
+    /// A child made ahead, at its hold ([`Hold`]): closing what it inherited.
+    Hold = 10,
 }
 
 impl Layer {
-    const ALL: [Layer; 9] = [
+    const ALL: [Layer; 10] = [
         Layer::CheckDirectory,
         Layer::DeathSignal,
         Layer::Rlimits,
@@ -319,6 +364,7 @@ impl Layer {
         Layer::NoNewPrivs,
         Layer::Landlock,
         Layer::Seccomp,
+        Layer::Hold,
     ];
 
     pub fn name(self) -> &'static str {
@@ -332,6 +378,7 @@ impl Layer {
             Layer::Seccomp => "seccomp",
             Layer::CheckDirectory => "check-directory",
             Layer::World => "world",
+            Layer::Hold => "hold",
         }
     }
 }
@@ -341,7 +388,7 @@ impl Layer {
 /// far below 2^20.
 const LAYER_SHIFT: i32 = 20;
 
-fn tagged(layer: Layer, errno: i32) -> io::Error {
+pub(crate) fn tagged(layer: Layer, errno: i32) -> io::Error {
     io::Error::from_raw_os_error(
         ((layer as i32) << LAYER_SHIFT) | (errno & ((1 << LAYER_SHIFT) - 1)),
     )

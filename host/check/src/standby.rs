@@ -1,0 +1,339 @@
+//! A check's child made before its render arrives: what does not depend on
+//! the render is taken off the path from a render to its verdict.
+//!
+//! Of what a check's child does before `execve`, only reading the render's
+//! files depends on the render. The empty check directory, the Landlock
+//! ruleset, the fork, the namespaces, the world's mounts, the capability
+//! drop, Landlock and seccomp do not. A [`Standby`] does all of that on a
+//! thread of its own. Its child then waits at a [`Hold`], its sandbox
+//! complete, just before `execve`. The check writes the render into the
+//! directory, which the child sees where a pod keeps it, and gives the word
+//! to go ([`Go`]) with its own CPU time and address-space bounds. The child
+//! lowers its limits to them and becomes haproxy.
+//!
+//! A standby serves one check and is gone with it: its directory, its
+//! scratch `/tmp` and its processes belong to that check alone. The checker
+//! arms the next standby as a check gives its word (docs/checking.md,
+//! "Checks made ahead"). A standby let go unused (the binary changed, the
+//! checker dropped) reads end-of-file at its hold and ends without running
+//! anything.
+//!
+//! The thread that forked the child stays until the check is over: a
+//! child's parent-death signal fires when the *thread* that forked it ends.
+
+use crate::base::CheckDir;
+use crate::prepare::{InFlight, Place};
+use crate::process::{self, Running};
+use crate::sandbox::{Go, Hold, Sandbox};
+use crate::verdict;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// The CPU limit a standby is made with, before the word lowers it to its
+/// check's time left.
+pub const ARMED_CPU: Duration = Duration::from_secs(24 * 3600);
+
+const THREAD_ENDED: &str = "making the check's sandbox failed: its thread ended";
+
+/// What a standby is made of, wherever its directory is made.
+pub struct Order {
+    pub sandbox: Arc<Sandbox>,
+    pub binary: PathBuf,
+    pub dns_skip: bool,
+    /// The highest address space its check may be given (the word lowers it).
+    pub memory: u64,
+    /// The checker's blocking work, which the thread is part of until it
+    /// has handed the directory over.
+    pub in_flight: Arc<InFlight>,
+}
+
+/// A check's child being made, or made and waiting, for the binary the
+/// checker named `judge`.
+pub struct Standby {
+    judge: Arc<str>,
+    state: State,
+}
+
+enum State {
+    Making(oneshot::Receiver<Result<Armed, String>>),
+    Made(Result<Armed, String>),
+}
+
+/// A standby made: its check directory, empty, and its child on its way to
+/// the hold (or already there).
+pub struct Armed {
+    pub dir: CheckDir,
+    pub launch: Launch,
+}
+
+/// The word to a standby's child, and what to watch the child by once it runs.
+pub struct Launch {
+    go: std::fs::File,
+    output: OwnedFd,
+    report: OwnedFd,
+    started: oneshot::Receiver<std::io::Result<tokio::process::Child>>,
+    starter: mpsc::Sender<()>,
+    binary: PathBuf,
+}
+
+/// A child given its word, on its way to `execve`.
+pub struct Starting {
+    output: OwnedFd,
+    report: OwnedFd,
+    started: oneshot::Receiver<std::io::Result<tokio::process::Child>>,
+    starter: mpsc::Sender<()>,
+    binary: PathBuf,
+}
+
+impl std::fmt::Debug for Standby {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Standby").field("judge", &self.judge).finish_non_exhaustive()
+    }
+}
+
+impl Standby {
+    /// Starts making a standby for `order` with its directory in `place`, on
+    /// a thread of its own; called inside the runtime the child is then
+    /// watched from.
+    pub fn arm(judge: Arc<str>, place: Place, order: Order) -> Result<Standby, String> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| "a check's child is made only inside the runtime".to_owned())?;
+        let (armed_tx, armed) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("rendergate-standby".into())
+            .spawn(move || order.make(place, armed_tx, runtime))
+            .map_err(|e| format!("cannot start a thread for the check's child: {e}"))?;
+        Ok(Standby { judge, state: State::Making(armed) })
+    }
+
+    /// The identity of the binary it runs.
+    pub fn judge(&self) -> &Arc<str> {
+        &self.judge
+    }
+
+    /// The standby made, by `deadline`.
+    pub async fn ready(self, deadline: Instant) -> Result<Armed, String> {
+        let budget = deadline.saturating_duration_since(Instant::now());
+        let armed = match self.state {
+            State::Made(armed) => return armed,
+            State::Making(armed) => armed,
+        };
+        match tokio::time::timeout_at(deadline, armed).await {
+            Ok(Ok(armed)) => armed,
+            Ok(Err(_)) => Err(THREAD_ENDED.into()),
+            Err(_) => Err(format!(
+                "the check timed out after {budget:.1?} while its check directory and sandbox were made"
+            )),
+        }
+    }
+
+    /// Waits until it is made; its directory, when it was.
+    pub async fn settle(&mut self) -> Option<&std::path::Path> {
+        if let State::Making(armed) = &mut self.state {
+            self.state = State::Made(armed.await.unwrap_or_else(|_| Err(THREAD_ENDED.into())));
+        }
+        match &self.state {
+            State::Made(Ok(armed)) => Some(armed.dir.path()),
+            _ => None,
+        }
+    }
+}
+
+impl Launch {
+    /// Gives the child its word: its check's bounds, and to go.
+    pub fn go(self, word: Go) -> Starting {
+        let Launch { mut go, output, report, started, starter, binary } = self;
+        // Sixteen bytes into an empty pipe: never blocks. If the child is
+        // gone, its spawn's error or its report says why.
+        let _ = go.write_all(&word.to_bytes());
+        Starting { output, report, started, starter, binary }
+    }
+}
+
+impl Starting {
+    /// The child started as haproxy, by `deadline`; or why it could not.
+    pub async fn running(self, deadline: Instant) -> Result<Running, String> {
+        let Starting { output, report, started, starter, binary } = self;
+        let budget = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout_at(deadline, started).await {
+            Ok(Ok(Ok(child))) => Running::new(child, &binary, output, Some(report), Some(starter)),
+            Ok(Ok(Err(e))) => Err(process::spawn_failure(&binary, &e)),
+            Ok(Err(_)) => Err("starting haproxy failed: its thread ended without an answer".into()),
+            Err(_) => {
+                Err(format!("the check timed out after {budget:.1?} while haproxy was started"))
+            }
+        }
+    }
+}
+
+impl Order {
+    /// On the standby's thread: the directory, the sandbox, the fork; then
+    /// waits while the child does, and stays until the check is over.
+    fn make(
+        self,
+        place: Place,
+        armed_tx: oneshot::Sender<Result<Armed, String>>,
+        runtime: tokio::runtime::Handle,
+    ) {
+        let token = self.in_flight.enter();
+        self.serve(place, armed_tx, runtime);
+        // the sandbox (its world removed if this is its last holder) before
+        // the checker is told this thread is done
+        drop(self);
+        drop(token);
+    }
+
+    /// [`Order::make`]'s steps, every way out.
+    fn serve(
+        &self,
+        place: Place,
+        armed_tx: oneshot::Sender<Result<Armed, String>>,
+        runtime: tokio::runtime::Handle,
+    ) {
+        let made = place
+            .check_dir()
+            .and_then(|dir| self.stocked(dir))
+            .and_then(|dir| self.fork_ready(dir));
+        let (armed, cmd, held) = match made {
+            Ok(made) => made,
+            Err(e) => {
+                let _ = armed_tx.send(Err(e));
+                return;
+            }
+        };
+        let (started_tx, started) = oneshot::channel();
+        let (starter, check_over) = mpsc::channel();
+        let launch = Launch {
+            go: armed.1,
+            output: armed.2,
+            report: armed.3,
+            started,
+            starter,
+            binary: self.binary.clone(),
+        };
+        if let Err(Ok(unwanted)) = armed_tx.send(Ok(Armed { dir: armed.0, launch })) {
+            // nobody waits for it any more: removed here, with the token held
+            drop(unwanted);
+            return;
+        }
+        let spawned = {
+            let _runtime = runtime.enter();
+            held.spawn(cmd)
+        };
+        let pid = spawned.as_ref().ok().and_then(|child| child.id());
+        if let Err(Ok(_)) = started_tx.send(spawned) {
+            // the check gave up on it while it started: its whole group goes
+            if let Some(pid) = pid {
+                // SAFETY: killpg has no memory effects; the group is our child's own.
+                unsafe {
+                    libc::killpg(pid as libc::pid_t, libc::SIGKILL);
+                }
+            }
+        } else {
+            // The child's parent-death signal is this thread's: stay until
+            // the check is over (its `Running` dropped) or was given up.
+            let _ = check_over.recv();
+        }
+        // The world's mounts are the child's until it has exited: only then
+        // may the sandbox, and its world on disk, go.
+        if let Some(pid) = pid {
+            exited(pid);
+        }
+    }
+
+    /// `dir` with the world's stock files in it (the render, when it comes,
+    /// makes room for its own).
+    fn stocked(&self, dir: CheckDir) -> Result<CheckDir, String> {
+        if let Some(world) = self.sandbox.world() {
+            crate::prepare::write_stock(dir.dir(), world.stock()).map_err(|e| {
+                let e = format!("cannot write the check directory: {e}");
+                verdict::sanitise(&e, dir.hidden(), &self.binary)
+            })?;
+        }
+        Ok(dir)
+    }
+
+    /// Everything for the fork, made in `dir`: the pipes, the sandbox held
+    /// at the word. The directory and the word's and output's ends go to the
+    /// check; the command and what it borrows stay for `spawn`.
+    #[allow(clippy::type_complexity)]
+    fn fork_ready(
+        &self,
+        dir: CheckDir,
+    ) -> Result<((CheckDir, std::fs::File, OwnedFd, OwnedFd), tokio::process::Command, Held), String>
+    {
+        let sanitised = |e: String| verdict::sanitise(&e, dir.hidden(), &self.binary);
+        let pipes = || -> std::io::Result<_> {
+            let dir = dir.fd().try_clone_to_owned()?;
+            // the report is read once the child has exited: never waited on
+            Ok((dir, process::pipe()?, process::pipe()?, process::pipe_with(libc::O_NONBLOCK)?))
+        };
+        let (child_dir, (output, output_end), (word_end, word), (report, report_end)) =
+            pipes().map_err(|e| sanitised(format!("cannot prepare the check's child: {e}")))?;
+        let image =
+            process::image(&self.binary, self.dns_skip, self.sandbox.options().env.as_slice())
+                .map_err(|e| sanitised(format!("cannot prepare the check's child: {e}")))?;
+        let hold = Hold {
+            word: word_end.as_raw_fd(),
+            report: report_end.as_raw_fd(),
+            image: Arc::new(image),
+        };
+        let mut cmd = process::command(&self.binary, self.dns_skip, output_end)
+            .map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
+        let prepared = self
+            .sandbox
+            .prepare(child_dir.as_fd(), ARMED_CPU)
+            .map_err(sanitised)?
+            .with_memory(self.memory)
+            .held(hold);
+        prepared.apply(&mut cmd);
+        // `apply` copied the raw descriptors into the child's setup: what
+        // they name must stay open until `spawn` returns.
+        let held = Held {
+            _ruleset: prepared.into_ruleset(),
+            _dir: child_dir,
+            _word_end: word_end,
+            _report_end: report_end,
+        };
+        Ok(((dir, std::fs::File::from(word), output, report), cmd, held))
+    }
+}
+
+/// Waits until the child `pid` has exited, without reaping it (the runtime
+/// does): a child already reaped is gone too.
+fn exited(pid: u32) {
+    loop {
+        // SAFETY: a zeroed siginfo out-parameter for waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid out-pointer; WNOWAIT leaves the child to its reaper.
+        let r = unsafe {
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+/// What the child's setup names by number, open until `spawn` has returned.
+struct Held {
+    _dir: OwnedFd,
+    _word_end: OwnedFd,
+    _report_end: OwnedFd,
+    _ruleset: Option<OwnedFd>,
+}
+
+impl Held {
+    fn spawn(self, mut cmd: tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+        let spawned = cmd.spawn();
+        // our copies of the output's write end go with `cmd`
+        drop(cmd);
+        drop(self);
+        spawned
+    }
+}
