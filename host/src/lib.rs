@@ -58,6 +58,7 @@ pub use rendergate_core::render;
 pub mod runtime;
 pub mod serve;
 pub mod shadow;
+pub mod stdio;
 pub use rendergate_check::size;
 /// The picture of a replay: the `rendergate-timeline` crate.
 pub use rendergate_timeline as timeline;

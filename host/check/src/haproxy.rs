@@ -34,6 +34,7 @@ use rendergate_core::render::Render;
 use sandbox::Probe;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// How to run HAProxy.
@@ -339,6 +340,7 @@ impl HaproxyChecker {
         // After the process group is dead (run_haproxy's guards), and after
         // the answer; dropped mid-check instead, the directory goes with the
         // future.
+        self.arm_ahead(setup);
         self.removals.remove(ready.dir, &self.in_flight);
         ran
     }
@@ -353,6 +355,7 @@ impl HaproxyChecker {
                 setup.binary.identity.clone(),
                 self.place(deadline).await?,
                 self.order(setup),
+                Duration::ZERO,
             )?,
         };
         standby.ready(deadline).await
@@ -377,14 +380,15 @@ impl HaproxyChecker {
         dir
     }
 
-    /// Makes the next check's child now, while this one runs (a gate's
-    /// checker with a directory of its own to make it in).
+    /// Makes the next check's child, a moment from now ([`standby`]; a
+    /// gate's checker with a directory of its own to make it in).
     fn arm_ahead(&self, setup: &Setup) {
         if !self.opts.standby || self.config_dir.is_some() {
             return;
         }
         let Ok(base) = self.base.clone() else { return };
-        match Standby::arm(setup.binary.identity.clone(), Place::Fresh(base), self.order(setup)) {
+        let (judge, order) = (setup.binary.identity.clone(), self.order(setup));
+        match Standby::arm(judge, Place::Fresh(base), order, standby::AHEAD_DELAY) {
             Ok(standby) => {
                 *self.standby.lock().unwrap_or_else(PoisonError::into_inner) = Some(standby)
             }
@@ -469,8 +473,6 @@ impl HaproxyChecker {
         earlier
             .map_err(|_| "the check timed out while an earlier check's directory was removed")?;
         let starting = launch.go(word);
-        // the next check's child is made while this one runs
-        self.arm_ahead(setup);
         let running = starting.running(deadline).await.map_err(|reason: String| {
             verdict::sanitise(&reason, ready.dir.hidden(), &setup.binary.path)
         })?;

@@ -13,8 +13,11 @@
 //!
 //! A standby serves one check and is gone with it: its directory, its
 //! scratch `/tmp` and its processes belong to that check alone. The checker
-//! arms the next standby as a check gives its word (docs/checking.md,
-//! "Checks made ahead"). A standby let go unused (the binary changed, the
+//! arms the next standby once a check's HAProxy has exited, to be made a
+//! moment later ([`AHEAD_DELAY`]), when the verdict is out: made while
+//! HAProxy runs, or while the verdict is read, it slowed both (they share
+//! the host's cores). A check that comes sooner has it made at once
+//! (docs/checking.md, "Checks made ahead"). A standby let go unused (the binary changed, the
 //! checker dropped) reads end-of-file at its hold and ends without running
 //! anything.
 //!
@@ -33,6 +36,9 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+
+/// How long after a check's HAProxy has exited the next standby is made.
+pub const AHEAD_DELAY: Duration = Duration::from_millis(2);
 
 /// The CPU limit a standby is made with, before the word lowers it to its
 /// check's time left.
@@ -57,6 +63,8 @@ pub struct Order {
 pub struct Standby {
     judge: Arc<str>,
     state: State,
+    /// Tells a standby still waiting out its delay that its check has come.
+    hurry: mpsc::Sender<()>,
 }
 
 enum State {
@@ -98,17 +106,37 @@ impl std::fmt::Debug for Standby {
 
 impl Standby {
     /// Starts making a standby for `order` with its directory in `place`, on
-    /// a thread of its own; called inside the runtime the child is then
-    /// watched from.
-    pub fn arm(judge: Arc<str>, place: Place, order: Order) -> Result<Standby, String> {
+    /// a thread of its own, after `delay` unless its check comes sooner;
+    /// called inside the runtime the child is then watched from.
+    pub fn arm(
+        judge: Arc<str>,
+        place: Place,
+        order: Order,
+        delay: Duration,
+    ) -> Result<Standby, String> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| "a check's child is made only inside the runtime".to_owned())?;
         let (armed_tx, armed) = oneshot::channel();
+        let (hurry, hurried) = mpsc::channel();
+        // the checker waits for this thread when it goes, from now on
+        let token = order.in_flight.enter();
         std::thread::Builder::new()
             .name("rendergate-standby".into())
-            .spawn(move || order.make(place, armed_tx, runtime))
+            .spawn(move || {
+                // the delay ends early when the check comes, or the standby is dropped
+                let _ = hurried.recv_timeout(delay);
+                if armed_tx.is_closed() {
+                    drop(place);
+                } else {
+                    order.make(place, armed_tx, runtime);
+                }
+                // the sandbox (its world removed if this was its last holder)
+                // is gone before the checker is told this thread is done
+                drop(order);
+                drop(token);
+            })
             .map_err(|e| format!("cannot start a thread for the check's child: {e}"))?;
-        Ok(Standby { judge, state: State::Making(armed) })
+        Ok(Standby { judge, state: State::Making(armed), hurry })
     }
 
     /// The identity of the binary it runs.
@@ -118,6 +146,7 @@ impl Standby {
 
     /// The standby made, by `deadline`.
     pub async fn ready(self, deadline: Instant) -> Result<Armed, String> {
+        let _ = self.hurry.send(());
         let budget = deadline.saturating_duration_since(Instant::now());
         let armed = match self.state {
             State::Made(armed) => return armed,
@@ -134,6 +163,7 @@ impl Standby {
 
     /// Waits until it is made; its directory, when it was.
     pub async fn settle(&mut self) -> Option<&std::path::Path> {
+        let _ = self.hurry.send(());
         if let State::Making(armed) = &mut self.state {
             self.state = State::Made(armed.await.unwrap_or_else(|_| Err(THREAD_ENDED.into())));
         }
@@ -173,23 +203,9 @@ impl Starting {
 
 impl Order {
     /// On the standby's thread: the directory, the sandbox, the fork; then
-    /// waits while the child does, and stays until the check is over.
+    /// waits while the child does, and stays until the check is over and
+    /// the child has exited.
     fn make(
-        self,
-        place: Place,
-        armed_tx: oneshot::Sender<Result<Armed, String>>,
-        runtime: tokio::runtime::Handle,
-    ) {
-        let token = self.in_flight.enter();
-        self.serve(place, armed_tx, runtime);
-        // the sandbox (its world removed if this is its last holder) before
-        // the checker is told this thread is done
-        drop(self);
-        drop(token);
-    }
-
-    /// [`Order::make`]'s steps, every way out.
-    fn serve(
         &self,
         place: Place,
         armed_tx: oneshot::Sender<Result<Armed, String>>,

@@ -98,7 +98,7 @@ fn fallback(text: &str) -> Result<Fallback, String> {
 }
 
 pub async fn run(args: Args) -> ExitCode {
-    run_on(args, tokio::io::stdin(), tokio::io::stdout(), None).await
+    run_on(args, rendergate::stdio::stdin(), rendergate::stdio::stdout(), None).await
 }
 
 /// `serve` over any input and output (`replay` feeds it a recording), its
