@@ -82,16 +82,11 @@ fn each_render_is_judged_in_the_config_dir_which_is_emptied_after_each_check() {
         );
         let verdict = gate.until("verdict").pop().unwrap();
         assert_eq!(kind_of(&verdict), *want, "{name}: {verdict}");
-        // emptied right after the answer (and before the next check starts)
-        let mut left = tree(config_dir.path());
-        for _ in 0..100 {
-            if left.is_empty() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            left = tree(config_dir.path());
-        }
-        assert_eq!(left, Vec::<std::path::PathBuf>::new(), "{name}: the config dir is emptied");
+        assert_eq!(
+            emptied(config_dir.path()),
+            Vec::<std::path::PathBuf>::new(),
+            "{name}: the config dir is emptied"
+        );
     }
     let (_, status) = gate.finish();
     assert!(status.success());
@@ -150,7 +145,22 @@ fn a_gate_killed_mid_check_leaves_its_render_and_the_next_gate_removes_it() {
     next.send(&rendered("plan-2", "r-2", &sample_config_anywhere()));
     let verdict = next.until("verdict").pop().unwrap();
     assert_eq!(kind_of(&verdict), "pass", "{verdict}");
-    assert_eq!(tree(config_dir.path()), Vec::<std::path::PathBuf>::new());
+    assert_eq!(emptied(config_dir.path()), Vec::<std::path::PathBuf>::new());
+}
+
+/// What is left in `dir` once it is emptied, waiting up to a second: a
+/// check's directory goes right after its answer (and before the next
+/// check starts), not before it.
+fn emptied(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut left = tree(dir);
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        left = tree(dir);
+    }
+    left
 }
 
 #[test]

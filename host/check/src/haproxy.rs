@@ -602,13 +602,22 @@ frontend f
 
         /// Everything under the work directory but the base directory,
         /// this checker's (otherwise empty) subdirectory in it, and the
-        /// next check's directory, made ahead, while it is empty.
+        /// next check's directory, made ahead, while it holds only its
+        /// empty haproxy.cfg.
         async fn leftovers(&self) -> Vec<PathBuf> {
             let own = self.checker.check_dirs().expect("the base directory was made");
             self.checker.removed().await;
             let standby = self.checker.standby_dir().await;
             let mut keep = vec![own.parent().unwrap(), own];
-            keep.extend(standby.as_deref().filter(|dir| tree(dir).is_empty()));
+            // made ahead: an empty haproxy.cfg alone
+            let config = standby.as_ref().map(|dir| dir.join(crate::layout::CONFIG_NAME));
+            let made_ahead = |dir: &&Path| {
+                tree(dir) == config.iter().cloned().collect::<Vec<_>>()
+                    && std::fs::metadata(config.as_ref().unwrap()).is_ok_and(|m| m.len() == 0)
+            };
+            if let Some(dir) = standby.as_deref().filter(made_ahead) {
+                keep.extend([dir, config.as_deref().unwrap()]);
+            }
             // the host view's stand-ins live as long as the checker
             let view = own.join("host-view");
             tree(self.work.path())

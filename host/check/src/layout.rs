@@ -264,7 +264,7 @@ impl<'a> Arrangement<'a> {
     /// stops with [`io::ErrorKind::Interrupted`] (the caller knows why).
     pub fn write(&self, dir: &Dir, go_on: &mut dyn FnMut(usize) -> bool) -> io::Result<()> {
         let mut written = 0;
-        create_file(dir, CONFIG_NAME, self.config, &mut || go_on(written))
+        fill_config(dir, self.config, &mut || go_on(written))
             .map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
         // Depth first; a stack of open directories, at most as deep as a path.
         let mut stack: Vec<(Option<Dir>, std::slice::Iter<'_, usize>)> =
@@ -337,6 +337,39 @@ fn create_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
 /// regular file, never a FIFO or device) + `O_NOFOLLOW` (never write through
 /// a symlink), owner-only, one name in `dir`. Written a chunk at a time,
 /// asking `go_on` before each.
+/// Makes `haproxy.cfg` in a check directory made ahead, empty, before its
+/// render comes: creating a file is the dearest part of writing a small one
+/// (0.2–0.4 ms on an ext4 `/tmp`, against 8 µs to fill it; BENCHMARKS.md).
+pub fn make_config(dir: &Dir) -> io::Result<()> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    dir.open_with(CONFIG_NAME, &options).map(drop)
+}
+
+/// Writes the config into the empty `haproxy.cfg` made ahead
+/// ([`make_config`]), or into a new one; anything else there is refused.
+fn fill_config(dir: &Dir, content: &[u8], go_on: &mut dyn FnMut() -> bool) -> io::Result<()> {
+    let mut options = OpenOptions::new();
+    options.write(true).custom_flags(libc::O_NOFOLLOW);
+    let mut file = match dir.open_with(CONFIG_NAME, &options) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return create_file(dir, CONFIG_NAME, content, go_on);
+        }
+        other => other?,
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() != 0 {
+        return Err(io::Error::new(io::ErrorKind::AlreadyExists, "not the empty file made for it"));
+    }
+    for chunk in content.chunks(WRITE_CHUNK) {
+        if !go_on() {
+            return Err(stopped());
+        }
+        file.write_all(chunk)?;
+    }
+    Ok(())
+}
+
 fn create_file(
     dir: &Dir,
     name: &str,

@@ -120,6 +120,11 @@ pub async fn prepare(job: Job, deadline: Instant) -> Result<Prepared, String> {
     let files = job.render.files().len();
     let progress =
         Arc::new(Progress { cancel: AtomicBool::new(false), written: AtomicUsize::new(0) });
+    if job.is_small() {
+        // Into the empty haproxy.cfg made ahead: a copy into the page cache,
+        // cheaper than the trip to a blocking thread and back (~0.2 ms).
+        return job.run(&progress, deadline.into_std(), budget);
+    }
     let (tx, rx) = oneshot::channel();
     // Raises the flag on every way out, and removes an unwanted directory.
     let mut pending =
@@ -225,8 +230,19 @@ impl Drop for Pending {
     }
 }
 
+/// The largest config written on the runtime's own thread.
+const SMALL_CONFIG: usize = 256 << 10;
+
 impl Job {
-    /// Runs on the blocking thread. Every way out after the directory was
+    /// A config alone, small, into a directory made ahead (its haproxy.cfg
+    /// made, no file created): no disk wait to keep off the runtime.
+    fn is_small(&self) -> bool {
+        matches!(self.place, Place::Made(_))
+            && self.render.files().is_empty()
+            && self.render.config().len() <= SMALL_CONFIG
+    }
+
+    /// Runs on the blocking thread (or, [`Job::is_small`], the caller's). Every way out after the directory was
     /// made but before it is handed over drops it here, which removes it.
     fn run(
         self,

@@ -262,15 +262,17 @@ impl Order {
         }
     }
 
-    /// `dir` with the world's stock files in it (the render, when it comes,
-    /// makes room for its own).
+    /// `dir` with an empty `haproxy.cfg` and the world's stock files in it
+    /// (the render, when it comes, fills the one and makes room among the
+    /// others for its own).
     fn stocked(&self, dir: CheckDir) -> Result<CheckDir, String> {
-        if let Some(world) = self.sandbox.world() {
-            crate::prepare::write_stock(dir.dir(), world.stock()).map_err(|e| {
-                let e = format!("cannot write the check directory: {e}");
-                verdict::sanitise(&e, dir.hidden(), &self.binary)
-            })?;
-        }
+        let stock = self.sandbox.world().map_or(&[][..], |world| world.stock());
+        let made = crate::layout::make_config(dir.dir())
+            .and_then(|()| crate::prepare::write_stock(dir.dir(), stock));
+        made.map_err(|e| {
+            let e = format!("cannot write the check directory: {e}");
+            verdict::sanitise(&e, dir.hidden(), &self.binary)
+        })?;
         Ok(dir)
     }
 
