@@ -572,6 +572,7 @@ impl Driver {
             correlation = render.correlation().unwrap_or(""),
             "check started"
         );
+        tracing::trace!(target: "rendergate::timing", "check started");
         let task = tokio::spawn(async move {
             let started = Instant::now();
             let checking = tokio::time::timeout_at(deadline, async {

@@ -75,6 +75,7 @@ where
                 },
             }
             output.write_all(&bytes).await?;
+            tracing::trace!(target: "rendergate::timing", "output written");
             // Flush when nothing else is ready: one write per burst, not per line.
             if outputs.is_empty() && error_lines.is_empty() {
                 output.flush().await?;
@@ -86,6 +87,7 @@ where
 
     let mut lines = LineReader::new(max_line);
     while let Some(line) = lines.next(&mut input).await? {
+        tracing::trace!(target: "rendergate::timing", "line received");
         let parsed = match line {
             Line::Overlong { number, .. } => Err(LineError {
                 line: number,
@@ -98,6 +100,7 @@ where
         };
         match parsed {
             Ok(Some(event)) => {
+                tracing::trace!(target: "rendergate::timing", "line parsed");
                 if gate.send(event).await.is_err() {
                     break;
                 }

@@ -332,7 +332,9 @@ impl HaproxyChecker {
     ) -> Result<(CheckOutcome, Exit), String> {
         let started = Instant::now();
         let Armed { dir, launch } = self.armed(setup, deadline).await?;
+        tracing::trace!(target: "rendergate::timing", "check directory and child ready");
         let ready = self.prepare_check_dir(setup, render, deadline, dir).await?;
+        tracing::trace!(target: "rendergate::timing", "render written");
         let ran = self
             .run_haproxy(setup, render, &ready, launch, deadline, started, memory)
             .await
@@ -341,6 +343,7 @@ impl HaproxyChecker {
         // the answer; dropped mid-check instead, the directory goes with the
         // future.
         self.arm_ahead(setup);
+        tracing::trace!(target: "rendergate::timing", "haproxy exited");
         self.removals.remove(ready.dir, &self.in_flight);
         ran
     }
@@ -473,6 +476,7 @@ impl HaproxyChecker {
         earlier
             .map_err(|_| "the check timed out while an earlier check's directory was removed")?;
         let starting = launch.go(word);
+        tracing::trace!(target: "rendergate::timing", "word given");
         let running = starting.running(deadline).await.map_err(|reason: String| {
             verdict::sanitise(&reason, ready.dir.hidden(), &setup.binary.path)
         })?;

@@ -204,8 +204,7 @@ pub fn main() -> ExitCode {
         print_error!("{e}");
         return ExitCode::from(2);
     }
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
     let runtime = match runtime.context("cannot start the runtime") {
         Ok(rt) => rt,
         Err(e) => return fail(&e, 2),
