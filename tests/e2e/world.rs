@@ -210,3 +210,33 @@ fn serve_judges_each_world_case_as_check_does() {
     let (_, status) = serve.finish();
     assert!(status.success());
 }
+
+/// Nothing of one check is there for the next (docs/checking.md, "Checks
+/// made ahead"): a render whose Lua leaves a file in the scratch `/tmp` and
+/// one in its config directory passes, naming both; the next render, which
+/// only names them, is refused for want of them. Each check has a child,
+/// a directory and a scratch of its own, made ahead of it.
+#[test]
+fn nothing_of_one_check_is_there_for_the_next() {
+    let response = "HTTP/1.0 503 Service Unavailable\\r\\nContent-Length: 0\\r\\n\\r\\n";
+    let lua = format!(
+        "for _, path in ipairs({{'/tmp/rg-left.http', '/etc/haproxy/rg-left.http'}}) do\n  \
+         local f = assert(io.open(path, 'w'))\n  f:write('{response}')\n  f:close()\nend\n"
+    );
+    let names = "backend left\n  errorfile 503 /tmp/rg-left.http\n  errorfile 504 /etc/haproxy/rg-left.http\n";
+    let mut gate = Serve::start(&[]);
+    let leaving = config("  lua-load lua/leave.lua\n", "", names);
+    let files = json!([{"kind": "general", "path": "lua/leave.lua", "content": lua}]);
+    gate.send(&json!({"type": "rendered", "plan": "plan-1", "render": "r-1", "config": leaving, "files": files}));
+    let first = gate.until("verdict").pop().unwrap();
+    assert_eq!(kind_of(&first), "pass", "the files are there within their own check: {first}");
+    for round in 2..5 {
+        let render = format!("r-{round}");
+        gate.send(&rendered(&format!("plan-{round}"), &render, &config("", "", names)));
+        let next = gate.until("verdict").pop().unwrap();
+        assert_eq!(kind_of(&next), "refused", "{next}");
+        assert!(next["message"].as_str().unwrap().contains("rg-left.http"), "{next}");
+    }
+    let (_, status) = gate.finish();
+    assert!(status.success());
+}
