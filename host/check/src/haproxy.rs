@@ -1,18 +1,21 @@
 //! Running `haproxy -c` over one render: a fresh check directory, one child
 //! process group, one deadline, and nothing left behind.
 //!
-//! Each check lays the render out in its own temporary directory (made with
-//! cap-tempfile in this checker's subdirectory of the private base directory,
-//! see [`super::base`]), or, on a host without namespaces, in the config
-//! directory itself ([`super::config_dir`]); written through its handle, on
-//! a blocking thread and under the check's deadline ([`super::prepare`]). It runs
-//! `haproxy -dr -c -f haproxy.cfg` there as a process group of its own, killed
+//! Each check takes a check directory and a child made ahead for it
+//! ([`super::standby`]): a fresh directory in this checker's subdirectory of
+//! the private base directory ([`super::base`]), or, on a host without
+//! namespaces, the config directory itself ([`super::config_dir`]), with the
+//! child in its sandbox waiting before `execve`. The render is written into
+//! the directory through its handle, under the check's deadline
+//! ([`super::prepare`]); the child is given the word and becomes
+//! `haproxy -dr -V -c -f haproxy.cfg`, a process group of its own, killed
 //! whole when the check ends for any reason: exit, deadline, or the future
-//! being dropped ([`super::process`]), and reads what it said into a verdict
-//! ([`super::verdict`]). The directory is removed after the group is dead, on
-//! every way out. [`HaproxyChecker`]'s `run_once` is these steps, in order;
-//! `run` takes them again, in a fresh directory under `--check-memory-max`,
-//! when the first run may have hit `--check-memory`.
+//! being dropped ([`super::process`]); what it said is read into a verdict
+//! ([`super::verdict`]). The directory is removed after the group is dead,
+//! after the answer, and before the next check starts HAProxy.
+//! [`HaproxyChecker`]'s `run_once` is these steps, in order; `run` takes them
+//! again, in a fresh directory under `--check-memory-max`, when the first run
+//! may have hit `--check-memory`.
 //!
 //! Which binary runs is settled per check ([`super::identity`]), and so is
 //! its sandbox: a binary replaced or installed while the gate runs is the one
@@ -97,8 +100,9 @@ pub struct HaproxyChecker {
     /// Shared with the thread preparing a check directory, which may
     /// outlive a cancelled check by a file.
     base: Result<Arc<BaseDir>, String>,
-    /// Threads preparing or removing a check directory: waited for when
-    /// the checker goes, so that its directories go with it.
+    /// Threads preparing or removing a check directory, or making and
+    /// holding a check's child: waited for when the checker goes, so that
+    /// its directories, children and world go with it.
     in_flight: Arc<InFlight>,
     /// Where the host gives no namespaces: the config directory claimed as
     /// every check's directory, or why it could not be (then every check

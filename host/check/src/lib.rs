@@ -11,13 +11,14 @@
 //! trait, and a sandbox wraps a checker without the gate noticing.
 //!
 //! Start reading at [`HaproxyChecker`]: its `run` is one check, step by
-//! step. The checker finds the binary and names it ([`identity`]);
-//! [`prepare`] makes a fresh check directory under a private base
-//! directory ([`base`]) off the runtime, after the render's [`limits`], and
-//! writes the render's files, byte for byte, where [`layout`] arranges
-//! them; [`haproxy`] then runs `haproxy -c` there as one process
-//! group ([`process`]) under the [`sandbox`] (Landlock, seccomp,
-//! namespaces, limits), and [`verdict`] reads what it said. [`at`] opens a directory's entries without
+//! step. The checker finds the binary and names it ([`identity`]); a
+//! [`standby`] makes a fresh check directory under a private base directory
+//! ([`base`]) and the check's child in its [`sandbox`] (Landlock, seccomp,
+//! namespaces, limits) before the render arrives; [`prepare`] checks the
+//! render's [`limits`] and writes its files, byte for byte, where [`layout`]
+//! arranges them; [`haproxy`] then gives the child the word to become
+//! `haproxy -c`, one process group ([`process`]), and [`verdict`] reads what
+//! it said. [`at`] opens a directory's entries without
 //! following symlinks.
 
 pub mod at;

@@ -72,8 +72,8 @@ impl Place {
     }
 }
 
-/// How many of a checker's blocking threads (preparing or removing a check
-/// directory) are still running.
+/// How many of a checker's threads (preparing or removing a check
+/// directory, making and holding a check's child) are still running.
 #[derive(Debug, Default)]
 pub struct InFlight {
     running: Mutex<usize>,

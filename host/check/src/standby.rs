@@ -17,12 +17,14 @@
 //! moment later ([`AHEAD_DELAY`]), when the verdict is out: made while
 //! HAProxy runs, or while the verdict is read, it slowed both (they share
 //! the host's cores). A check that comes sooner has it made at once
-//! (docs/checking.md, "Checks made ahead"). A standby let go unused (the binary changed, the
-//! checker dropped) reads end-of-file at its hold and ends without running
-//! anything.
+//! (docs/checking.md, "Checks made ahead"). A standby let go unused (the
+//! binary changed, the checker dropped) reads end-of-file at its hold and
+//! ends without running anything.
 //!
-//! The thread that forked the child stays until the check is over: a
-//! child's parent-death signal fires when the *thread* that forked it ends.
+//! The thread that forked the child stays until the check is over and the
+//! child has exited: a child's parent-death signal fires when the *thread*
+//! that forked it ends, and the world's mounts live in the child's
+//! namespaces until it exits. The checker waits for the thread when it goes.
 
 use crate::base::CheckDir;
 use crate::prepare::{InFlight, Place};
@@ -53,8 +55,8 @@ pub struct Order {
     pub dns_skip: bool,
     /// The highest address space its check may be given (the word lowers it).
     pub memory: u64,
-    /// The checker's blocking work, which the thread is part of until it
-    /// has handed the directory over.
+    /// The checker's blocking work, which the thread is part of for its
+    /// whole life.
     pub in_flight: Arc<InFlight>,
 }
 

@@ -1,6 +1,6 @@
 //! Namespaces: the check gets a network of its own (no interface but a
 //! down loopback), its own IPC, host name and mounts (where the host view's
-//! stand-ins are mounted: [`super::host_view`]), inside a user namespace so
+//! stand-ins are mounted: [`super::world`]), inside a user namespace so
 //! no privilege is needed and root in it is nobody outside.
 //!
 //! No uid map is written: `haproxy -c` needs no ids, and with none mapped

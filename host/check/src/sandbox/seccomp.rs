@@ -134,7 +134,7 @@ pub fn program() -> Result<Arc<Vec<libc::sock_filter>>, String> {
 }
 
 /// The program for checks inside the check's world (its own network
-/// namespace, loopback only): [`IN_OWN_NETWORK`] allowed.
+/// namespace, loopback only): `IN_OWN_NETWORK` allowed.
 pub fn program_in_own_network() -> Result<Arc<Vec<libc::sock_filter>>, String> {
     static PROGRAM: OnceLock<Result<Arc<Vec<libc::sock_filter>>, String>> = OnceLock::new();
     PROGRAM.get_or_init(|| build(true).map(Arc::new)).clone()
