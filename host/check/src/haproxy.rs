@@ -356,7 +356,7 @@ impl HaproxyChecker {
     /// for this binary, else one made now.
     async fn armed(&self, setup: &Setup, deadline: Instant) -> Result<Armed, String> {
         let ahead = self.standby.lock().unwrap_or_else(PoisonError::into_inner).take();
-        let standby = match ahead.filter(|s| *s.judge() == setup.binary.identity) {
+        let standby = match ahead.filter(|s| s.fresh_for(&setup.binary.identity)) {
             Some(standby) => standby,
             None => Standby::arm(
                 setup.binary.identity.clone(),

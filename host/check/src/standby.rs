@@ -42,6 +42,12 @@ use tokio::time::Instant;
 /// How long after a check's HAProxy has exited the next standby is made.
 pub const AHEAD_DELAY: Duration = Duration::from_millis(2);
 
+/// The oldest standby a check takes. Its world's mounts are as of when it
+/// was made: a file bound on its own (`ld.so.cache`, `openssl.cnf`)
+/// replaced on the host since is seen by a check no later than this, or the
+/// next one (directories, the CA store's among them, are seen as they are).
+pub const MAX_AGE: Duration = Duration::from_secs(600);
+
 /// The CPU limit a standby is made with, before the word lowers it to its
 /// check's time left.
 pub const ARMED_CPU: Duration = Duration::from_secs(24 * 3600);
@@ -64,6 +70,8 @@ pub struct Order {
 /// checker named `judge`.
 pub struct Standby {
     judge: Arc<str>,
+    /// When it was asked for: its world is as of then.
+    armed_at: std::time::Instant,
     state: State,
     /// Tells a standby still waiting out its delay that its check has come.
     hurry: mpsc::Sender<()>,
@@ -138,12 +146,14 @@ impl Standby {
                 drop(token);
             })
             .map_err(|e| format!("cannot start a thread for the check's child: {e}"))?;
-        Ok(Standby { judge, state: State::Making(armed), hurry })
+        let armed_at = std::time::Instant::now();
+        Ok(Standby { judge, armed_at, state: State::Making(armed), hurry })
     }
 
-    /// The identity of the binary it runs.
-    pub fn judge(&self) -> &Arc<str> {
-        &self.judge
+    /// Whether it may still serve a check: made for `judge`, and not older
+    /// than [`MAX_AGE`].
+    pub fn fresh_for(&self, judge: &str) -> bool {
+        *self.judge == *judge && self.armed_at.elapsed() < MAX_AGE
     }
 
     /// The standby made, by `deadline`.
