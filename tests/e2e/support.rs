@@ -39,13 +39,21 @@ pub fn render_dir(config: &str) -> tempfile::TempDir {
     dir
 }
 
-/// Everything under `dir`, depth first.
+/// Everything under `dir`, depth first. What vanishes while it is walked
+/// (a check directory being removed right after its verdict) is left out;
+/// `dir` itself must be there.
 pub fn tree(dir: &Path) -> Vec<PathBuf> {
+    assert!(dir.is_dir(), "{} is not a directory", dir.display());
+    walk(dir)
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut all = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if std::fs::symlink_metadata(&path).unwrap().is_dir() {
-            all.extend(tree(&path));
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if meta.is_dir() {
+            all.extend(walk(&path));
         }
         all.push(path);
     }

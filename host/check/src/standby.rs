@@ -254,6 +254,11 @@ impl Order {
             held.spawn(cmd)
         };
         let pid = spawned.as_ref().ok().and_then(|child| child.id());
+        // The child's namespaces, held here: HAProxy is then not the last in
+        // them, and its exit does not wait for their teardown (the mount
+        // namespace's ends in an RCU grace period, about 1 ms here), which
+        // happens on this thread once the check is over.
+        let namespaces = pid.map(held_namespaces).unwrap_or_default();
         if let Err(Ok(_)) = started_tx.send(spawned) {
             // the check gave up on it while it started: its whole group goes
             if let Some(pid) = pid {
@@ -267,11 +272,13 @@ impl Order {
             // the check is over (its `Running` dropped) or was given up.
             let _ = check_over.recv();
         }
-        // The world's mounts are the child's until it has exited: only then
-        // may the sandbox, and its world on disk, go.
+        // The world's mounts are the child's until it has exited and its
+        // namespaces are let go: only then may the sandbox, and its world on
+        // disk, go.
         if let Some(pid) = pid {
             exited(pid);
         }
+        drop(namespaces);
     }
 
     /// `dir` with an empty `haproxy.cfg` and the world's stock files in it
@@ -332,6 +339,17 @@ impl Order {
         };
         Ok(((dir, std::fs::File::from(word), output, report), cmd, held))
     }
+}
+
+/// The mount and network namespaces of the child `pid`, as descriptors that
+/// keep them alive (those it could not open are left out: its exit then
+/// waits for their teardown, nothing worse).
+fn held_namespaces(pid: u32) -> Vec<OwnedFd> {
+    ["mnt", "net"]
+        .iter()
+        .filter_map(|kind| std::fs::File::open(format!("/proc/{pid}/ns/{kind}")).ok())
+        .map(OwnedFd::from)
+        .collect()
 }
 
 /// Waits until the child `pid` has exited, without reaping it (the runtime
