@@ -26,10 +26,10 @@ use super::base::BaseDir;
 use super::config_dir::ConfigDir;
 use super::identity::{Binary, BinaryIdentity};
 use super::limits::RenderLimits;
-use super::prepare::{self, InFlight, Job, Place, Prepared, Removals};
+use super::prepare::{self, InFlight, Job, Prepared, Removals};
 use super::process;
 use super::sandbox::{self, Go, Sandbox, SandboxOptions};
-use super::standby::{self, Armed, Launch, Order, Standby};
+use super::standby::{self, Armed, Launch, Order, Place, Standby};
 use super::verdict::{self, Exit, Transcript};
 use super::{CheckFuture, Checked, Checker};
 use rendergate_core::CheckOutcome;
@@ -445,7 +445,7 @@ impl HaproxyChecker {
     ) -> Result<Prepared, String> {
         let job = Job {
             render: render.clone(),
-            place: Place::Made(dir),
+            dir,
             limits: self.opts.limits,
             binary: setup.binary.path.clone(),
             config_dir: self.opts.sandbox.world.config_dir.clone(),

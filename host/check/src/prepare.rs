@@ -1,7 +1,8 @@
 //! Preparing one check directory (docs/checking.md, "The check directory"): the
-//! render's limits, its layout, and every file written byte for byte, on
-//! a blocking thread, so that no runtime worker (and never the task that
-//! reads events) waits on the disk, and under the check's deadline.
+//! render's limits, its layout, and every file written byte for byte into
+//! the directory made ahead for it, on a blocking thread, so that no runtime
+//! worker (and never the task that reads events) waits on the disk, and
+//! under the check's deadline.
 //!
 //! The thread looks at the deadline and at a cancel flag before every file
 //! (and every megabyte of one). The check stops waiting for it at the
@@ -15,8 +16,7 @@
 //! not even when the process ends on a signal without waiting for the
 //! runtime's blocking threads.
 
-use super::base::{BaseDir, CheckDir};
-use super::config_dir::ConfigDir;
+use super::base::CheckDir;
 use super::layout;
 use super::limits::RenderLimits;
 use super::sandbox::world::{StockFile, World};
@@ -32,44 +32,18 @@ use tokio::time::Instant;
 /// What a check directory is prepared from.
 pub struct Job {
     pub render: Render,
-    pub place: Place,
+    /// The check directory, made ahead with an empty `haproxy.cfg` and the
+    /// stock files ([`crate::standby`]).
+    pub dir: CheckDir,
     pub limits: RenderLimits,
     /// The binary's path, taken out of messages as the check directory is.
     pub binary: PathBuf,
     /// Where the render lies in the check's world (`--config-dir`).
     pub config_dir: PathBuf,
-    /// The world checks run in, whose stock files join the render's.
+    /// The world checks run in, whose stock files make room for the render's.
     pub world: Option<Arc<World>>,
     /// The checker's blocking work still running.
     pub in_flight: Arc<InFlight>,
-}
-
-/// Where the check directory is made.
-pub enum Place {
-    /// A fresh directory in the checker's private subdirectory.
-    Fresh(Arc<BaseDir>),
-    /// The config directory itself (no namespaces), already free for this check.
-    ConfigDir(Arc<ConfigDir>, tokio::sync::OwnedSemaphorePermit),
-    /// A directory made already, empty: a standby's ([`crate::standby`]).
-    Made(CheckDir),
-}
-
-impl Place {
-    /// The check directory, made now (or before).
-    pub fn check_dir(self) -> Result<CheckDir, String> {
-        match self {
-            Place::Made(dir) => Ok(dir),
-            Place::Fresh(base) => base.check_dir().map_err(|e| {
-                format!("cannot create a check directory in {}: {e}", base.own_path().display())
-            }),
-            Place::ConfigDir(config_dir, permit) => config_dir
-                .enter(permit)
-                .map(|in_dir| CheckDir::in_config_dir(config_dir.path(), in_dir))
-                .map_err(|e| {
-                    format!("cannot use the config directory {}: {e}", config_dir.path().display())
-                }),
-        }
-    }
 }
 
 /// How many of a checker's threads (preparing or removing a check
@@ -234,16 +208,15 @@ impl Drop for Pending {
 const SMALL_CONFIG: usize = 256 << 10;
 
 impl Job {
-    /// A config alone, small, into a directory made ahead (its haproxy.cfg
-    /// made, no file created): no disk wait to keep off the runtime.
+    /// A config alone, small, into the haproxy.cfg made ahead (no file
+    /// created): no disk wait to keep off the runtime.
     fn is_small(&self) -> bool {
-        matches!(self.place, Place::Made(_))
-            && self.render.files().is_empty()
-            && self.render.config().len() <= SMALL_CONFIG
+        self.render.files().is_empty() && self.render.config().len() <= SMALL_CONFIG
     }
 
-    /// Runs on the blocking thread (or, [`Job::is_small`], the caller's). Every way out after the directory was
-    /// made but before it is handed over drops it here, which removes it.
+    /// Runs on the blocking thread (or, [`Job::is_small`], the caller's).
+    /// Every way out but the hand-over drops the directory here, which
+    /// removes it.
     fn run(
         self,
         progress: &Progress,
@@ -254,14 +227,14 @@ impl Job {
         let go_on =
             || !progress.cancel.load(Ordering::Relaxed) && std::time::Instant::now() < until;
         let stopped = || timed_out(budget, progress.written.load(Ordering::Relaxed), files);
-        // Every limit and every path is validated before the directory even exists.
+        // Every limit and every path is validated before anything is written.
         self.limits.admit(&self.render)?;
         let arrangement =
             layout::arrange(&self.render, &self.config_dir).map_err(|e| e.to_string())?;
         if !go_on() {
             return Err(stopped());
         }
-        let dir = self.place.check_dir()?;
+        let dir = self.dir;
         // Taken out of messages; nothing is opened by this path: files are
         // written through the handle.
         let sanitised = |e: std::io::Error| {

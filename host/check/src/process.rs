@@ -74,9 +74,9 @@ pub struct Running {
     child: tokio::process::Child,
     output: tokio::net::unix::pipe::Receiver,
     /// A held child's report: an error code written when it could not become haproxy.
-    report: Option<OwnedFd>,
+    report: OwnedFd,
     binary: std::path::PathBuf,
-    _starter: Option<std::sync::mpsc::Sender<()>>,
+    _starter: std::sync::mpsc::Sender<()>,
 }
 
 impl Running {
@@ -87,8 +87,8 @@ impl Running {
         child: tokio::process::Child,
         binary: &Path,
         output: OwnedFd,
-        report: Option<OwnedFd>,
-        starter: Option<std::sync::mpsc::Sender<()>>,
+        report: OwnedFd,
+        starter: std::sync::mpsc::Sender<()>,
     ) -> Result<Running, String> {
         let Some(pid) = child.id() else {
             return Err("haproxy exited before it could be watched".into());
@@ -140,7 +140,7 @@ pub async fn collect_output(
         }
     }
     // a held child that never became haproxy said why before it exited
-    if let Some(e) = running.report.as_ref().and_then(|r| sandbox::hold::reported(r.as_raw_fd())) {
+    if let Some(e) = sandbox::hold::reported(running.report.as_raw_fd()) {
         return Err(spawn_failure(&running.binary, &e));
     }
     Ok(Exit::from(status.expect("the loop ends once haproxy has exited")))

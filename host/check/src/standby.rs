@@ -26,8 +26,9 @@
 //! that forked it ends, and the world's mounts live in the child's
 //! namespaces until it exits. The checker waits for the thread when it goes.
 
-use crate::base::CheckDir;
-use crate::prepare::{InFlight, Place};
+use crate::base::{BaseDir, CheckDir};
+use crate::config_dir::ConfigDir;
+use crate::prepare::InFlight;
 use crate::process::{self, Running};
 use crate::sandbox::{Go, Hold, Sandbox};
 use crate::verdict;
@@ -51,6 +52,31 @@ pub const MAX_AGE: Duration = Duration::from_secs(600);
 /// The CPU limit a standby is made with, before the word lowers it to its
 /// check's time left.
 pub const ARMED_CPU: Duration = Duration::from_secs(24 * 3600);
+
+/// Where a standby makes its check directory.
+pub enum Place {
+    /// A fresh directory in the checker's private subdirectory.
+    Fresh(Arc<BaseDir>),
+    /// The config directory itself (no namespaces), already free for this check.
+    ConfigDir(Arc<ConfigDir>, tokio::sync::OwnedSemaphorePermit),
+}
+
+impl Place {
+    /// The check directory, made now.
+    pub fn check_dir(self) -> Result<CheckDir, String> {
+        match self {
+            Place::Fresh(base) => base.check_dir().map_err(|e| {
+                format!("cannot create a check directory in {}: {e}", base.own_path().display())
+            }),
+            Place::ConfigDir(config_dir, permit) => config_dir
+                .enter(permit)
+                .map(|in_dir| CheckDir::in_config_dir(config_dir.path(), in_dir))
+                .map_err(|e| {
+                    format!("cannot use the config directory {}: {e}", config_dir.path().display())
+                }),
+        }
+    }
+}
 
 const THREAD_ENDED: &str = "making the check's sandbox failed: its thread ended";
 
@@ -92,11 +118,7 @@ pub struct Armed {
 /// The word to a standby's child, and what to watch the child by once it runs.
 pub struct Launch {
     go: std::fs::File,
-    output: OwnedFd,
-    report: OwnedFd,
-    started: oneshot::Receiver<std::io::Result<tokio::process::Child>>,
-    starter: mpsc::Sender<()>,
-    binary: PathBuf,
+    starting: Starting,
 }
 
 /// A child given its word, on its way to `execve`.
@@ -189,11 +211,11 @@ impl Standby {
 impl Launch {
     /// Gives the child its word: its check's bounds, and to go.
     pub fn go(self, word: Go) -> Starting {
-        let Launch { mut go, output, report, started, starter, binary } = self;
+        let Launch { mut go, starting } = self;
         // Sixteen bytes into an empty pipe: never blocks. If the child is
         // gone, its spawn's error or its report says why.
         let _ = go.write_all(&word.to_bytes());
-        Starting { output, report, started, starter, binary }
+        starting
     }
 }
 
@@ -203,7 +225,7 @@ impl Starting {
         let Starting { output, report, started, starter, binary } = self;
         let budget = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout_at(deadline, started).await {
-            Ok(Ok(Ok(child))) => Running::new(child, &binary, output, Some(report), Some(starter)),
+            Ok(Ok(Ok(child))) => Running::new(child, &binary, output, report, starter),
             Ok(Ok(Err(e))) => Err(process::spawn_failure(&binary, &e)),
             Ok(Err(_)) => Err("starting haproxy failed: its thread ended without an answer".into()),
             Err(_) => {
@@ -223,10 +245,12 @@ impl Order {
         armed_tx: oneshot::Sender<Result<Armed, String>>,
         runtime: tokio::runtime::Handle,
     ) {
+        let (started_tx, started) = oneshot::channel();
+        let (starter, check_over) = mpsc::channel();
         let made = place
             .check_dir()
             .and_then(|dir| self.stocked(dir))
-            .and_then(|dir| self.fork_ready(dir));
+            .and_then(|dir| self.fork_ready(dir, started, starter));
         let (armed, cmd, held) = match made {
             Ok(made) => made,
             Err(e) => {
@@ -234,17 +258,7 @@ impl Order {
                 return;
             }
         };
-        let (started_tx, started) = oneshot::channel();
-        let (starter, check_over) = mpsc::channel();
-        let launch = Launch {
-            go: armed.1,
-            output: armed.2,
-            report: armed.3,
-            started,
-            starter,
-            binary: self.binary.clone(),
-        };
-        if let Err(Ok(unwanted)) = armed_tx.send(Ok(Armed { dir: armed.0, launch })) {
+        if let Err(Ok(unwanted)) = armed_tx.send(Ok(armed)) {
             // nobody waits for it any more: removed here, with the token held
             drop(unwanted);
             return;
@@ -296,14 +310,15 @@ impl Order {
     }
 
     /// Everything for the fork, made in `dir`: the pipes, the sandbox held
-    /// at the word. The directory and the word's and output's ends go to the
-    /// check; the command and what it borrows stay for `spawn`.
-    #[allow(clippy::type_complexity)]
+    /// at the word. The directory and the pipes' ends of the check, with
+    /// `started` and `starter`, go to the check as its [`Armed`]; the
+    /// command and what it borrows stay for `spawn`.
     fn fork_ready(
         &self,
         dir: CheckDir,
-    ) -> Result<((CheckDir, std::fs::File, OwnedFd, OwnedFd), tokio::process::Command, Held), String>
-    {
+        started: oneshot::Receiver<std::io::Result<tokio::process::Child>>,
+        starter: mpsc::Sender<()>,
+    ) -> Result<(Armed, tokio::process::Command, Held), String> {
         let sanitised = |e: String| verdict::sanitise(&e, dir.hidden(), &self.binary);
         let pipes = || -> std::io::Result<_> {
             let dir = dir.fd().try_clone_to_owned()?;
@@ -337,7 +352,10 @@ impl Order {
             _word_end: word_end,
             _report_end: report_end,
         };
-        Ok(((dir, std::fs::File::from(word), output, report), cmd, held))
+        let binary = self.binary.clone();
+        let starting = Starting { output, report, started, starter, binary };
+        let launch = Launch { go: std::fs::File::from(word), starting };
+        Ok((Armed { dir, launch }, cmd, held))
     }
 }
 
