@@ -22,11 +22,12 @@
 //! the next check runs, and the answer is reported with the identity of the
 //! binary that gave it.
 
+use super::aftercare::{Aftercare, Leftover, Next};
 use super::base::BaseDir;
 use super::config_dir::ConfigDir;
 use super::identity::{Binary, BinaryIdentity};
 use super::limits::RenderLimits;
-use super::prepare::{self, InFlight, Job, Prepared, Removals};
+use super::prepare::{self, InFlight, Job, Prepared};
 use super::process;
 use super::sandbox::{self, Go, Sandbox, SandboxOptions};
 use super::standby::{self, Armed, Launch, Order, Place, Standby};
@@ -37,7 +38,6 @@ use rendergate_core::render::Render;
 use sandbox::Probe;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 use tokio::time::Instant;
 
 /// How to run HAProxy.
@@ -109,10 +109,10 @@ pub struct HaproxyChecker {
     /// could not run, saying so).
     config_dir: Option<Result<Arc<ConfigDir>, String>>,
     /// The next check's child, made ahead (never in the config directory,
-    /// which one check at a time holds).
-    standby: Mutex<Option<Standby>>,
-    /// Check directories of answered checks, still being removed.
-    removals: Arc<Removals>,
+    /// which one check at a time holds); shared with the aftercare that makes it.
+    standby: Arc<Mutex<Option<Standby>>>,
+    /// What answered checks left, taken care of after their verdicts.
+    aftercare: Arc<Aftercare>,
 }
 
 /// Which world checks see on this host (docs/checking.md, "The check's world").
@@ -183,8 +183,8 @@ impl HaproxyChecker {
             },
         );
         let sandbox = Mutex::new(None);
-        let standby = Mutex::new(None);
-        let removals = Arc::default();
+        let standby = Arc::default();
+        let aftercare = Arc::default();
         let checker = HaproxyChecker {
             binary,
             opts,
@@ -194,14 +194,15 @@ impl HaproxyChecker {
             in_flight,
             config_dir,
             standby,
-            removals,
+            aftercare,
         };
         // The first check need not hash the binary nor read its loader, nor
         // wait for its child, when there is a runtime to watch it from.
         if let Ok(setup) = checker.setup()
             && tokio::runtime::Handle::try_current().is_ok()
+            && let Some(make) = checker.next_standby(&setup)
         {
-            checker.arm_ahead(&setup);
+            make();
         }
         checker
     }
@@ -335,20 +336,25 @@ impl HaproxyChecker {
         memory: Option<u64>,
     ) -> Result<(CheckOutcome, Exit), String> {
         let started = Instant::now();
+        // what an earlier check left goes now, and its next child is not made
+        self.aftercare.hurry();
         let Armed { dir, launch } = self.armed(setup, deadline).await?;
         tracing::trace!(target: "rendergate::timing", "check directory and child ready");
         let ready = self.prepare_check_dir(setup, render, deadline, dir).await?;
         tracing::trace!(target: "rendergate::timing", "render written");
-        let ran = self
-            .run_haproxy(setup, render, &ready, launch, deadline, started, memory)
-            .await
-            .map(|(transcript, exit)| (self.read_verdict(transcript, exit), exit));
+        let ran = self.run_haproxy(setup, render, &ready, launch, deadline, started, memory).await;
+        let (ran, starter) = match ran {
+            Ok((transcript, exit, starter)) => {
+                (Ok((self.read_verdict(transcript, exit), exit)), Some(starter))
+            }
+            Err(reason) => (Err(reason), None),
+        };
+        tracing::trace!(target: "rendergate::timing", "haproxy exited");
         // After the process group is dead (run_haproxy's guards), and after
         // the answer; dropped mid-check instead, the directory goes with the
         // future.
-        self.arm_ahead(setup);
-        tracing::trace!(target: "rendergate::timing", "haproxy exited");
-        self.removals.remove(ready.dir, &self.in_flight);
+        let leftover = Leftover { dir: ready.dir, starter };
+        self.aftercare.leave(leftover, &self.in_flight, self.next_standby(setup));
         ran
     }
 
@@ -362,16 +368,15 @@ impl HaproxyChecker {
                 setup.binary.identity.clone(),
                 self.place(deadline).await?,
                 self.order(setup),
-                Duration::ZERO,
             )?,
         };
         standby.ready(deadline).await
     }
 
-    /// Once the directories of checks that answered are gone (removed after
-    /// the answer, before the next check starts HAProxy).
+    /// Once the directories of checks that answered are gone (removed a
+    /// moment after the answer, or before the next check starts HAProxy).
     pub async fn removed(&self) {
-        self.removals.gone().await;
+        self.aftercare.gone().await;
     }
 
     /// The directory the next check's child is made over, once it is made
@@ -387,20 +392,20 @@ impl HaproxyChecker {
         dir
     }
 
-    /// Makes the next check's child, a moment from now ([`standby`]; a
-    /// gate's checker with a directory of its own to make it in).
-    fn arm_ahead(&self, setup: &Setup) {
+    /// What makes the next check's child, after a check's leftovers
+    /// ([`standby`], [`aftercare`](crate::aftercare); a gate's checker with
+    /// a directory of its own to make it in).
+    fn next_standby(&self, setup: &Setup) -> Option<Next> {
         if !self.opts.standby || self.config_dir.is_some() {
-            return;
+            return None;
         }
-        let Ok(base) = self.base.clone() else { return };
+        let base = self.base.clone().ok()?;
         let (judge, order) = (setup.binary.identity.clone(), self.order(setup));
-        match Standby::arm(judge, Place::Fresh(base), order, standby::AHEAD_DELAY) {
-            Ok(standby) => {
-                *self.standby.lock().unwrap_or_else(PoisonError::into_inner) = Some(standby)
-            }
+        let slot = self.standby.clone();
+        Some(Box::new(move || match Standby::arm(judge, Place::Fresh(base), order) {
+            Ok(standby) => *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(standby),
             Err(e) => tracing::debug!("the next check's child is made when it comes: {e}"),
-        }
+        }))
     }
 
     /// What a check's child is made of.
@@ -457,8 +462,9 @@ impl HaproxyChecker {
 
     /// `haproxy -c` in the prepared check directory, from the word to its
     /// child (under `memory` when given, else the first bound) to the end of
-    /// its output, read as it arrives into a [`Transcript`]. Its process
-    /// group is dead when this returns, or when the future is dropped.
+    /// its output, read as it arrives into a [`Transcript`], with the thread
+    /// that started it (let go after the verdict). Its process group is dead
+    /// when this returns, or when the future is dropped.
     #[allow(clippy::too_many_arguments)]
     async fn run_haproxy<'a>(
         &self,
@@ -469,14 +475,14 @@ impl HaproxyChecker {
         deadline: Instant,
         started: Instant,
         memory: Option<u64>,
-    ) -> Result<(Transcript<'a>, Exit), String> {
+    ) -> Result<(Transcript<'a>, Exit, std::sync::mpsc::Sender<()>), String> {
         let time_left = deadline.saturating_duration_since(Instant::now());
         let word = Go {
             cpu_seconds: sandbox::rlimits::cpu_seconds(time_left.min(standby::ARMED_CPU)),
             memory: memory.unwrap_or(self.bounds().first),
         };
         // nothing of an earlier check is left when this one starts
-        let earlier = tokio::time::timeout_at(deadline, self.removals.gone()).await;
+        let earlier = tokio::time::timeout_at(deadline, self.aftercare.gone()).await;
         earlier
             .map_err(|_| "the check timed out while an earlier check's directory was removed")?;
         let starting = launch.go(word);
@@ -491,8 +497,9 @@ impl HaproxyChecker {
         };
         // Every line is classified as it arrives; only the excerpt is kept.
         let mut transcript = Transcript::new(ctx);
-        let exit = process::collect_output(running, &mut transcript, deadline, started).await?;
-        Ok((transcript, exit))
+        let (exit, starter) =
+            process::collect_output(running, &mut transcript, deadline, started).await?;
+        Ok((transcript, exit, starter))
     }
 
     /// What HAProxy said, read into a verdict: the outcome its exit and its
@@ -516,6 +523,8 @@ impl Drop for HaproxyChecker {
     /// may still be removing what one wrote: the process may exit right
     /// after (on a signal, without waiting for the runtime's threads).
     fn drop(&mut self) {
+        // what checks left goes now, and nothing more is made
+        self.aftercare.close();
         // a child made ahead ends at its hold; its directory goes with it
         drop(self.standby.lock().unwrap_or_else(PoisonError::into_inner).take());
         if !self.in_flight.wait_idle(IN_FLIGHT_GRACE) {

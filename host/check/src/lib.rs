@@ -18,9 +18,11 @@
 //! render's [`limits`] and writes its files, byte for byte, where [`layout`]
 //! arranges them; [`haproxy`] then gives the child the word to become
 //! `haproxy -c`, one process group ([`process`]), and [`verdict`] reads what
-//! it said. [`at`] opens a directory's entries without
-//! following symlinks.
+//! it said. What the check leaves, its directory among it, is taken
+//! care of after the verdict ([`aftercare`]). [`at`] opens a directory's
+//! entries without following symlinks.
 
+pub mod aftercare;
 pub mod at;
 pub mod base;
 pub mod config_dir;

@@ -120,49 +120,6 @@ pub async fn prepare(job: Job, deadline: Instant) -> Result<Prepared, String> {
     }
 }
 
-/// Check directories being removed after their checks answered: a verdict
-/// does not wait for its directory to go, the next check does, before it
-/// starts HAProxy (nothing of one check is there when the next runs).
-#[derive(Debug, Default)]
-pub struct Removals {
-    pending: AtomicUsize,
-    done: tokio::sync::Notify,
-}
-
-impl Removals {
-    /// Removes `dir` on a blocking thread (at once, should there be no
-    /// runtime), as part of the checker's blocking work.
-    pub fn remove(self: &Arc<Self>, dir: CheckDir, in_flight: &Arc<InFlight>) {
-        self.pending.fetch_add(1, Ordering::SeqCst);
-        let token = in_flight.enter();
-        let removals = self.clone();
-        let removal = move || {
-            drop(dir);
-            drop(token);
-            removals.pending.fetch_sub(1, Ordering::SeqCst);
-            removals.done.notify_waiters();
-        };
-        match tokio::runtime::Handle::try_current() {
-            // should the pool refuse (the runtime shutting down), the
-            // closure is dropped, and the directory with it
-            Ok(runtime) => drop(runtime.spawn_blocking(removal)),
-            Err(_) => removal(),
-        }
-    }
-
-    /// Once every directory given to [`Removals::remove`] so far is gone.
-    pub async fn gone(&self) {
-        loop {
-            // made before the count is read: a removal ending in between wakes it
-            let done = self.done.notified();
-            if self.pending.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            done.await;
-        }
-    }
-}
-
 fn timed_out(budget: Duration, written: usize, files: usize) -> String {
     format!(
         "the check timed out after {budget:.1?} while preparing the check directory ({written} of {files} files written)"

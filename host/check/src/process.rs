@@ -104,13 +104,14 @@ impl Running {
 /// Reads HAProxy's output into `transcript` until it has exited and its
 /// output has ended, or the deadline passes (then the group is killed and
 /// waited for). Anything HAProxy left running in the background dies as
-/// soon as it exits.
+/// soon as it exits. With the exit comes the thread that started it, to be
+/// let go once the verdict is out ([`crate::aftercare`]).
 pub async fn collect_output(
     mut running: Running,
     transcript: &mut Transcript<'_>,
     deadline: Instant,
     started: Instant,
-) -> Result<Exit, String> {
+) -> Result<(Exit, std::sync::mpsc::Sender<()>), String> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut status = None;
     let mut ended = false;
@@ -143,7 +144,10 @@ pub async fn collect_output(
     if let Some(e) = sandbox::hold::reported(running.report.as_raw_fd()) {
         return Err(spawn_failure(&running.binary, &e));
     }
-    Ok(Exit::from(status.expect("the loop ends once haproxy has exited")))
+    let exit = Exit::from(status.expect("the loop ends once haproxy has exited"));
+    // the group is dead: only the thread is kept
+    let Running { _starter: starter, .. } = running;
+    Ok((exit, starter))
 }
 
 /// Kills a process group when dropped, so a cancelled check leaves nothing running.

@@ -12,14 +12,14 @@
 //! lowers its limits to them and becomes haproxy.
 //!
 //! A standby serves one check and is gone with it: its directory, its
-//! scratch `/tmp` and its processes belong to that check alone. The checker
-//! arms the next standby once a check's HAProxy has exited, to be made a
-//! moment later ([`AHEAD_DELAY`]), when the verdict is out: made while
-//! HAProxy runs, or while the verdict is read, it slowed both (they share
-//! the host's cores). A check that comes sooner has it made at once
-//! (docs/checking.md, "Checks made ahead"). A standby let go unused (the
-//! binary changed, the checker dropped) reads end-of-file at its hold and
-//! ends without running anything.
+//! scratch `/tmp` and its processes belong to that check alone. The next
+//! standby is made after a check's verdict is out, with what the check
+//! left ([`crate::aftercare`]): made while HAProxy runs, or while the
+//! verdict is read, it slowed both (they share the host's cores). A check
+//! that comes sooner makes its own at once (docs/checking.md, "Checks made
+//! ahead"). A standby let go unused (the binary changed, the checker
+//! dropped) reads end-of-file at its hold and ends without running
+//! anything.
 //!
 //! The thread that forked the child stays until the check is over and the
 //! child has exited: a child's parent-death signal fires when the *thread*
@@ -39,9 +39,6 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-
-/// How long after a check's HAProxy has exited the next standby is made.
-pub const AHEAD_DELAY: Duration = Duration::from_millis(2);
 
 /// The oldest standby a check takes. Its world's mounts are as of when it
 /// was made: a file bound on its own (`ld.so.cache`, `openssl.cnf`)
@@ -99,8 +96,6 @@ pub struct Standby {
     /// When it was asked for: its world is as of then.
     armed_at: std::time::Instant,
     state: State,
-    /// Tells a standby still waiting out its delay that its check has come.
-    hurry: mpsc::Sender<()>,
 }
 
 enum State {
@@ -138,30 +133,18 @@ impl std::fmt::Debug for Standby {
 
 impl Standby {
     /// Starts making a standby for `order` with its directory in `place`, on
-    /// a thread of its own, after `delay` unless its check comes sooner;
-    /// called inside the runtime the child is then watched from.
-    pub fn arm(
-        judge: Arc<str>,
-        place: Place,
-        order: Order,
-        delay: Duration,
-    ) -> Result<Standby, String> {
+    /// a thread of its own; called inside the runtime the child is then
+    /// watched from.
+    pub fn arm(judge: Arc<str>, place: Place, order: Order) -> Result<Standby, String> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| "a check's child is made only inside the runtime".to_owned())?;
         let (armed_tx, armed) = oneshot::channel();
-        let (hurry, hurried) = mpsc::channel();
         // the checker waits for this thread when it goes, from now on
         let token = order.in_flight.enter();
         std::thread::Builder::new()
             .name("rendergate-standby".into())
             .spawn(move || {
-                // the delay ends early when the check comes, or the standby is dropped
-                let _ = hurried.recv_timeout(delay);
-                if armed_tx.is_closed() {
-                    drop(place);
-                } else {
-                    order.make(place, armed_tx, runtime);
-                }
+                order.make(place, armed_tx, runtime);
                 // the sandbox (its world removed if this was its last holder)
                 // is gone before the checker is told this thread is done
                 drop(order);
@@ -169,7 +152,7 @@ impl Standby {
             })
             .map_err(|e| format!("cannot start a thread for the check's child: {e}"))?;
         let armed_at = std::time::Instant::now();
-        Ok(Standby { judge, armed_at, state: State::Making(armed), hurry })
+        Ok(Standby { judge, armed_at, state: State::Making(armed) })
     }
 
     /// Whether it may still serve a check: made for `judge`, and not older
@@ -180,7 +163,6 @@ impl Standby {
 
     /// The standby made, by `deadline`.
     pub async fn ready(self, deadline: Instant) -> Result<Armed, String> {
-        let _ = self.hurry.send(());
         let budget = deadline.saturating_duration_since(Instant::now());
         let armed = match self.state {
             State::Made(armed) => return armed,
@@ -197,7 +179,6 @@ impl Standby {
 
     /// Waits until it is made; its directory, when it was.
     pub async fn settle(&mut self) -> Option<&std::path::Path> {
-        let _ = self.hurry.send(());
         if let State::Making(armed) = &mut self.state {
             self.state = State::Made(armed.await.unwrap_or_else(|_| Err(THREAD_ENDED.into())));
         }
