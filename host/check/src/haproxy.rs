@@ -1143,6 +1143,37 @@ exit 0",
         assert!(wait_dead(pid).await, "background sleep {pid} outlived the check");
     }
 
+    /// Whether any process is left in process group `pgid` within 5 s
+    /// (zombies included: a process not reaped is left too).
+    async fn group_gone(pgid: i32) -> bool {
+        for _ in 0..250 {
+            let left = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+                let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                stat.rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.split(' ').nth(2)?.parse::<i32>().ok())
+                    == Some(pgid)
+            });
+            if !left {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn every_process_of_a_check_is_reaped_after_it() {
+        // the child, haproxy (here a script) and its keeper share a group
+        let tools = tempfile::tempdir().unwrap();
+        let pidfile = tools.path().join("haproxy.pid");
+        let binary = script(tools.path(), &format!("echo $$ > {}\nexit 0", pidfile.display()));
+        let f = fixture(binary.to_str().unwrap());
+        assert_eq!(f.check(&render(VALID, vec![])).await.label(), "pass");
+        let pgid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        f.checker.removed().await;
+        assert!(group_gone(pgid).await, "a process of check {pgid} was left, or not reaped");
+    }
+
     #[tokio::test]
     async fn dropping_the_check_kills_the_group_and_removes_the_directory() {
         let tools = tempfile::tempdir().unwrap();

@@ -30,7 +30,7 @@ use crate::base::{BaseDir, CheckDir};
 use crate::config_dir::ConfigDir;
 use crate::prepare::InFlight;
 use crate::process::{self, Running};
-use crate::sandbox::{Go, Hold, Sandbox};
+use crate::sandbox::{Go, Hold, Keeper, Sandbox, Stack};
 use crate::verdict;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -271,7 +271,7 @@ impl Order {
         // namespaces are let go: only then may the sandbox, and its world on
         // disk, go.
         if let Some(pid) = pid {
-            exited(pid);
+            end_group(pid as libc::pid_t);
         }
         drop(namespaces);
     }
@@ -304,9 +304,10 @@ impl Order {
         let pipes = || -> std::io::Result<_> {
             let dir = dir.fd().try_clone_to_owned()?;
             // the report is read once the child has exited: never waited on
-            Ok((dir, process::pipe()?, process::pipe()?, process::pipe_with(libc::O_NONBLOCK)?))
+            let report = process::pipe_with(libc::O_NONBLOCK)?;
+            Ok((dir, process::pipe()?, process::pipe()?, report, process::pipe()?))
         };
-        let (child_dir, (output, output_end), (word_end, word), (report, report_end)) =
+        let (child_dir, (output, output_end), (word_end, word), (report, report_end), keeper) =
             pipes().map_err(|e| sanitised(format!("cannot prepare the check's child: {e}")))?;
         let image =
             process::image(&self.binary, self.dns_skip, self.sandbox.options().env.as_slice())
@@ -314,6 +315,11 @@ impl Order {
         let hold = Hold {
             word: word_end.as_raw_fd(),
             report: report_end.as_raw_fd(),
+            keeper: Keeper {
+                read: keeper.0.as_raw_fd(),
+                write: keeper.1.as_raw_fd(),
+                stack: Arc::new(Stack::new()),
+            },
             image: Arc::new(image),
         };
         let mut cmd = process::command(&self.binary, self.dns_skip, output_end)
@@ -332,6 +338,7 @@ impl Order {
             _dir: child_dir,
             _word_end: word_end,
             _report_end: report_end,
+            _keeper: keeper,
         };
         let binary = self.binary.clone();
         let starting = Starting { output, report, started, starter, binary };
@@ -351,17 +358,21 @@ fn held_namespaces(pid: u32) -> Vec<OwnedFd> {
         .collect()
 }
 
-/// Waits until the child `pid` has exited, without reaping it (the runtime
-/// does): a child already reaped is gone too.
-fn exited(pid: u32) {
+/// Kills the check's process group (led by the child `pgid`), and waits
+/// until it is gone: the child, whom the runtime reaps (a child it still
+/// watches may be reaped here first: it then finds it gone), and its
+/// keeper ([`crate::sandbox::hold`]), the gate's child too, reaped here.
+fn end_group(pgid: libc::pid_t) {
+    // SAFETY: killpg has no memory effects; the group is our child's own.
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
     loop {
-        // SAFETY: a zeroed siginfo out-parameter for waitid.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid out-pointer; WNOWAIT leaves the child to its reaper.
-        let r = unsafe {
-            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT)
-        };
-        if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+        let mut status = 0;
+        // SAFETY: a valid out-pointer; the group's members are our children.
+        let r = unsafe { libc::waitpid(-pgid, &mut status, 0) };
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // ECHILD: none left
             return;
         }
     }
@@ -372,6 +383,8 @@ struct Held {
     _dir: OwnedFd,
     _word_end: OwnedFd,
     _report_end: OwnedFd,
+    /// The keeper's pipe: the child's and its keeper's alone once forked.
+    _keeper: (OwnedFd, OwnedFd),
     _ruleset: Option<OwnedFd>,
 }
 

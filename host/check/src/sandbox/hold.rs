@@ -2,20 +2,33 @@
 //! complete, before it becomes haproxy: the hold.
 //!
 //! At the hold the child first closes every descriptor it inherited but
-//! its two pipes (the word's read end, the report's write end). A child
-//! forked ahead waits for as long as no render comes, and what it still
-//! held would keep other pipes open: another check's output would never
-//! end. Closing them also closes std's own exec-error pipe, which makes
-//! `spawn` return now: the child is armed. From here the child reports for
-//! itself. It reads the word ([`Go`]), lowers its CPU and address-space
-//! limits to the check's (a lowered limit needs no privilege and cannot be
-//! raised back), and `execve`s haproxy itself. If a step fails, it writes
-//! the error code (layer and errno, as `spawn` would have returned it) to
-//! the report pipe and exits. End-of-file instead of the word means its
-//! check is gone: it exits without running anything.
+//! its pipes (the word's read end, the report's write end, its keeper's).
+//! A child forked ahead waits for as long as no render comes, and what it
+//! still held would keep other pipes open: another check's output would
+//! never end. Closing them also closes std's own exec-error pipe, which
+//! makes `spawn` return now: the child is armed. From here the child
+//! reports for itself. It reads the word ([`Go`]), lowers its CPU and
+//! address-space limits to the check's (a lowered limit needs no privilege
+//! and cannot be raised back), and `execve`s haproxy itself. If a step
+//! fails, it writes the error code (layer and errno, as `spawn` would have
+//! returned it) to the report pipe and exits. End-of-file instead of the
+//! word means its check is gone: it exits without running anything.
 //!
-//! Raw system calls only, on memory prepared before the fork. `close_range`,
-//! `read`, `write`, `setrlimit` and `execve` all pass the seccomp filter.
+//! Before the hold (and before seccomp, which refuses it) the child makes
+//! a **keeper** ([`Hold::keep`]): a process sharing its memory
+//! (`CLONE_VM`), which only waits for the child's `execve` (or exit) and
+//! then exits. `execve` first lets go of the memory the child copied from
+//! the gate at the fork; were the child its only user, `execve` would tear
+//! it down there and then, about 0.2 ms of page tables on the way from a
+//! render to its verdict. Shared, it is torn down by the keeper as it
+//! exits, while haproxy starts. The keeper is the gate's child
+//! (`CLONE_PARENT`), never haproxy's, in the check's process group; it
+//! keeps no descriptor but its pipe's read end, whose write end closes on
+//! the child's `execve`.
+//!
+//! Raw system calls only, on memory prepared before the fork (the keeper
+//! runs on a stack allocated then). `close_range`, `read`, `write`,
+//! `setrlimit` and `execve` all pass the seccomp filter.
 
 use super::{Layer, landlock, tagged};
 use std::ffi::{CString, c_char};
@@ -95,17 +108,103 @@ impl Image {
     }
 }
 
-/// A held child's two pipes and the program it becomes.
+/// The stack a keeper runs on: allocated in the parent, the child's copy
+/// after the fork.
+#[derive(Debug)]
+pub struct Stack {
+    base: *mut u8,
+}
+
+impl Stack {
+    /// The keeper calls `close_range`, `read` and `_exit`: a few frames.
+    const LEN: usize = 16 * 1024;
+    const LAYOUT: std::alloc::Layout = match std::alloc::Layout::from_size_align(Stack::LEN, 16) {
+        Ok(layout) => layout,
+        Err(_) => panic!("a valid layout"),
+    };
+
+    pub fn new() -> Stack {
+        // SAFETY: a non-zero size.
+        let base = unsafe { std::alloc::alloc(Stack::LAYOUT) };
+        if base.is_null() {
+            std::alloc::handle_alloc_error(Stack::LAYOUT);
+        }
+        Stack { base }
+    }
+
+    /// Its top: stacks grow down.
+    fn top(&self) -> *mut libc::c_void {
+        // SAFETY: one past the end of the allocation.
+        unsafe { self.base.add(Stack::LEN).cast() }
+    }
+}
+
+impl Default for Stack {
+    fn default() -> Stack {
+        Stack::new()
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.base, Stack::LAYOUT) }
+    }
+}
+
+// SAFETY: only a forked child's copy is ever written (by its keeper); the
+// parent never reads it.
+unsafe impl Send for Stack {}
+// SAFETY: as above.
+unsafe impl Sync for Stack {}
+
+/// What a held child's keeper needs: its pipe and its stack.
+#[derive(Clone, Debug)]
+pub struct Keeper {
+    /// The read end: end-of-file once the child has `execve`d or exited.
+    pub read: RawFd,
+    /// The write end, close-on-exec, kept open by the child alone.
+    pub write: RawFd,
+    pub stack: Arc<Stack>,
+}
+
+impl Keeper {
+    /// In the forked child: starts the keeper; its pid.
+    fn spawn(&self) -> io::Result<libc::pid_t> {
+        // SAFETY: the stack is this process's own copy, unused; the keeper
+        // makes only raw system calls on its own stack and reads nothing
+        // of this process's memory but its argument, a plain integer.
+        let pid = unsafe {
+            libc::clone(keeper_main, self.stack.top(), KEEPER_FLAGS, self.read as isize as *mut _)
+        };
+        if pid < 0 {
+            return Err(tagged(Layer::Hold, landlock::errno()));
+        }
+        Ok(pid)
+    }
+}
+
+/// A held child's pipes, its keeper and the program it becomes.
 #[derive(Clone, Debug)]
 pub struct Hold {
     /// The word's read end ([`Go`]).
     pub word: RawFd,
     /// The report's write end: an error code, or end-of-file at `execve`.
     pub report: RawFd,
+    pub keeper: Keeper,
     pub image: Arc<Image>,
 }
 
+/// The keeper's flags: the child's memory, shared; the gate's child, as the
+/// held child is (haproxy never has a child it did not make).
+const KEEPER_FLAGS: libc::c_int = libc::CLONE_VM | libc::CLONE_PARENT | libc::SIGCHLD;
+
 impl Hold {
+    /// In the child, before seccomp (which refuses it): makes the keeper.
+    pub fn keep(&self) -> io::Result<()> {
+        self.keeper.spawn().map(drop)
+    }
+
     /// In the child, last: closes what it inherited, waits for the word,
     /// lowers its limits (`limits`: the sandbox set them), becomes haproxy.
     /// Returns only an error before anything was closed (which `spawn`
@@ -130,23 +229,10 @@ impl Hold {
         unsafe { libc::_exit(127) }
     }
 
-    /// Every descriptor from 3 up but the two pipes; 0 or an errno.
+    /// Every descriptor from 3 up but the word's, the report's and the
+    /// keeper's write end; 0 or an errno.
     fn close_inherited(&self) -> i32 {
-        let (low, high) = (self.word.min(self.report), self.word.max(self.report));
-        let ranges = [(3, low - 1), (low + 1, high - 1), (high + 1, RawFd::MAX)];
-        for (first, last) in ranges {
-            if first > last {
-                continue;
-            }
-            // SAFETY: integer arguments only.
-            let r = unsafe {
-                libc::syscall(libc::SYS_close_range, first as libc::c_uint, last as libc::c_uint, 0)
-            };
-            if r != 0 {
-                return landlock::errno();
-            }
-        }
-        0
+        close_all_but(3, &[self.word, self.report, self.keeper.write])
     }
 
     /// The word, or end-of-file (the check is gone).
@@ -191,6 +277,54 @@ impl Hold {
     }
 }
 
+/// The keeper: keeps nothing open but its pipe's read end, waits for its
+/// end-of-file (the child's `execve` or exit), and exits, letting go of the
+/// memory it shares with the child. `errno` is the child's (thread-local
+/// storage is shared too): nothing here sets it but a failed call, which
+/// these are not (no handler can interrupt the read: only SIGKILL comes).
+extern "C" fn keeper_main(arg: *mut libc::c_void) -> libc::c_int {
+    let read = arg as isize as RawFd;
+    close_all_but(0, &[read]);
+    let mut byte = 0u8;
+    // SAFETY: a valid one-byte buffer; returns at end-of-file.
+    unsafe {
+        libc::read(read, (&mut byte as *mut u8).cast(), 1);
+        libc::_exit(0)
+    }
+}
+
+/// Closes every descriptor from `first` up but `keep`; 0 or an errno.
+/// Raw system calls only.
+fn close_all_but(first: RawFd, keep: &[RawFd]) -> i32 {
+    let mut from = first;
+    // at most three kept, in any order: each step closes up to the lowest left
+    let mut kept = [RawFd::MAX; 3];
+    for (slot, fd) in kept.iter_mut().zip(keep) {
+        *slot = *fd;
+    }
+    kept.sort_unstable();
+    for fd in kept.into_iter().chain([RawFd::MAX]) {
+        if fd < from {
+            continue;
+        }
+        let last = if fd == RawFd::MAX { RawFd::MAX } else { fd - 1 };
+        if from <= last {
+            // SAFETY: integer arguments only.
+            let r = unsafe {
+                libc::syscall(libc::SYS_close_range, from as libc::c_uint, last as libc::c_uint, 0)
+            };
+            if r != 0 {
+                return landlock::errno();
+            }
+        }
+        if fd == RawFd::MAX {
+            break;
+        }
+        from = fd + 1;
+    }
+    0
+}
+
 fn code(e: io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EINVAL)
 }
@@ -207,6 +341,126 @@ pub fn reported(report: RawFd) -> Option<io::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// The pids in process group `pgid` but `but`.
+    fn group_members(pgid: i32, but: i32) -> Vec<i32> {
+        let mut pids = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            // after the command's closing parenthesis: state, ppid, pgrp
+            let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+            if fields[2].parse::<i32>() == Ok(pgid) && pid != but {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    /// A child makes its keeper, waits, then `execve`s: the keeper is this
+    /// process's child, in the child's group, holding nothing but its
+    /// pipe's read end, and it exits once the child has `execve`d.
+    #[test]
+    fn the_keeper_holds_only_its_pipe_and_leaves_at_the_childs_execve() {
+        let keeper_pipe = crate::process::pipe().unwrap();
+        let (go_read, go_write) = crate::process::pipe().unwrap();
+        let keeper = Keeper {
+            read: keeper_pipe.0.as_raw_fd(),
+            write: keeper_pipe.1.as_raw_fd(),
+            stack: Arc::new(Stack::new()),
+        };
+        let truth = CString::new("/bin/true").unwrap();
+        let argv = [truth.as_ptr(), std::ptr::null()];
+        let envp = [std::ptr::null::<c_char>()];
+        // SAFETY: the child makes raw system calls only and leaves by
+        // execve or _exit.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            unsafe {
+                libc::setpgid(0, 0);
+                if keeper.spawn().is_err() {
+                    libc::_exit(3);
+                }
+                let mut byte = 0u8;
+                libc::read(go_read.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
+                libc::execve(truth.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                libc::_exit(4);
+            }
+        }
+        drop(keeper_pipe);
+        // the keeper, once it has closed what it inherited
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let (kept, fds) = loop {
+            let members = group_members(child, child);
+            if let [kept] = members[..] {
+                let fds = std::fs::read_dir(format!("/proc/{kept}/fd")).unwrap().count();
+                if fds == 1 {
+                    break (kept, fds);
+                }
+            }
+            assert!(std::time::Instant::now() < deadline, "no keeper: {members:?}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert_eq!(fds, 1);
+        let stat = std::fs::read_to_string(format!("/proc/{kept}/stat")).unwrap();
+        let ppid: i32 =
+            stat.rsplit_once(") ").unwrap().1.split(' ').nth(1).unwrap().parse().unwrap();
+        // SAFETY: getpid cannot fail.
+        assert_eq!(ppid, unsafe { libc::getpid() }, "the keeper is ours, not the child's");
+        // go: the child execs, the keeper leaves
+        // SAFETY: a valid one-byte buffer.
+        assert_eq!(unsafe { libc::write(go_write.as_raw_fd(), b"g".as_ptr().cast(), 1) }, 1);
+        let mut status = 0;
+        // SAFETY: both are our children.
+        unsafe {
+            assert_eq!(libc::waitpid(kept, &mut status, 0), kept);
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status:#x}");
+            assert_eq!(libc::waitpid(child, &mut status, 0), child);
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status:#x}");
+    }
+
+    #[test]
+    fn closing_all_but_some_keeps_exactly_those() {
+        let pipes: Vec<_> = (0..4).map(|_| crate::process::pipe().unwrap()).collect();
+        let keep = [pipes[2].1.as_raw_fd(), pipes[0].0.as_raw_fd(), pipes[3].0.as_raw_fd()];
+        let (report_read, report_write) = crate::process::pipe().unwrap();
+        // SAFETY: the child makes raw system calls only and leaves with _exit.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            unsafe {
+                let report = libc::dup(report_write.as_raw_fd());
+                let e = close_all_but(3, &[keep[0], keep[1], report]);
+                // what is open now, of the pipes' and the report's
+                let mut open = 0u8;
+                for fd in 3..64 {
+                    if libc::fcntl(fd, libc::F_GETFD) >= 0 {
+                        open += 1;
+                    }
+                }
+                let kept_open = [keep[0], keep[1], report]
+                    .iter()
+                    .all(|fd| libc::fcntl(*fd, libc::F_GETFD) >= 0);
+                let answer = [e as u8, open, kept_open as u8];
+                libc::write(report, answer.as_ptr().cast(), 3);
+                libc::_exit(0);
+            }
+        }
+        drop(report_write);
+        let mut answer = [0u8; 3];
+        // SAFETY: a valid buffer.
+        assert_eq!(
+            unsafe { libc::read(report_read.as_raw_fd(), answer.as_mut_ptr().cast(), 3) },
+            3
+        );
+        let mut status = 0;
+        // SAFETY: our own child.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert_eq!(answer, [0, 3, 1], "errno, descriptors open from 3 up, the kept ones open");
+    }
 
     #[test]
     fn the_word_is_read_as_written() {

@@ -26,7 +26,7 @@ pub mod rlimits;
 pub mod seccomp;
 pub mod world;
 
-pub use hold::{Go, Hold};
+pub use hold::{Go, Hold, Keeper, Stack};
 pub use probe::Probe;
 
 use std::io;
@@ -313,19 +313,22 @@ impl Prepared<'_> {
                 cmd.pre_exec(move || {
                     enter(dir)?;
                     match &hold {
-                        Some(hold) => hold.run(limits),
+                        Some(hold) => {
+                            hold.keep()?;
+                            hold.run(limits)
+                        }
                         None => Ok(()),
                     }
                 });
             }
             return;
         };
-        // SAFETY: `ChildSetup::run` and `Hold::run` make only
+        // SAFETY: `ChildSetup::run` and `Hold`'s steps make only
         // async-signal-safe raw system calls and touch only memory prepared
         // before the fork.
         unsafe {
             cmd.pre_exec(move || {
-                setup.run()?;
+                setup.run(hold.as_ref())?;
                 match &hold {
                     Some(hold) => hold.run(limits),
                     None => Ok(()),
@@ -434,7 +437,8 @@ struct ChildSetup {
 
 impl ChildSetup {
     /// Runs in the forked child: raw system calls only, no allocation.
-    fn run(&self) -> io::Result<()> {
+    /// A held child makes its keeper last before seccomp, which refuses it.
+    fn run(&self, hold: Option<&Hold>) -> io::Result<()> {
         let step = |layer: Layer, errno: i32| {
             if errno == 0 { Ok(()) } else { Err(tagged(layer, errno)) }
         };
@@ -469,6 +473,9 @@ impl ChildSetup {
                 step(Layer::Landlock, landlock::grant_scratch(self.ruleset, self.abi))?;
             }
             step(Layer::Landlock, landlock::restrict_self(self.ruleset))?;
+        }
+        if let Some(hold) = hold {
+            hold.keep()?;
         }
         if let Some(prog) = &self.seccomp {
             step(Layer::Seccomp, seccomp::install(prog))?;
