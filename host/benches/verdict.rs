@@ -58,6 +58,7 @@ impl Gate {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rendergate"))
             .args(["serve", "--check-interval", "0s", "--log-level", "error", "--haproxy"])
             .arg(haproxy())
+            .args(std::env::var("RG_SERVE_ARGS").unwrap_or_default().split_whitespace())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -73,11 +74,14 @@ impl Gate {
 
     /// From writing the `rendered` line to reading its verdict; whether it passed.
     fn judge(&mut self, render: &str, config: &str) -> (Duration, bool) {
-        let line = serde_json::json!({"type": "rendered", "plan": render, "render": render, "config": config})
-            .to_string();
+        let mut line =
+            serde_json::json!({"type": "rendered", "plan": render, "render": render, "config": config})
+                .to_string();
+        // the line and its newline in one write, as a controller writes a
+        // line (the Go client does): a newline of its own would wake serve twice
+        line.push('\n');
         let started = Instant::now();
         self.input.write_all(line.as_bytes()).unwrap();
-        self.input.write_all(b"\n").unwrap();
         self.input.flush().unwrap();
         let mut out = String::new();
         loop {
