@@ -162,7 +162,8 @@ where
         }
         rendergate::http::serve(listener, gate.metrics().clone(), gate.health().clone())
     });
-    let input = BufReader::new(RecordedInput::new(input, recorder.clone(), args.max_line));
+    let input = RecordedInput::new(input, recorder.clone(), args.max_line);
+    let input = BufReader::with_capacity(rendergate::stdio::INPUT_BUFFER, input);
     let output = CountedOutput::new(output, recorder);
     let stopper = gate.stopper();
     let served = rendergate::serve::serve(input, output, &hello, gate, outputs, args.max_line);
