@@ -9,8 +9,9 @@
 //! instead of 31; `-- --rounds N`). The figure is the median of the
 //! differences of each round's two runs, so that the machine's drift from
 //! round to round cancels out. `RENDERGATE_TEST_HAPROXY` names the haproxy (default:
-//! `haproxy` on PATH, else /usr/sbin/haproxy). Prints one row per case:
-//! medians, their difference and ratio.
+//! `haproxy` on PATH, else /usr/sbin/haproxy); `RENDERGATE_BENCH_SERVE_ARGS`
+//! gives `serve` more flags (`--no-sandbox`: what the sandbox costs). Prints
+//! one row per case: medians, their difference and ratio.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -58,7 +59,9 @@ impl Gate {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rendergate"))
             .args(["serve", "--check-interval", "0s", "--log-level", "error", "--haproxy"])
             .arg(haproxy())
-            .args(std::env::var("RG_SERVE_ARGS").unwrap_or_default().split_whitespace())
+            .args(
+                std::env::var("RENDERGATE_BENCH_SERVE_ARGS").unwrap_or_default().split_whitespace(),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
