@@ -17,7 +17,7 @@ use std::process::Command;
 /// seccomp may let a datagram go (a `resolvers` section connects its
 /// sockets as on a pod), so what must hold is that the host's listeners
 /// hear nothing ([`Listeners::reached`], checked in every run).
-pub const ALL_PROBES: &[&str] = &["open", "unix", "fork", "kill", "ptrace", "exec"];
+pub const ALL_PROBES: &[&str] = &["open", "truncate", "unix", "fork", "kill", "ptrace", "exec"];
 /// The probes seccomp (with the namespaces) stops on its own, without Landlock.
 pub const SECCOMP_PROBES: &[&str] = &["unix", "fork", "ptrace"];
 
@@ -52,6 +52,9 @@ static int run(lua_State *L, int with_exec) {
     int fd = open(SECRET_PATH, O_RDONLY);
     note("open", fd >= 0, errno);
     if (fd >= 0) close(fd);
+
+    int tr = truncate(VICTIM_PATH, 0);
+    note("truncate", tr == 0, errno);
 
     struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons(TCP_PORT), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     int s = socket(AF_INET, SOCK_STREAM, 0);
@@ -147,12 +150,19 @@ impl Listeners {
     }
 }
 
+/// The file the `truncate` probe aims at, planted next to the module: a
+/// case may show it in the check's world, read-only (`--check-read`).
+const VICTIM: &str = "truncate-victim";
+const VICTIM_CONTENT: &str = "must keep its bytes\n";
+
 /// Builds the probe module into `outside/probe.so`, or says why not.
 fn build_module(s: &mut Scene, l: &Listeners) -> Result<PathBuf, String> {
     let cc = which("cc").ok_or("no cc to build the native module")?;
+    let victim = s.plant(VICTIM, VICTIM_CONTENT);
     let source = format!(
-        "#define SECRET_PATH \"{}\"\n#define TCP_PORT {}\n#define UDP_PORT {}\n#define ABSTRACT_NAME \"{}\"\n{SOURCE}",
+        "#define SECRET_PATH \"{}\"\n#define VICTIM_PATH \"{}\"\n#define TCP_PORT {}\n#define UDP_PORT {}\n#define ABSTRACT_NAME \"{}\"\n{SOURCE}",
         s.secret(),
+        victim.display(),
         l.tcp.local_addr().unwrap().port(),
         l.udp.local_addr().unwrap().port(),
         l.abstract_name,
@@ -203,7 +213,7 @@ pub fn all_denied(text: &str, required: &[&str]) -> Vec<String> {
 /// The probes that must fail when the module loads under the full sandbox:
 /// all of them but `kill` (only Landlock's signal scope, ABI 6, stops it, and only
 /// where the kernel has it) and the network ones (see [`ALL_PROBES`]).
-pub const LOADED_PROBES: &[&str] = &["open", "unix", "fork", "ptrace", "exec"];
+pub const LOADED_PROBES: &[&str] = &["open", "truncate", "unix", "fork", "ptrace", "exec"];
 
 /// Loads the module with `load` (Lua) and raises its report.
 /// With `must_load`, the module has to load (a run without Landlock);
@@ -222,11 +232,16 @@ fn native_case(
         Ok(so) => so,
         Err(why) => return Spec::missing(why),
     };
+    let victim = s.outside.join(VICTIM);
     crate::lua::lua_render("lua-load", load(&so))
         .forbid("EXEC-RAN-42")
         .extra(move |o| {
             let all = o.all();
             let mut fails = listeners.reached();
+            match std::fs::read_to_string(&victim) {
+                Ok(content) if content == VICTIM_CONTENT => {}
+                other => fails.push(format!("the file the probe truncates changed: {other:?}")),
+            }
             // Either the module never loaded, or it ran and every probe failed.
             if !all.contains("LOADLIB-FAILED") {
                 fails.extend(all_denied(&all, required));
@@ -237,6 +252,7 @@ fn native_case(
         })
         .leaks(vec![
             Leak::Text("open:ALLOWED".into()),
+            Leak::Text("truncate:ALLOWED".into()),
             Leak::Text("connect:ALLOWED".into()),
             Leak::Text("udp:ALLOWED".into()),
             Leak::Text("unix:ALLOWED".into()),
@@ -305,8 +321,12 @@ error(f())\n",
 
 /// The check directory is writable (HAProxy writes there during `-c`), so a
 /// script can carry native code in a Lua string, write it next to the
-/// config and load it. It loads; every probe must still fail.
+/// config and load it. It loads; every probe must still fail. The
+/// `truncate` probe's file is shown in the world, read-only, as the CA
+/// store and the libraries are (whose Landlock rules grant `TRUNCATE`):
+/// it keeps its bytes.
 pub fn native_written_in_check_dir(s: &mut Scene) -> Spec {
+    let victim = s.outside.join(VICTIM);
     native_case(
         s,
         |so| {
@@ -324,4 +344,6 @@ error(fn())\n"
         LOADED_PROBES,
         true,
     )
+    .arg("--check-read")
+    .arg(victim.to_str().unwrap())
 }
