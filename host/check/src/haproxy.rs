@@ -367,7 +367,7 @@ impl HaproxyChecker {
             None => Standby::arm(
                 setup.binary.identity.clone(),
                 self.place(deadline).await?,
-                self.order(setup),
+                self.order(setup, false),
             )?,
         };
         standby.ready(deadline).await
@@ -400,7 +400,7 @@ impl HaproxyChecker {
             return None;
         }
         let base = self.base.clone().ok()?;
-        let (judge, order) = (setup.binary.identity.clone(), self.order(setup));
+        let (judge, order) = (setup.binary.identity.clone(), self.order(setup, true));
         let slot = self.standby.clone();
         Some(Box::new(move || match Standby::arm(judge, Place::Fresh(base), order) {
             Ok(standby) => *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(standby),
@@ -408,8 +408,9 @@ impl HaproxyChecker {
         }))
     }
 
-    /// What a check's child is made of.
-    fn order(&self, setup: &Setup) -> Order {
+    /// What a check's child is made of; `ahead` of its check, or for one
+    /// that waits.
+    fn order(&self, setup: &Setup, ahead: bool) -> Order {
         let bounds = self.bounds();
         Order {
             sandbox: setup.sandbox.clone(),
@@ -418,6 +419,7 @@ impl HaproxyChecker {
             // the word lowers it to the run's own bound
             memory: bounds.first.max(bounds.second),
             in_flight: self.in_flight.clone(),
+            ahead,
         }
     }
 

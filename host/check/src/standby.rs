@@ -87,6 +87,10 @@ pub struct Order {
     /// The checker's blocking work, which the thread is part of for its
     /// whole life.
     pub in_flight: Arc<InFlight>,
+    /// Made ahead of its check (not for a check already waiting): the gate
+    /// is then given its own copies of the memory the fork shares
+    /// ([`own_copies`]), which a check waiting for its child would wait for.
+    pub ahead: bool,
 }
 
 /// A check's child being made, or made and waiting, for the binary the
@@ -249,7 +253,7 @@ impl Order {
             held.spawn(cmd)
         };
         let pid = spawned.as_ref().ok().and_then(|child| child.id());
-        if pid.is_some() {
+        if pid.is_some() && self.ahead {
             own_copies();
         }
         // The child's namespaces, held here: HAProxy is then not the last in
