@@ -183,91 +183,101 @@ mod tests {
     use crate::base::BaseDir;
     use std::sync::atomic::AtomicBool;
 
-    fn left(base: &Arc<BaseDir>) -> (Leftover, std::path::PathBuf, mpsc::Receiver<()>) {
-        let dir = base.check_dir().unwrap();
-        let path = dir.path().to_path_buf();
-        let (starter, thread) = mpsc::channel();
-        (Leftover { dir, starter: Some(starter) }, path, thread)
+    /// An aftercare, a check's leftover (its directory and the thread the
+    /// leftover's starter keeps), and a next child that records being made.
+    struct Case {
+        _work: tempfile::TempDir,
+        /// Alive as long as the case: its directories go with it.
+        _base: Arc<BaseDir>,
+        aftercare: Arc<Aftercare>,
+        in_flight: Arc<InFlight>,
+        leftover: Option<Leftover>,
+        path: std::path::PathBuf,
+        thread: mpsc::Receiver<()>,
+        made: Arc<AtomicBool>,
     }
 
-    fn base() -> (tempfile::TempDir, Arc<BaseDir>) {
-        let work = tempfile::tempdir().unwrap();
-        let base = Arc::new(BaseDir::open(work.path()).unwrap());
-        (work, base)
+    impl Case {
+        fn new() -> Case {
+            let work = tempfile::tempdir().unwrap();
+            let base = Arc::new(BaseDir::open(work.path()).unwrap());
+            let dir = base.check_dir().unwrap();
+            let path = dir.path().to_path_buf();
+            let (starter, thread) = mpsc::channel();
+            Case {
+                _work: work,
+                _base: base,
+                aftercare: Arc::default(),
+                in_flight: Arc::default(),
+                leftover: Some(Leftover { dir, starter: Some(starter) }),
+                path,
+                thread,
+                made: Arc::default(),
+            }
+        }
+
+        /// Leaves the leftover, with a next child to make or not.
+        fn leave(&mut self, with_next: bool) {
+            let made = self.made.clone();
+            let next: Next = Box::new(move || made.store(true, Ordering::SeqCst));
+            let leftover = self.leftover.take().unwrap();
+            self.aftercare.leave(leftover, &self.in_flight, with_next.then_some(next));
+        }
+
+        fn thread_let_go(&self) -> bool {
+            self.thread.try_recv() == Err(mpsc::TryRecvError::Disconnected)
+        }
+
+        fn made(&self) -> bool {
+            self.made.load(Ordering::SeqCst)
+        }
     }
 
     #[tokio::test]
     async fn what_a_check_left_waits_out_the_delay_then_goes_and_the_next_child_is_made() {
-        let (_work, base) = base();
-        let (aftercare, in_flight) =
-            (Arc::new(Aftercare::default()), Arc::new(InFlight::default()));
-        let (leftover, path, thread) = left(&base);
-        let made = Arc::new(AtomicBool::new(false));
-        let next = {
-            let made = made.clone();
-            Box::new(move || made.store(true, Ordering::SeqCst))
-        };
-        aftercare.leave(leftover, &in_flight, Some(next));
+        let mut c = Case::new();
+        c.leave(true);
         // nothing yet: the verdict's moment
-        assert!(path.exists());
-        assert_eq!(thread.try_recv(), Err(mpsc::TryRecvError::Empty));
-        assert!(!made.load(Ordering::SeqCst));
-        aftercare.gone().await;
-        assert!(!path.exists());
-        assert_eq!(thread.try_recv(), Err(mpsc::TryRecvError::Disconnected));
-        assert!(made.load(Ordering::SeqCst));
-        assert!(in_flight.wait_idle(Duration::from_secs(5)));
+        assert!(c.path.exists());
+        assert!(!c.thread_let_go());
+        assert!(!c.made());
+        c.aftercare.gone().await;
+        assert!(!c.path.exists());
+        assert!(c.thread_let_go());
+        assert!(c.made());
+        assert!(c.in_flight.wait_idle(Duration::from_secs(5)));
     }
 
     #[tokio::test]
     async fn a_check_that_comes_sooner_takes_over_and_no_next_child_is_made() {
-        let (_work, base) = base();
-        let (aftercare, in_flight) =
-            (Arc::new(Aftercare::default()), Arc::new(InFlight::default()));
-        let (leftover, path, thread) = left(&base);
-        let made = Arc::new(AtomicBool::new(false));
-        let next = {
-            let made = made.clone();
-            Box::new(move || made.store(true, Ordering::SeqCst))
-        };
-        aftercare.leave(leftover, &in_flight, Some(next));
-        aftercare.hurry();
-        assert_eq!(thread.try_recv(), Err(mpsc::TryRecvError::Disconnected));
-        aftercare.gone().await;
-        assert!(!path.exists());
+        let mut c = Case::new();
+        c.leave(true);
+        c.aftercare.hurry();
+        assert!(c.thread_let_go());
+        c.aftercare.gone().await;
+        assert!(!c.path.exists());
         tokio::time::sleep(DELAY * 5).await;
-        assert!(!made.load(Ordering::SeqCst), "a child made for a check that made its own");
+        assert!(!c.made(), "a child made for a check that made its own");
     }
 
     #[tokio::test]
     async fn a_closed_aftercare_removes_at_once_and_makes_nothing_more() {
-        let (_work, base) = base();
-        let (aftercare, in_flight) =
-            (Arc::new(Aftercare::default()), Arc::new(InFlight::default()));
-        let (leftover, path, _thread) = left(&base);
-        let made = Arc::new(AtomicBool::new(false));
-        let next = {
-            let made = made.clone();
-            Box::new(move || made.store(true, Ordering::SeqCst))
-        };
-        aftercare.leave(leftover, &in_flight, Some(next));
-        aftercare.close();
+        let mut c = Case::new();
+        c.leave(true);
+        c.aftercare.close();
         // the checker's drop waits for its blocking work, on this thread
-        assert!(in_flight.wait_idle(Duration::from_secs(5)));
-        assert!(!path.exists());
+        assert!(c.in_flight.wait_idle(Duration::from_secs(5)));
+        assert!(!c.path.exists());
         tokio::time::sleep(DELAY * 5).await;
-        assert!(!made.load(Ordering::SeqCst));
+        assert!(!c.made());
     }
 
     #[test]
     fn without_a_runtime_it_goes_at_once() {
-        let (_work, base) = base();
-        let (aftercare, in_flight) =
-            (Arc::new(Aftercare::default()), Arc::new(InFlight::default()));
-        let (leftover, path, thread) = left(&base);
-        aftercare.leave(leftover, &in_flight, None);
-        assert!(!path.exists());
-        assert_eq!(thread.try_recv(), Err(mpsc::TryRecvError::Disconnected));
-        assert!(in_flight.wait_idle(Duration::ZERO));
+        let mut c = Case::new();
+        c.leave(false);
+        assert!(!c.path.exists());
+        assert!(c.thread_let_go());
+        assert!(c.in_flight.wait_idle(Duration::ZERO));
     }
 }
