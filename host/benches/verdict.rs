@@ -6,7 +6,8 @@
 //! 10,000 backends, for a pass and for a refusal.
 //!
 //! `cargo bench -p rendergate --bench verdict` (`-- --quick`: 11 rounds
-//! instead of 31; `-- --rounds N`). The figure is the median of the
+//! instead of 31; `-- --rounds N`; `-- --backends 10000`: only that size,
+//! or a comma-separated list). The figure is the median of the
 //! differences of each round's two runs, so that the machine's drift from
 //! round to round cancels out. `RENDERGATE_TEST_HAPROXY` names the haproxy (default:
 //! `haproxy` on PATH, else /usr/sbin/haproxy); `RENDERGATE_BENCH_SERVE_ARGS`
@@ -141,6 +142,13 @@ fn main() {
     let asked =
         args.iter().position(|a| a == "--rounds").and_then(|i| args.get(i + 1)?.parse().ok());
     let rounds = asked.unwrap_or(if quick { 11 } else { 31 });
+    // `--backends 10000` (or `100,1000`): only these sizes
+    let sizes: Vec<usize> = args
+        .iter()
+        .position(|a| a == "--backends")
+        .and_then(|i| args.get(i + 1))
+        .map(|list| list.split(',').filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_else(|| vec![100, 1_000, 10_000]);
     let mut gate = Gate::start();
     println!(
         "serve rendered → verdict against bare haproxy -dr -c, medians of {rounds}, {}",
@@ -151,7 +159,7 @@ fn main() {
     );
     println!("|---|---|---|---|---|");
     let mut round = 0;
-    for backends in [100, 1_000, 10_000] {
+    for backends in sizes {
         for refused in [false, true] {
             let (mut gate_times, mut bare_times) = (Vec::new(), Vec::new());
             for _ in 0..rounds {
