@@ -62,9 +62,9 @@ pub struct HaproxyOptions {
     pub memory_max: u64,
     /// How big a render may be; a bigger one could not run.
     pub limits: RenderLimits,
-    /// Make the next check's child as a check starts HAProxy, so that the
-    /// next render waits only for its own files ([`crate::standby`]): on
-    /// for a gate; off for one check (`rendergate check`).
+    /// Make the next check's child once a check is over ([`crate::standby`],
+    /// [`crate::aftercare`]), so that the next render waits only for its own
+    /// files: on for a gate; off for one check (`rendergate check`).
     pub standby: bool,
 }
 

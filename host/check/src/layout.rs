@@ -333,17 +333,11 @@ fn create_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
     })
 }
 
-/// `O_EXCL` (never reuse or truncate what is there: the file is a new
-/// regular file, never a FIFO or device) + `O_NOFOLLOW` (never write through
-/// a symlink), owner-only, one name in `dir`. Written a chunk at a time,
-/// asking `go_on` before each.
 /// Makes `haproxy.cfg` in a check directory made ahead, empty, before its
 /// render comes: creating a file is the dearest part of writing a small one
 /// (0.2–0.4 ms on an ext4 `/tmp`, against 8 µs to fill it; BENCHMARKS.md).
 pub fn make_config(dir: &Dir) -> io::Result<()> {
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
-    dir.open_with(CONFIG_NAME, &options).map(drop)
+    dir.open_with(CONFIG_NAME, &new_file()).map(drop)
 }
 
 /// Writes the config into the empty `haproxy.cfg` made ahead
@@ -351,7 +345,7 @@ pub fn make_config(dir: &Dir) -> io::Result<()> {
 fn fill_config(dir: &Dir, content: &[u8], go_on: &mut dyn FnMut() -> bool) -> io::Result<()> {
     let mut options = OpenOptions::new();
     options.write(true).custom_flags(libc::O_NOFOLLOW);
-    let mut file = match dir.open_with(CONFIG_NAME, &options) {
+    let file = match dir.open_with(CONFIG_NAME, &options) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return create_file(dir, CONFIG_NAME, content, go_on);
         }
@@ -361,24 +355,36 @@ fn fill_config(dir: &Dir, content: &[u8], go_on: &mut dyn FnMut() -> bool) -> io
     if !meta.is_file() || meta.len() != 0 {
         return Err(io::Error::new(io::ErrorKind::AlreadyExists, "not the empty file made for it"));
     }
-    for chunk in content.chunks(WRITE_CHUNK) {
-        if !go_on() {
-            return Err(stopped());
-        }
-        file.write_all(chunk)?;
-    }
-    Ok(())
+    write_chunks(file, content, go_on)
 }
 
+/// `O_EXCL` (never reuse or truncate what is there: the file is a new
+/// regular file, never a FIFO or device) + `O_NOFOLLOW` (never write through
+/// a symlink), owner-only, one name in `dir`. Written a chunk at a time,
+/// asking `go_on` before each.
 fn create_file(
     dir: &Dir,
     name: &str,
     content: &[u8],
     go_on: &mut dyn FnMut() -> bool,
 ) -> io::Result<()> {
+    write_chunks(dir.open_with(name, &new_file())?, content, go_on)
+}
+
+/// How every file of a check directory is opened: a new one (`O_EXCL`),
+/// never through a symlink, owner-only.
+pub(crate) fn new_file() -> OpenOptions {
     let mut options = OpenOptions::new();
     options.write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
-    let mut file = dir.open_with(name, &options)?;
+    options
+}
+
+/// `content` into `file` a chunk at a time, asking `go_on` before each.
+fn write_chunks(
+    mut file: cap_std::fs::File,
+    content: &[u8],
+    go_on: &mut dyn FnMut() -> bool,
+) -> io::Result<()> {
     for chunk in content.chunks(WRITE_CHUNK) {
         if !go_on() {
             return Err(stopped());

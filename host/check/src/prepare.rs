@@ -257,13 +257,12 @@ fn clear_stock(
 /// owner-only files in a check directory made ahead, before its render;
 /// [`clear_stock`] makes room for the render's own.
 pub(crate) fn write_stock(dir: &cap_std::fs::Dir, stock: &[StockFile]) -> std::io::Result<()> {
-    use cap_std::fs::{DirBuilderExt, OpenOptionsExt};
+    use cap_std::fs::DirBuilderExt;
     use std::io::Write;
-    // owner-only, as the render's own directories
+    // owner-only, as the render's own directories and files
     let mut dirs = cap_std::fs::DirBuilder::new();
     dirs.recursive(true).mode(0o700);
-    let mut options = cap_std::fs::OpenOptions::new();
-    options.write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    let options = layout::new_file();
     for file in stock {
         if let Some(parent) = file.relative.parent().filter(|p| !p.as_os_str().is_empty()) {
             dir.create_dir_with(parent, &dirs)?;

@@ -15,20 +15,15 @@ use std::process::Stdio;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-/// The command of one check: `binary -V -c -f haproxy.cfg` (`-dr` with
-/// `dns_skip`), stdout and stderr on `output`, the write end of one pipe, in
-/// a process group of its own, killed if dropped. The sandbox goes on it
-/// next ([`sandbox::Prepared::apply`]).
-pub fn command(
-    binary: &Path,
-    dns_skip: bool,
-    output: OwnedFd,
-) -> io::Result<tokio::process::Command> {
+/// The command of one check's child: stdout and stderr on `output`, the
+/// write end of one pipe, in a process group of its own, killed if dropped.
+/// The sandbox and the hold go on it next ([`sandbox::Prepared::apply`]);
+/// the child `execve`s HAProxy itself, with its arguments ([`image`]).
+pub fn command(binary: &Path, output: OwnedFd) -> io::Result<tokio::process::Command> {
     let stderr = output.try_clone()?;
     let mut cmd = tokio::process::Command::new(binary);
     // No current_dir: the child fchdirs to the directory's descriptor.
-    cmd.args(arguments(dns_skip))
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::from(output))
         .stderr(Stdio::from(stderr))
         .process_group(0)

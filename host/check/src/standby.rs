@@ -261,22 +261,15 @@ impl Order {
         // namespace's ends in an RCU grace period, about 1 ms here), which
         // happens on this thread once the check is over.
         let namespaces = pid.map(held_namespaces).unwrap_or_default();
-        if let Err(Ok(_)) = started_tx.send(spawned) {
-            // the check gave up on it while it started: its whole group goes
-            if let Some(pid) = pid {
-                // SAFETY: killpg has no memory effects; the group is our child's own.
-                unsafe {
-                    libc::killpg(pid as libc::pid_t, libc::SIGKILL);
-                }
-            }
-        } else {
+        if started_tx.send(spawned).is_ok() {
             // The child's parent-death signal is this thread's: stay until
             // the check is over (its `Running` dropped) or was given up.
             let _ = check_over.recv();
         }
-        // The world's mounts are the child's until it has exited and its
-        // namespaces are let go: only then may the sandbox, and its world on
-        // disk, go.
+        // The group goes (at once, if the check gave up on the child while
+        // it started). The world's mounts are the child's until it has
+        // exited and its namespaces are let go: only then may the sandbox,
+        // and its world on disk, go.
         if let Some(pid) = pid {
             end_group(pid as libc::pid_t);
         }
@@ -329,7 +322,7 @@ impl Order {
             },
             image: Arc::new(image),
         };
-        let mut cmd = process::command(&self.binary, self.dns_skip, output_end)
+        let mut cmd = process::command(&self.binary, output_end)
             .map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
         let prepared = self
             .sandbox
