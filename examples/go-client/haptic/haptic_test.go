@@ -39,15 +39,42 @@ type bus struct {
 	in        chan any
 	mu        sync.Mutex
 	published []any
+	// delivered counts the events the component took from Events.
+	delivered int
 	changed   chan struct{}
 	delay     time.Duration
-	// published, when set, is told how many events were published so far.
+	// onPublish, when set, is told how many events were published so far
+	// (set it with hook).
 	onPublish func(n int)
 }
 
 func newBus() *bus { return &bus{in: make(chan any, 1024), changed: make(chan struct{}, 1)} }
 
-func (b *bus) Events(ctx context.Context) <-chan any { return testgate.Events(ctx, b.in) }
+// Events relays what the test emits until ctx ends, counting what the
+// component takes.
+func (b *bus) Events(ctx context.Context) <-chan any {
+	out := make(chan any)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case ev := <-b.in:
+				select {
+				case out <- ev:
+					b.mu.Lock()
+					b.delivered++
+					b.mu.Unlock()
+					b.notify()
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
 
 func (b *bus) Publish(ev any) {
 	if b.delay > 0 {
@@ -61,6 +88,16 @@ func (b *bus) Publish(ev any) {
 	if hook != nil {
 		hook(n)
 	}
+	b.notify()
+}
+
+func (b *bus) hook(onPublish func(n int)) {
+	b.mu.Lock()
+	b.onPublish = onPublish
+	b.mu.Unlock()
+}
+
+func (b *bus) notify() {
 	select {
 	case b.changed <- struct{}{}:
 	default:
@@ -76,17 +113,35 @@ func (b *bus) events() []any {
 // until waits for what makes ok true of the published events.
 func (b *bus) until(t *testing.T, what string, ok func([]any) bool) []any {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		evs := b.events()
-		if ok(evs) {
-			return evs
-		}
+	var evs []any
+	b.wait(t, func() bool { evs = b.events(); return ok(evs) }, func() string {
+		return fmt.Sprintf("no %s within %v; published: %s; outcome: %q", what, patience, show(evs), outcome(evs))
+	})
+	return evs
+}
+
+// untilDelivered waits until the component has taken n events from the bus.
+func (b *bus) untilDelivered(t *testing.T, n int) {
+	t.Helper()
+	delivered := func() int { b.mu.Lock(); defer b.mu.Unlock(); return b.delivered }
+	b.wait(t, func() bool { return delivered() >= n }, func() string {
+		return fmt.Sprintf("the component took %d of %d events within %v", delivered(), n, patience)
+	})
+}
+
+// patience bounds every wait for a state: reaching it is a failure, never
+// a reason to go on.
+const patience = 60 * time.Second
+
+// wait waits for ok, woken by every delivery and publication.
+func (b *bus) wait(t *testing.T, ok func() bool, failure func() string) {
+	t.Helper()
+	deadline := time.After(patience)
+	for !ok() {
 		select {
 		case <-b.changed:
-		case <-time.After(50 * time.Millisecond):
 		case <-deadline:
-			t.Fatalf("no %s within 30s; published: %s; outcome: %q", what, show(evs), outcome(evs))
+			t.Fatal(failure())
 		}
 	}
 }
@@ -149,14 +204,24 @@ func component(t *testing.T, b *bus, log *logger, m *metrics) (*Component, conte
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
-	// up once serve logged its start-up line (it says hello right after)
-	for deadline := time.Now().Add(10 * time.Second); !log.has("rendergate serve"); {
-		if time.Now().After(deadline) {
-			t.Fatal("serve did not start within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	running(t, c, done)
 	return c, cancel, done
+}
+
+// running waits until Start holds a running serve (serve said hello: Pid
+// names it), polling the state: nothing tells of it.
+func running(t *testing.T, c *Component, done chan error) {
+	t.Helper()
+	for deadline := time.Now().Add(patience); c.Pid() == 0; time.Sleep(time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("Start ended before serve ran: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start within %v", patience)
+		}
+	}
 }
 
 func count(evs []any, keep func(any) bool) int {
@@ -308,7 +373,7 @@ type step struct {
 	until string
 }
 
-// killServe kills c's serve process.
+// killServe kills c's serve process (the caller made sure one runs).
 func killServe(t *testing.T, c *Component) {
 	pid := c.Pid()
 	if pid == 0 {
@@ -321,8 +386,12 @@ func killServe(t *testing.T, c *Component) {
 }
 
 // episode is a scripted stretch of a controller's life; killAfter >= 0
-// kills serve right after that input is on the bus, killAtOutput > 0 right
-// after the component published that many events.
+// kills serve once the component holds that input, killAtOutput > 0 right
+// after the component published that many events. Every wait is for a
+// state: the step's outcome, the input taken, and after a kill, the
+// restarted gate's verdict on every render it must judge again (then it
+// has nothing more to say); the component is stopped before its events
+// are read, so none comes after.
 func episode(t *testing.T, killAfter, killAtOutput int) (string, []any) {
 	applied := func(pod, plan, render, running, baseline string) ConfigAppliedToPod {
 		return ConfigAppliedToPod{Namespace: "haptic", Name: pod, PlanID: plan, RenderID: render,
@@ -333,33 +402,59 @@ func episode(t *testing.T, killAfter, killAtOutput int) (string, []any) {
 		{rendered("plan-1", "r-1", good), "verdict r-1 pass"},
 		{applied("haproxy-0", "plan-1", "r-1", "plan-1", "plan-0"), "promote haproxy-0 plan-1"},
 		{applied("haproxy-1", "plan-1", "r-1", "plan-0", "plan-0"), "promote haproxy-1 plan-1"},
-		// r-2 is refused, but superseded by r-3 before haproxy-1 reports it
-		{rendered("plan-2", "r-2", broken), ""},
+		// r-2 is refused and superseded by r-3 before haproxy-1 reports it
+		// (judged first, so that every run publishes the same events: the
+		// kills at an output below count on it)
+		{rendered("plan-2", "r-2", broken), "verdict r-2 refused"},
 		{rendered("plan-3", "r-3", good), "verdict r-3 pass"},
 		{applied("haproxy-1", "plan-2", "r-2", "plan-1", "plan-1"), "revert haproxy-1 plan-2 baseline"},
 	}
 	t.Logf("episode: kill after input %d, at output %d", killAfter, killAtOutput)
 	b, log, m := newBus(), &logger{}, &metrics{}
 	c, cancel, done := component(t, b, log, m)
-	defer func() { cancel(); <-done }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Start: %v", err)
+			}
+		}
+	}
+	defer stop()
 	if killAtOutput > 0 {
-		b.onPublish = func(n int) {
+		b.hook(func(n int) {
 			if n == killAtOutput {
 				killServe(t, c)
 			}
-		}
+		})
 	}
 	for i, s := range steps {
 		b.in <- s.input
 		if i == killAfter {
-			time.Sleep(20 * time.Millisecond) // the input reaches serve, or is on its way
+			b.untilDelivered(t, i+1) // the input is the component's
 			killServe(t, c)
 		}
 		if s.until != "" {
 			b.until(t, s.until, func(evs []any) bool { return strings.Contains(outcome(evs), s.until) })
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // anything late still counts
+	if killAfter >= 0 || killAtOutput > 0 {
+		// The restarted gate judges again every render a pod holds and the
+		// newest (or is sent them after the kill): r-1, r-2 and r-3.
+		b.until(t, "the restarted gate's verdicts on r-1, r-2 and r-3", func(evs []any) bool {
+			for i, ev := range evs {
+				if reflect.DeepEqual(ev, LatchChanged{Pessimistic: true, Reason: "restarted"}) {
+					after := evs[i+1:]
+					return count(after, verdictOn("r-1")) > 0 && count(after, verdictOn("r-2")) > 0 &&
+						count(after, verdictOn("r-3")) > 0
+				}
+			}
+			return false
+		})
+	}
+	stop()
 	evs := b.events()
 	return outcome(evs), evs
 }
