@@ -219,7 +219,9 @@ func (c *Component) HealthCheck() error {
 // Start runs the gate until ctx ends, then returns nil. It returns an
 // error at once when serve cannot be started (no hello: a missing binary,
 // an unknown protocol major). Call it once the replica leads; cancel ctx
-// when it stops leading.
+// when it stops leading. It returns even while the bus's Publish blocks:
+// once ctx ended the component publishes nothing more (a Publish already
+// under way may still return later).
 func (c *Component) Start(ctx context.Context) error {
 	opts := c.cfg.Serve
 	opts.Args = append(append([]string{}, opts.Args...), c.flags(opts.Args)...)
@@ -242,10 +244,12 @@ func (c *Component) Start(ctx context.Context) error {
 	}()
 	queue := newQueue()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(2)
 	go func() { defer wg.Done(); c.receive(ctx, queue) }()
 	go func() { defer wg.Done(); c.send(ctx, client, queue) }()
-	go func() { defer wg.Done(); c.publish(ctx, client) }()
+	// Not waited for: it may be inside the bus's Publish, which takes no
+	// context. It stops before its next Publish.
+	go c.publish(ctx, client)
 	<-ctx.Done()
 	queue.close()
 	wg.Wait()
@@ -287,11 +291,21 @@ func (c *Component) stop(why error) {
 }
 
 // receive takes every event from the bus into the queue at once, in order:
-// the bus is never blocked by serve or by Publish.
+// the bus is never blocked by serve or by Publish. It ends with ctx (the
+// bus closes Events then, too).
 func (c *Component) receive(ctx context.Context, queue *queue) {
-	for ev := range c.cfg.Bus.Events(ctx) {
-		if converted, ok := c.event(ev); ok {
-			queue.push(converted)
+	events := c.cfg.Bus.Events(ctx)
+	for {
+		select {
+		case ev, open := <-events:
+			if !open {
+				return
+			}
+			if converted, ok := c.event(ev); ok {
+				queue.push(converted)
+			}
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -320,7 +334,8 @@ func (c *Component) send(ctx context.Context, client *rendergate.Client, queue *
 	}
 }
 
-// publish turns the gate's outputs into bus events, in the protocol's order.
+// publish turns the gate's outputs into bus events, in the protocol's
+// order, until ctx ends: it publishes nothing once ctx ended.
 func (c *Component) publish(ctx context.Context, client *rendergate.Client) {
 	for {
 		out, err := client.Next(ctx)
@@ -332,6 +347,9 @@ func (c *Component) publish(ctx context.Context, client *rendergate.Client) {
 			return
 		}
 		for _, ev := range c.outputs(out) {
+			if ctx.Err() != nil {
+				return
+			}
 			c.cfg.Bus.Publish(ev)
 		}
 	}

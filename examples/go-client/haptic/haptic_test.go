@@ -336,6 +336,57 @@ func TestASlowPublishNeverBlocksTheBus(t *testing.T) {
 	b.until(t, "the newest render's verdict", func(evs []any) bool { return count(evs, verdictOn("r-199")) == 1 })
 }
 
+// stuckBus is a bus whose Publish blocks until released: a controller's
+// bus that is stuck.
+type stuckBus struct {
+	in      chan any
+	entered chan struct{} // closed by the first Publish
+	once    sync.Once
+	release chan struct{}
+}
+
+func (b *stuckBus) Events(ctx context.Context) <-chan any { return testgate.Events(ctx, b.in) }
+
+func (b *stuckBus) Publish(any) {
+	b.once.Do(func() { close(b.entered) })
+	<-b.release
+}
+
+// A controller losing leadership gets Start back while its bus is stuck:
+// Start returns nil once ctx ends, even with Publish blocked.
+func TestStartReturnsWhenItsContextEndsWhilePublishBlocks(t *testing.T) {
+	b := &stuckBus{in: make(chan any, 16), entered: make(chan struct{}), release: make(chan struct{})}
+	defer close(b.release)
+	c := New(Config{Bus: b, CheckTimeout: 10 * time.Second,
+		Serve: rendergate.Options{Binary: binary(t), Args: []string{"--haproxy", haproxy(), "--check-interval", "0s"}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	running(t, c, done)
+	b.in <- rendered("plan-1", "r-1", good)
+	b.in <- rendered("plan-2", "r-2", good)
+	select {
+	case <-b.entered: // the verdict on r-1 is being published, and stays so
+	case err := <-done:
+		t.Fatalf("Start returned before any Publish: %v", err)
+	case <-time.After(patience):
+		t.Fatalf("no Publish within %v", patience)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Start after its context ended: %v", err)
+		}
+	case <-time.After(patience):
+		t.Fatalf("Start did not return within %v of its context's end while Publish blocked", patience)
+	}
+	if c.HealthCheck() == nil {
+		t.Errorf("a stopped gate is not healthy")
+	}
+}
+
 // outcome is what a controller acts on: each render's verdict kind, and
 // the promotions and reverts, as sets (a repeat after a restart is harmless).
 func outcome(evs []any) string {
