@@ -158,9 +158,8 @@ type Component struct {
 	stopped error
 	// waiting: render ids sent and not yet judged, with when they were sent.
 	waiting map[string]time.Time
-	// causation per render id, for its verdict (bounded by the renders
-	// awaiting a verdict).
-	causation map[string]string
+	// causes are the renders' causations, for every verdict on them.
+	causes causes
 	// held: a restarted gate's first verdict on the newest render is
 	// awaited; the latch was published pessimistic ("restarted").
 	held bool
@@ -179,7 +178,7 @@ func New(cfg Config) *Component {
 	if log == nil {
 		log = discard{}
 	}
-	return &Component{cfg: cfg, log: log, waiting: map[string]time.Time{}, causation: map[string]string{}}
+	return &Component{cfg: cfg, log: log, waiting: map[string]time.Time{}, causes: newCauses()}
 }
 
 // Pid is the running serve process's id (it changes with a restart); 0
@@ -301,8 +300,8 @@ func (c *Component) receive(ctx context.Context, queue *queue) {
 			if !open {
 				return
 			}
-			if converted, ok := c.event(ev); ok {
-				queue.push(converted)
+			if converted, causation, ok := c.event(ev); ok {
+				queue.push(item{ev: converted, causation: causation})
 			}
 		case <-ctx.Done():
 			return
@@ -314,16 +313,30 @@ func (c *Component) receive(ctx context.Context, queue *queue) {
 // stops here, never at the bus.
 func (c *Component) send(ctx context.Context, client *rendergate.Client, queue *queue) {
 	for {
-		ev, ok := queue.pop(ctx)
+		it, ok := queue.pop(ctx)
 		if !ok {
 			return
 		}
-		if r, isRender := ev.(rendergate.Rendered); isRender {
-			c.mu.Lock()
-			c.waiting[r.Render] = time.Now()
-			c.newest = r.Render
-			c.mu.Unlock()
+		ev := it.ev
+		c.mu.Lock()
+		switch e := ev.(type) {
+		case rendergate.Rendered:
+			c.waiting[e.Render] = time.Now()
+			c.newest = e.Render
+			c.causes.sent(e.Render, e.Plan, it.causation, func(render string) bool {
+				_, awaiting := c.waiting[render]
+				return awaiting
+			})
+		case rendergate.Applied:
+			c.causes.told(e.Pod, holding{render: e.Render, plan: e.Plan})
+		case rendergate.PodTerminated:
+			c.causes.terminated(e.Pod)
+		case rendergate.PodsDiscovered:
+			c.causes.discovered(e.Pods)
+		case rendergate.LostLeadership:
+			c.causes.newTerm()
 		}
+		c.mu.Unlock()
 		if err := client.Send(ctx, ev); err != nil {
 			if ctx.Err() == nil {
 				c.log.Error("rendergate: an event could not reach the gate", "error", err.Error())
@@ -355,12 +368,12 @@ func (c *Component) publish(ctx context.Context, client *rendergate.Client) {
 	}
 }
 
-// event converts a bus event (a value or a pointer) into the gate's; ok is
-// false for a type the component does not know.
-func (c *Component) event(ev any) (rendergate.Event, bool) {
+// event converts a bus event (a value or a pointer) into the gate's, with
+// a render's causation; ok is false for a type the component does not know.
+func (c *Component) event(ev any) (_ rendergate.Event, causation string, ok bool) {
 	if v := reflect.ValueOf(ev); v.Kind() == reflect.Pointer {
 		if v.IsNil() {
-			return nil, false
+			return nil, "", false
 		}
 		ev = v.Elem().Interface()
 	}
@@ -370,27 +383,23 @@ func (c *Component) event(ev any) (rendergate.Event, bool) {
 		for _, f := range e.Files {
 			files = append(files, file(f))
 		}
-		if e.Causation != "" {
-			c.mu.Lock()
-			c.causation[e.RenderID] = e.Causation
-			c.mu.Unlock()
-		}
-		return rendergate.Rendered{Plan: e.PlanID, Render: e.RenderID, Correlation: e.Correlation, Config: e.Config, Files: files}, true
+		return rendergate.Rendered{Plan: e.PlanID, Render: e.RenderID, Correlation: e.Correlation, Config: e.Config, Files: files},
+			e.Causation, true
 	case ConfigAppliedToPod:
 		return rendergate.Applied{Pod: podName(e.Namespace, e.Name), Plan: e.PlanID, Render: e.RenderID,
-			RunningPlan: e.RunningPlanID, BaselinePlan: e.BaselinePlanID}, true
+			RunningPlan: e.RunningPlanID, BaselinePlan: e.BaselinePlanID}, "", true
 	case HAProxyPodTerminated:
-		return rendergate.PodTerminated{Pod: podName(e.Namespace, e.Name)}, true
+		return rendergate.PodTerminated{Pod: podName(e.Namespace, e.Name)}, "", true
 	case HAProxyPodsDiscovered:
 		pods := make([]string, 0, len(e.Pods))
 		for _, p := range e.Pods {
 			pods = append(pods, podName(p.Namespace, p.Name))
 		}
-		return rendergate.PodsDiscovered{Pods: pods}, true
+		return rendergate.PodsDiscovered{Pods: pods}, "", true
 	case LostLeadership:
-		return rendergate.LostLeadership{}, true
+		return rendergate.LostLeadership{}, "", true
 	}
-	return nil, false
+	return nil, "", false
 }
 
 // outputs converts one output of the gate into the bus events it makes, in order.
@@ -433,12 +442,14 @@ func (c *Component) outputs(out rendergate.Output) []any {
 	return nil
 }
 
-// completed is the verdict's event; it feeds the metrics and the health.
+// completed is the verdict's event, with the Correlation and Causation the
+// render's TemplateRendered gave (every verdict on it: a could-not-run,
+// the retry's, a restarted gate's again); it feeds the metrics and the
+// health.
 func (c *Component) completed(v rendergate.Verdict) RenderGateCompleted {
 	c.mu.Lock()
 	delete(c.waiting, v.Render)
-	causation := c.causation[v.Render]
-	delete(c.causation, v.Render)
+	causation := c.causes.of[v.Render]
 	c.mu.Unlock()
 	if m := c.cfg.Metrics; m != nil {
 		if v.Refused && !v.Remembered {

@@ -6,6 +6,8 @@ package haptic
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -384,6 +386,58 @@ func TestStartReturnsWhenItsContextEndsWhilePublishBlocks(t *testing.T) {
 	}
 	if c.HealthCheck() == nil {
 		t.Errorf("a stopped gate is not healthy")
+	}
+}
+
+// Every verdict of a render carries the Correlation and Causation its
+// TemplateRendered gave: a could-not-run verdict, the retry's pass, and a
+// restarted gate's verdict on it again.
+func TestEveryVerdictOfARenderCarriesItsCorrelationAndCausation(t *testing.T) {
+	// the haproxy the gate is given is not there yet: r-1's first check cannot run
+	dir := t.TempDir()
+	hap := filepath.Join(dir, "haproxy")
+	b, log := newBus(), &logger{}
+	c := New(Config{Bus: b, Logger: log, CheckTimeout: 10 * time.Second,
+		Serve: rendergate.Options{Binary: binary(t), Args: []string{"--haproxy", hap, "--check-interval", "0s"},
+			RestartDelay: 50 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	running(t, c, done)
+	b.in <- rendered("plan-1", "r-1", good)
+	b.until(t, "r-1's could-not-run verdict", func(evs []any) bool {
+		return strings.Contains(outcome(evs), "verdict r-1 could-not-run")
+	})
+	// it is there now (a copy, whole before it has its name): the gate's retry passes
+	bin, err := os.ReadFile(haproxy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hap+".new", bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(hap+".new", hap); err != nil {
+		t.Fatal(err)
+	}
+	b.until(t, "r-1's pass", func(evs []any) bool { return strings.Contains(outcome(evs), "verdict r-1 pass") })
+	killServe(t, c)
+	b.until(t, "the restarted gate's verdict on r-1", func(evs []any) bool {
+		for i, ev := range evs {
+			if reflect.DeepEqual(ev, LatchChanged{Pessimistic: true, Reason: "restarted"}) {
+				return count(evs[i+1:], verdictOn("r-1")) > 0
+			}
+		}
+		return false
+	})
+	evs := b.events()
+	for _, ev := range evs {
+		if v, ok := ev.(RenderGateCompleted); ok && (v.Correlation != "c-r-1" || v.Causation != "cause-r-1") {
+			t.Errorf("a verdict on r-1 with correlation %q, causation %q:%s", v.Correlation, v.Causation, show(evs))
+		}
+	}
+	if n := count(evs, verdictOn("r-1")); n < 3 {
+		t.Errorf("%d verdicts on r-1, want 3 or more:%s", n, show(evs))
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 
 type queue struct {
 	mu     sync.Mutex
-	events []rendergate.Event
+	events []item
 	// ready has a token while events wait or the queue is closed.
 	ready  chan struct{}
 	closed bool
@@ -21,7 +21,14 @@ type queue struct {
 
 func newQueue() *queue { return &queue{ready: make(chan struct{}, 1)} }
 
-func (q *queue) push(ev rendergate.Event) {
+// item is one event for the gate, with a render's causation (the gate
+// is not told it: the component puts it on the render's verdicts).
+type item struct {
+	ev        rendergate.Event
+	causation string
+}
+
+func (q *queue) push(ev item) {
 	q.mu.Lock()
 	q.events = append(q.events, ev)
 	q.mu.Unlock()
@@ -43,12 +50,12 @@ func (q *queue) signal() {
 }
 
 // pop is the oldest event; false once the queue is closed and empty, or ctx is done.
-func (q *queue) pop(ctx context.Context) (rendergate.Event, bool) {
+func (q *queue) pop(ctx context.Context) (item, bool) {
 	for {
 		q.mu.Lock()
 		if len(q.events) > 0 {
 			ev := q.events[0]
-			q.events[0] = nil
+			q.events[0] = item{}
 			q.events = q.events[1:]
 			more := len(q.events) > 0
 			q.mu.Unlock()
@@ -60,12 +67,12 @@ func (q *queue) pop(ctx context.Context) (rendergate.Event, bool) {
 		closed := q.closed
 		q.mu.Unlock()
 		if closed {
-			return nil, false
+			return item{}, false
 		}
 		select {
 		case <-q.ready:
 		case <-ctx.Done():
-			return nil, false
+			return item{}, false
 		}
 	}
 }
