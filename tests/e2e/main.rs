@@ -24,3 +24,4 @@ mod serve_stream;
 mod start_held;
 mod verdict_kinds;
 mod world;
+mod world_trial;

@@ -31,6 +31,7 @@ use super::prepare::{self, InFlight, Job, Prepared};
 use super::process;
 use super::sandbox::{self, Go, Sandbox, SandboxOptions};
 use super::standby::{self, Armed, Launch, Order, Place, Standby};
+use super::trial::{self, Trial};
 use super::verdict::{self, Exit, Transcript};
 use super::{CheckFuture, Checked, Checker};
 use rendergate_core::CheckOutcome;
@@ -113,6 +114,20 @@ pub struct HaproxyChecker {
     standby: Arc<Mutex<Option<Standby>>>,
     /// What answered checks left, taken care of after their verdicts.
     aftercare: Arc<Aftercare>,
+    /// The worlds tried at start-up that failed, and why ([`trial`]).
+    tried: Tried,
+}
+
+/// The worlds that failed their trial at start-up ([`trial`]).
+#[derive(Clone, Debug, Default)]
+pub struct Tried {
+    /// `root: chroot: EPERM`, one per world that failed, in the order tried.
+    pub failed: Vec<String>,
+    /// Why the config-directory world failed, when it did: then checks
+    /// have no world.
+    config_dir: Option<String>,
+    /// A checker made for a trial says nothing: the one decided says it.
+    quiet: bool,
 }
 
 /// Which world checks see on this host (docs/checking.md, "The check's world").
@@ -151,18 +166,93 @@ struct Setup {
 const RUNS_PER_CHECK: usize = 3;
 
 impl HaproxyChecker {
-    /// Finds and hashes the binary now (again at every check). A missing
-    /// binary is not an error here: the gate must still run and say "could
-    /// not run" per check, until the binary is there.
+    /// Finds and hashes the binary now (again at every check), and decides
+    /// the check's world by trying it ([`trial`]): root, then config-dir,
+    /// then none. A missing binary is not an error here: the gate must
+    /// still run and say "could not run" per check, until the binary is
+    /// there (the world is then the one the probe gives, untried).
     pub fn new(opts: HaproxyOptions) -> Self {
+        let probe = Probe::current().clone();
+        if opts.sandbox.mode == sandbox::Mode::Off {
+            return Self::with_probe(opts, probe);
+        }
+        let (probe, tried) = Self::try_worlds(&opts, probe);
+        Self::decided(opts, probe, tried)
+    }
+
+    /// As [`HaproxyChecker::new`] without the trial: the world the probe
+    /// gives. For one check that tries the world itself (`rendergate check
+    /// DIR` runs [`HaproxyChecker::new`]'s trial only when its check could
+    /// not set up the sandbox).
+    pub fn untried(opts: HaproxyOptions) -> Self {
         Self::with_probe(opts, Probe::current().clone())
     }
 
-    /// As [`HaproxyChecker::new`] with a given sandbox probe (tests force layers absent).
+    /// As [`HaproxyChecker::untried`] with a given sandbox probe (tests force layers absent).
     pub fn with_probe(opts: HaproxyOptions, probe: Probe) -> Self {
+        Self::decided(opts, probe, Tried::default())
+    }
+
+    /// Tries each world in turn, from the strongest the probe allows, until
+    /// one judges [`trial::CONFIG`] (or tells nothing: no binary yet).
+    fn try_worlds(opts: &HaproxyOptions, mut probe: Probe) -> (Probe, Tried) {
+        let mut tried = Tried::default();
+        loop {
+            let opts = HaproxyOptions { standby: false, ..opts.clone() };
+            let checker =
+                Self::decided(opts, probe.clone(), Tried { quiet: true, ..tried.clone() });
+            let kind = checker.world_kind();
+            if !matches!(kind, WorldKind::Root | WorldKind::ConfigDir) {
+                return (probe, tried);
+            }
+            match checker.try_world() {
+                Trial::Works => return (probe, tried),
+                Trial::Untold(why) => {
+                    tracing::warn!(
+                        "the {} world could not be tried ({why}); the first check tells",
+                        kind.name()
+                    );
+                    return (probe, tried);
+                }
+                Trial::Fails(why) => {
+                    tracing::warn!("the {} world fails here ({why}); trying the next", kind.name());
+                    tried.failed.push(format!("{}: {why}", kind.name()));
+                    match kind {
+                        WorldKind::Root => probe.root_world = Err(why),
+                        _ => tried.config_dir = Some(why),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Judges [`trial::CONFIG`] with this checker, on a thread and runtime
+    /// of its own (the caller may be inside a runtime, or in none).
+    fn try_world(&self) -> Trial {
+        let render = trial::render();
+        let judge = || -> CheckOutcome {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            match runtime {
+                Ok(runtime) => runtime.block_on(async {
+                    self.checked(&render, Instant::now() + trial::TIMEOUT).await.outcome
+                }),
+                Err(e) => unavailable(format!("no runtime for the world's trial: {e}")),
+            }
+        };
+        let outcome = std::thread::scope(|scope| scope.spawn(judge).join());
+        match outcome {
+            Ok(outcome) => trial::read(&outcome),
+            Err(_) => Trial::Untold("the world's trial panicked".into()),
+        }
+    }
+
+    /// The checker for a world decided: the probe's, less what `tried` failed.
+    fn decided(opts: HaproxyOptions, probe: Probe, tried: Tried) -> Self {
         let work_dir = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
         let base = BaseDir::open(&work_dir).map(Arc::new);
-        if let Err(problem) = &base {
+        if let Err(problem) = &base
+            && !tried.quiet
+        {
             tracing::error!("{problem}; every check will be could-not-run");
         }
         let binary = BinaryIdentity::new(&opts.binary);
@@ -171,13 +261,27 @@ impl HaproxyChecker {
         let config_dir = (mode != sandbox::Mode::Off && !sandbox::gives_world(mode, &probe)).then(
             || {
                 let world = &opts.sandbox.world;
-                if world.accounts.is_some() || world.hostname.is_some() {
+                if (world.accounts.is_some() || world.hostname.is_some()) && !tried.quiet {
                     tracing::warn!("no namespaces: --accounts and --check-hostname cannot apply; haproxy sees the host's accounts and name");
+                }
+                if tried.config_dir.is_some() {
+                    let failed = tried.failed.join("; ");
+                    let e = format!("no world for checks works on this host ({failed})");
+                    if !tried.quiet {
+                        tracing::error!("{e}; every check will be could-not-run");
+                    }
+                    return Err(e);
                 }
                 let path = &world.config_dir;
                 ConfigDir::claim(path).map(Arc::new).map_err(|e| {
-                    let e = format!("this host gives no namespaces for the check's world, and --config-dir cannot hold the render: {e}");
-                    tracing::error!("{e}; every check will be could-not-run");
+                    let why = match tried.failed.as_slice() {
+                        [] => "this host gives no namespaces for the check's world".to_owned(),
+                        failed => format!("no root of the check's own works here ({})", failed.join("; ")),
+                    };
+                    let e = format!("{why}, and --config-dir cannot hold the render: {e}");
+                    if !tried.quiet {
+                        tracing::error!("{e}; every check will be could-not-run");
+                    }
                     e
                 })
             },
@@ -195,6 +299,7 @@ impl HaproxyChecker {
             config_dir,
             standby,
             aftercare,
+            tried,
         };
         // The first check need not hash the binary nor read its loader, nor
         // wait for its child, when there is a runtime to watch it from.
@@ -239,7 +344,20 @@ impl HaproxyChecker {
 
     /// The start-up line saying which sandbox layers checks get, and which world.
     pub fn sandbox_report(&self) -> String {
-        format!("{} world={}", self.probe.report(self.opts.sandbox.mode), self.world_kind().name())
+        let mut line = format!(
+            "{} world={}",
+            self.probe.report(self.opts.sandbox.mode),
+            self.world_kind().name()
+        );
+        if !self.tried.failed.is_empty() {
+            line.push_str(&format!(" ({})", self.tried.failed.join("; ")));
+        }
+        line
+    }
+
+    /// The worlds that failed their trial at start-up, and why.
+    pub fn worlds_failed(&self) -> &[String] {
+        &self.tried.failed
     }
 
     /// Which world checks see.

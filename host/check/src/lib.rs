@@ -36,6 +36,7 @@ pub mod process;
 pub mod sandbox;
 pub mod size;
 pub mod standby;
+pub mod trial;
 pub mod verdict;
 pub mod version;
 

@@ -386,14 +386,23 @@ impl Layer {
     }
 }
 
-/// The child's error codes are `layer << 20 | errno`: std hands the raw code
-/// of a `pre_exec` error back to `spawn`'s caller unchanged, and errnos stay
-/// far below 2^20.
+/// The child's error codes are `layer << 20 | step << 12 | errno`: std hands
+/// the raw code of a `pre_exec` error back to `spawn`'s caller unchanged,
+/// errnos stay far below 2^12, and a layer's step (the world's operations,
+/// [`world::Step`]) below 2^8.
 const LAYER_SHIFT: i32 = 20;
+const STEP_SHIFT: i32 = 12;
 
 pub(crate) fn tagged(layer: Layer, errno: i32) -> io::Error {
+    tagged_step(layer, 0, errno)
+}
+
+/// As [`tagged`], naming the layer's step that failed (0: none).
+fn tagged_step(layer: Layer, step: i32, errno: i32) -> io::Error {
     io::Error::from_raw_os_error(
-        ((layer as i32) << LAYER_SHIFT) | (errno & ((1 << LAYER_SHIFT) - 1)),
+        ((layer as i32) << LAYER_SHIFT)
+            | ((step & 0xff) << STEP_SHIFT)
+            | (errno & ((1 << STEP_SHIFT) - 1)),
     )
 }
 
@@ -401,7 +410,8 @@ pub(crate) fn tagged(layer: Layer, errno: i32) -> io::Error {
 pub fn spawn_failure(e: &io::Error) -> Option<String> {
     let code = e.raw_os_error()?;
     let layer = Layer::ALL.into_iter().find(|l| *l as i32 == code >> LAYER_SHIFT)?;
-    let errno = code & ((1 << LAYER_SHIFT) - 1);
+    let errno = code & ((1 << STEP_SHIFT) - 1);
+    let step = (code >> STEP_SHIFT) & 0xff;
     if layer == Layer::CheckDirectory {
         // not a sandbox layer: it happens with the sandbox off too
         return Some(format!(
@@ -410,8 +420,12 @@ pub fn spawn_failure(e: &io::Error) -> Option<String> {
             probe::errno_name(errno)
         ));
     }
+    let at = match world::Step::ALL.into_iter().find(|s| *s as i32 == step) {
+        Some(step) if layer == Layer::World => format!(" at {}", step.name()),
+        _ => String::new(),
+    };
     Some(format!(
-        "sandbox setup failed in layer '{}': {} ({})",
+        "sandbox setup failed in layer '{}'{at}: {} ({})",
         layer.name(),
         io::Error::from_raw_os_error(errno),
         probe::errno_name(errno)
@@ -460,7 +474,9 @@ impl ChildSetup {
         if let Some(world) = &self.world
             && self.unshare & libc::CLONE_NEWNS != 0
         {
-            step(Layer::World, world.enter(self.unshare & libc::CLONE_NEWUSER != 0))?;
+            world
+                .enter(self.unshare & libc::CLONE_NEWUSER != 0)
+                .map_err(|(at, errno)| tagged_step(Layer::World, at as i32, errno))?;
         }
         step(Layer::Capabilities, caps::drop_all())?;
         // SAFETY: integer arguments only.

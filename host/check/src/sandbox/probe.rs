@@ -44,6 +44,10 @@ pub struct Probe {
     /// A mount namespace with the other namespaces, where the check may
     /// mount the host view's stand-ins.
     pub mountns: Result<(), String>,
+    /// Whether a root of the check's own works here, as tried
+    /// ([`crate::trial`]); `Ok` until a trial says otherwise. Without it the
+    /// check gets no mount namespace, and the config-directory world.
+    pub root_world: Result<(), String>,
     pub root: bool,
 }
 
@@ -79,7 +83,15 @@ impl Probe {
             None if userns.is_ok() => Ok(()),
             None => namespaces::try_in_child(namespaces::WITHOUT_USER).map_err(errno_name),
         };
-        let mut probe = Probe { landlock, seccomp, userns, netns, mountns: Ok(()), root: false };
+        let mut probe = Probe {
+            landlock,
+            seccomp,
+            userns,
+            netns,
+            mountns: Ok(()),
+            root_world: Ok(()),
+            root: false,
+        };
         let base = probe.namespace_flags();
         probe.mountns = match knob("mountns") {
             Some(why) => Err(why),
@@ -94,7 +106,11 @@ impl Probe {
     /// The namespaces a check gets, with a mount namespace where it may mount.
     pub fn unshare_flags(&self) -> libc::c_int {
         let base = self.namespace_flags();
-        if base != 0 && self.mountns.is_ok() { base | namespaces::MOUNT } else { base }
+        if base != 0 && self.mountns.is_ok() && self.root_world.is_ok() {
+            base | namespaces::MOUNT
+        } else {
+            base
+        }
     }
 
     /// The namespaces a check gets but the mount namespace: with a user
@@ -162,8 +178,12 @@ impl Probe {
         let userns =
             if flags & libc::CLONE_NEWUSER != 0 { "on".into() } else { state(&self.userns) };
         let netns = if flags & libc::CLONE_NEWNET != 0 { "on".into() } else { state(&self.netns) };
-        let mountns =
-            if flags & libc::CLONE_NEWNS != 0 { "on".into() } else { state(&self.mountns) };
+        let mountns = match (&self.mountns, &self.root_world) {
+            _ if flags & libc::CLONE_NEWNS != 0 => "on".into(),
+            // the namespace is there; the root it would hold is not
+            (Ok(()), Err(_)) if flags != 0 => "unused".into(),
+            (mountns, _) => state(mountns),
+        };
         let mut line = format!(
             "sandbox: mode={} landlock={landlock} seccomp={} userns={userns} netns={netns} mountns={mountns} caps=dropped rlimits=on env=cleared",
             mode.name(),
@@ -192,6 +212,10 @@ pub fn errno_name(e: i32) -> String {
         libc::E2BIG => "E2BIG",
         libc::EBADF => "EBADF",
         libc::EFAULT => "EFAULT",
+        libc::ENOENT => "ENOENT",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::EROFS => "EROFS",
+        libc::EBUSY => "EBUSY",
         _ => return format!("errno {e}"),
     };
     name.into()

@@ -16,8 +16,9 @@
 //! directory at the config directory (`--config-dir`, writable); a bounded
 //! tmpfs at `/tmp`; its own `/proc/<pid>` at `/proc/self` (read-only; the
 //! loader reads `/proc/self/exe` to expand `$ORIGIN`, and nothing of any
-//! other process shows); then it makes the skeleton its root (`chroot`, in
-//! its own mount namespace; see [`World::enter`]'s steps). Every other path does not exist: a render cannot
+//! other process shows); then it makes the skeleton its root (`chroot`, or `pivot_root` where a
+//! container refuses `chroot`, in its own mount namespace; see
+//! [`World::enter`]'s steps). Every other path does not exist: a render cannot
 //! learn whether a host path exists, nor what kind of file it is.
 //!
 //! The uid and gid are mapped to themselves, so HAProxy runs as the ids bare
@@ -202,6 +203,8 @@ pub struct World {
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     hostname: Vec<u8>,
+    /// `--check-hostname` was given: the only case `sethostname` is called.
+    set_hostname: bool,
     stock: Vec<StockFile>,
     /// Mount points to make in the scratch `/tmp` (after its tmpfs is
     /// mounted) for the binds that land under it, in order: path, directory?
@@ -303,6 +306,14 @@ impl World {
             )));
         }
         std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&config_target)?;
+        if let Ok(rest) = options.config_dir.strip_prefix("/tmp") {
+            // under the scratch tmpfs, which covers the skeleton's: made in the child
+            let mut at = root.join("tmp");
+            for part in rest.components() {
+                at.push(part);
+                under_tmp.push((c_path(&at)?, true));
+            }
+        }
         let tmp_target = root.join("tmp");
         std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&tmp_target)?;
         let proc_target = root.join("proc/self");
@@ -335,6 +346,7 @@ impl World {
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             hostname: hostname.into_bytes(),
+            set_hostname: options.hostname.is_some(),
             under_tmp,
             stock,
             exposed,
@@ -376,31 +388,39 @@ impl World {
     /// In the child, right after `unshare` of user, mount, network, IPC and
     /// UTS namespaces, with the check directory as its working directory:
     /// maps the ids, makes the mounts, enters the root and the config
-    /// directory, sets the host name. `own_users`: the namespaces include a
-    /// user namespace whose ids are still to be mapped. Raw system calls on
-    /// memory prepared before the fork only. Returns 0 or an errno.
-    pub fn enter(&self, own_users: bool) -> i32 {
-        let steps: [&dyn Fn() -> i32; 7] = [
-            &|| if own_users { self.map_ids() } else { 0 },
-            &loopback_up,
-            &|| super::namespaces::private_mounts(),
-            &|| self.mount_all(),
-            &|| self.pivot(),
+    /// directory, and sets the host name when `--check-hostname` gives one
+    /// (the new UTS namespace keeps this host's name otherwise: a container's
+    /// filter refuses `sethostname` without `CAP_SYS_ADMIN`). `own_users`:
+    /// the namespaces include a user namespace whose ids are still to be
+    /// mapped. Raw system calls on memory prepared before the fork only.
+    /// Returns the step that failed and its errno.
+    pub fn enter(&self, own_users: bool) -> Result<(), (Step, i32)> {
+        let steps: [(Step, &dyn Fn() -> i32); 7] = [
+            (Step::MapIds, &|| if own_users { self.map_ids() } else { 0 }),
+            (Step::Loopback, &loopback_up),
+            (Step::PrivateMounts, &|| super::namespaces::private_mounts()),
+            (Step::Mount, &|| self.mount_all()),
+            (Step::Chroot, &|| self.pivot()),
             // SAFETY (both): pointers to buffers prepared in the parent.
-            &|| check(unsafe { libc::chdir(self.config_inside.as_ptr()) }),
-            &|| {
+            (Step::Chdir, &|| check(unsafe { libc::chdir(self.config_inside.as_ptr()) })),
+            (Step::Hostname, &|| {
+                if !self.set_hostname {
+                    return 0;
+                }
                 check(unsafe {
                     libc::sethostname(self.hostname.as_ptr().cast(), self.hostname.len())
                 })
-            },
+            }),
         ];
-        for step in steps {
-            let e = step();
+        for (step, run) in steps {
+            let e = run();
             if e != 0 {
-                return e;
+                // the root's two ways are told apart by which one answered
+                let step = if e & PIVOT_FAILED != 0 { Step::PivotRoot } else { step };
+                return Err((step, e & !PIVOT_FAILED));
             }
         }
-        0
+        Ok(())
     }
 
     fn map_ids(&self) -> i32 {
@@ -472,23 +492,87 @@ impl World {
         remount(&self.root, self.root_remount)
     }
 
+    /// Makes the skeleton the root. `chroot` first: detaching the old root
+    /// after `pivot_root` waits for an RCU grace period (17 to 60 ms
+    /// measured here), and the old root's mounts stay unreachable all the
+    /// same (no descriptor leads out: all are close-on-exec, the check
+    /// directory's is closed at exec; `..` stops at the root; the
+    /// capability `chroot` needs is dropped right after). A container's
+    /// seccomp filter refuses `chroot` to a process without
+    /// `CAP_SYS_CHROOT` even in its own user namespace (podman's and
+    /// CRI-O's default profile), while `pivot_root` is allowed there: then
+    /// the root is pivoted and the old one detached.
     fn pivot(&self) -> i32 {
-        // SAFETY: raw system calls on a prepared C string. `chroot`, not
-        // `pivot_root`: detaching the old root after a pivot waits for an
-        // RCU grace period (17 to 60 ms measured here), and the old root's
-        // mounts stay unreachable all the same: no descriptor leads out (all
-        // are close-on-exec, the check directory's is closed at exec), `..`
-        // stops at the root, and `chroot` needs a capability the check drops
-        // right after.
+        // SAFETY: raw system calls on prepared C strings.
         unsafe {
             if libc::chdir(self.root.as_ptr()) != 0 {
                 return super::landlock::errno();
             }
-            if libc::chroot(c".".as_ptr()) != 0 {
-                return super::landlock::errno();
+            if libc::chroot(c".".as_ptr()) == 0 {
+                return 0;
+            }
+            let refused = super::landlock::errno();
+            if refused != libc::EPERM {
+                return refused;
+            }
+            // `pivot_root(".", ".")` stacks the old root on the new one
+            // (pivot_root(2), "NOTES"); detaching it leaves the new alone.
+            if libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0 {
+                return PIVOT_FAILED | super::landlock::errno();
+            }
+            if libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0 {
+                return PIVOT_FAILED | super::landlock::errno();
+            }
+            if libc::chdir(c"/".as_ptr()) != 0 {
+                return PIVOT_FAILED | super::landlock::errno();
             }
         }
         0
+    }
+}
+
+/// Set in an errno of [`World::pivot`] that came from `pivot_root`, not
+/// `chroot` (errnos stay far below it); [`World::enter`] clears it.
+const PIVOT_FAILED: i32 = 1 << 11;
+
+/// One operation of [`World::enter`], named in a check's reason when it
+/// fails ("sandbox setup failed in layer 'world' at chroot: …").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    MapIds = 1,
+    Loopback = 2,
+    PrivateMounts = 3,
+    Mount = 4,
+    Chroot = 5,
+    PivotRoot = 6,
+    Chdir = 7,
+    Hostname = 8,
+}
+
+impl Step {
+    pub const ALL: [Step; 8] = [
+        Step::MapIds,
+        Step::Loopback,
+        Step::PrivateMounts,
+        Step::Mount,
+        Step::Chroot,
+        Step::PivotRoot,
+        Step::Chdir,
+        Step::Hostname,
+    ];
+
+    /// The system call or file, as an operator greps for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::MapIds => "uid_map",
+            Step::Loopback => "loopback",
+            Step::PrivateMounts => "private mounts",
+            Step::Mount => "mount",
+            Step::Chroot => "chroot",
+            Step::PivotRoot => "pivot_root",
+            Step::Chdir => "chdir",
+            Step::Hostname => "sethostname",
+        }
     }
 }
 
