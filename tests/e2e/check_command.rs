@@ -119,3 +119,48 @@ fn an_unknown_layer_in_the_sandbox_disable_knob_is_an_error_not_ignored() {
         );
     }
 }
+
+/// `rendergate ARGS` writing into a pipe whose reader is already gone
+/// (`rendergate check --explain | head -0`): it must end quietly, killed by
+/// SIGPIPE as a Unix tool is (141 in a shell), never with a panic, and
+/// leave nothing of its check behind.
+fn into_closed_pipe(args: &[&str]) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(args)
+        .env("TMPDIR", work.path())
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let left: Vec<_> = tree(work.path())
+        .into_iter()
+        .filter(|p| p.is_file() || std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_some()))
+        .collect();
+    assert!(left.is_empty(), "{args:?} left {left:?}");
+    out
+}
+
+#[test]
+fn a_closed_stdout_ends_check_and_replay_quietly_as_sigpipe_does() {
+    use std::os::unix::process::ExitStatusExt;
+    let haproxy = haproxy();
+    let sample = sample_dir();
+    let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/events.ndjson");
+    let commands: [Vec<&str>; 4] = [
+        vec!["check", "--explain", "--haproxy", &haproxy],
+        vec!["check", "--haproxy", &haproxy, sample.to_str().unwrap()],
+        vec!["check", "--json", "--haproxy", &haproxy, sample.to_str().unwrap()],
+        vec!["replay", "--haproxy", &haproxy, events.to_str().unwrap()],
+    ];
+    for args in commands {
+        let out = into_closed_pipe(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+        assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{args:?}: {:?} {stderr}", out.status);
+    }
+}

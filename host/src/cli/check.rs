@@ -4,7 +4,7 @@
 use super::HaproxyArgs;
 use rendergate::check::haproxy::WorldKind;
 use rendergate::check::sandbox::Mode;
-use rendergate::check::{Checker, dir};
+use rendergate::check::{Checker, dir, trial};
 use rendergate::core::Verdict;
 use rendergate::{CheckOutcome, HaproxyChecker, HaproxyOptions, Output};
 use std::path::PathBuf;
@@ -33,7 +33,7 @@ pub struct Args {
 /// layer means here.
 fn explain(checker: &HaproxyChecker) -> ExitCode {
     use rendergate::check::sandbox::{landlock, rlimits, seccomp};
-    println!("{}", checker.sandbox_report());
+    outln!("{}", checker.sandbox_report());
     let Some(s) = checker.sandbox().filter(|s| s.mode() != Mode::Off) else {
         return ExitCode::SUCCESS;
     };
@@ -42,27 +42,27 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             let shown = |paths: &[std::path::PathBuf]| {
                 paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
             };
-            println!(
+            outln!(
                 "  world:    a root of its own (user, mount, network, IPC and UTS namespaces); nothing else of the host exists"
             );
-            println!(
+            outln!(
                 "            the render: {} (the working directory; writable, discarded)",
                 world.options().config_dir.display()
             );
-            println!("            read-only: {}", shown(world.exposed()));
-            println!("            devices: {}", shown(world.devices()));
+            outln!("            read-only: {}", shown(world.exposed()));
+            outln!("            devices: {}", shown(world.devices()));
             let stock: Vec<String> =
                 world.stock().iter().map(|f| f.relative.display().to_string()).collect();
             if !stock.is_empty() {
-                println!(
+                outln!(
                     "            stock files under the render (its own win): {}",
                     stock.join(" ")
                 );
             }
-            println!(
+            outln!(
                 "            scratch: /tmp (tmpfs); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)"
             );
-            println!("            host name: {}", world.hostname());
+            outln!("            host name: {}", world.hostname());
         }
         None if checker.world_kind() == WorldKind::ConfigDir => {
             let shown = |paths: &[std::path::PathBuf]| {
@@ -70,39 +70,39 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             };
             let options = &s.options().world;
             let (reads, devices) = rendergate::check::sandbox::world::host_parts(options);
-            println!(
+            outln!(
                 "  world:    the config directory: this host gives no user and mount namespaces; haproxy sees the host's own files, as Landlock allows"
             );
-            println!(
+            outln!(
                 "            the render: {} itself (the working directory; emptied after each check, one check at a time)",
                 options.config_dir.display()
             );
-            println!("            read (where they exist): {}", shown(&reads));
-            println!("            devices: {}", shown(&devices));
-            println!(
+            outln!("            read (where they exist): {}", shown(&reads));
+            outln!("            devices: {}", shown(&devices));
+            outln!(
                 "            a path outside these reads as \"permission denied\", not \"no such file\"; no scratch /tmp"
             );
         }
-        None => println!(
+        None => outln!(
             "  world:    NONE: {}",
             checker.world_refusal().unwrap_or("this host gives no world for checks")
         ),
     }
     let scratch = if s.world().is_some() { "; /tmp: read and write" } else { "" };
-    println!(
+    outln!(
         "  landlock: the render: read, and new files written (no directories, links or removals){scratch}"
     );
-    println!(
+    outln!(
         "            the haproxy binary and its loader: read and execute; the world's read-only parts: read"
     );
-    println!("            read-only for run-time loading: {}", landlock::LIBRARY_DIRS.join(" "));
-    println!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
-    println!(
+    outln!("            read-only for run-time loading: {}", landlock::LIBRARY_DIRS.join(" "));
+    outln!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
+    outln!(
         "  rlimits:  address space, CPU seconds (the timeout), file size {} MiB, {} open files, core 0",
         rlimits::FILE_SIZE >> 20,
         rlimits::OPEN_FILES
     );
-    println!("  env:      only --check-env; stdin /dev/null");
+    outln!("  env:      only --check-env; stdin /dev/null");
     ExitCode::SUCCESS
 }
 
@@ -116,10 +116,14 @@ pub async fn run(args: Args) -> ExitCode {
     // one check: no child made ahead for a next one
     let options = HaproxyOptions { standby: false, ..args.haproxy.options() };
     let limits = options.limits;
-    let checker = HaproxyChecker::new(options);
     if args.explain {
-        return explain(&checker);
+        // the world as a gate would decide it: tried
+        return explain(&HaproxyChecker::new(options));
     }
+    // The check itself tries the world the probe gives; only when the
+    // sandbox cannot be set up there are the worlds tried in turn
+    // (HaproxyChecker::new), and the check runs again in the one that works.
+    let checker = HaproxyChecker::untried(options.clone());
     super::log_sandbox(&checker);
     let Some(render_dir) = args.dir else { return ExitCode::from(2) };
     let name = render_dir
@@ -134,28 +138,25 @@ pub async fn run(args: Args) -> ExitCode {
     };
     let started = tokio::time::Instant::now();
     let deadline = started + args.timeout;
-    // The checker ends its own check at the deadline and reaps HAProxy's
-    // group; this outer bound only catches a checker that does not.
-    let checked = tokio::time::timeout_at(
-        deadline + rendergate::check::DEADLINE_GRACE,
-        checker.check(&render, deadline),
-    );
-    // On a signal the check is dropped here (haproxy's group killed, its
-    // directory removed), and the checker's directory when `run` returns.
-    let checked = tokio::select! {
-        checked = checked => checked,
-        signal = signals.recv() => {
-            eprintln!("stopped by {}: the check did not finish", signal.name());
-            return signal.exit_code();
-        }
+    let mut outcome = match judge(&checker, &render, deadline, args.timeout, &mut signals).await {
+        Ok(outcome) => outcome,
+        Err(code) => return code,
     };
-    let outcome =
-        checked.map(|checked| checked.outcome).unwrap_or_else(|_| CheckOutcome::Unavailable {
-            reason: format!(
-                "the check timed out after {}",
-                rendergate::duration::format(args.timeout)
-            ),
-        });
+    if let CheckOutcome::Unavailable { reason } = &outcome
+        && trial::is_sandbox_failure(reason)
+    {
+        tracing::warn!(
+            "the check's world could not be set up ({}); trying the others",
+            trial::short(reason)
+        );
+        drop(checker);
+        let checker = HaproxyChecker::new(options);
+        super::log_sandbox(&checker);
+        outcome = match judge(&checker, &render, deadline, args.timeout, &mut signals).await {
+            Ok(outcome) => outcome,
+            Err(code) => return code,
+        };
+    }
     let verdict = Verdict {
         plan: render.plan().to_owned(),
         render: render.id().to_owned(),
@@ -173,18 +174,47 @@ pub async fn run(args: Args) -> ExitCode {
         CheckOutcome::Unavailable { .. } => 2,
     };
     if args.json {
-        println!("{}", rendergate::protocol::output_line(&Output::Verdict(verdict)));
+        outln!("{}", rendergate::protocol::output_line(&Output::Verdict(verdict)));
     } else {
         let head = match code {
             0 => "pass",
             1 => "refused",
             _ => "could not run",
         };
-        println!("{head}: {} ({} ms)", render_dir.display(), verdict.duration.as_millis());
+        outln!("{head}: {} ({} ms)", render_dir.display(), verdict.duration.as_millis());
         let message = verdict.outcome.message();
         if !message.is_empty() {
-            println!("{message}");
+            outln!("{message}");
         }
     }
     ExitCode::from(code)
+}
+
+/// One check of `render` by `deadline`, or the exit code of a signal that
+/// stopped it (the check dropped: haproxy's group killed, its directory
+/// removed; the checker's own directory goes when it is dropped).
+async fn judge(
+    checker: &HaproxyChecker,
+    render: &rendergate::core::render::Render,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+    signals: &mut super::signals::Signals,
+) -> Result<CheckOutcome, ExitCode> {
+    // The checker ends its own check at the deadline and reaps HAProxy's
+    // group; this outer bound only catches a checker that does not.
+    let checked = tokio::time::timeout_at(
+        deadline + rendergate::check::DEADLINE_GRACE,
+        checker.check(render, deadline),
+    );
+    tokio::select! {
+        checked = checked => Ok(checked.map(|checked| checked.outcome).unwrap_or_else(|_| {
+            let reason =
+                format!("the check timed out after {}", rendergate::duration::format(timeout));
+            CheckOutcome::Unavailable { reason }
+        })),
+        signal = signals.recv() => {
+            eprintln!("stopped by {}: the check did not finish", signal.name());
+            Err(signal.exit_code())
+        }
+    }
 }

@@ -12,6 +12,17 @@ macro_rules! print_error {
     };
 }
 
+/// `println!` for the commands that print: a closed stdout ends quietly ([`stdout`]).
+macro_rules! outln {
+    () => { $crate::cli::stdout::print(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::cli::stdout::print(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `print!` for the commands that print ([`stdout`]).
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::stdout::print(format_args!($($arg)*)) };
+}
+
 mod check;
 mod policy;
 mod policy_bench;
@@ -19,6 +30,7 @@ mod replay;
 mod replay_fixtures;
 mod serve;
 mod signals;
+mod stdout;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -196,7 +208,11 @@ pub fn main() -> ExitCode {
         return fail(&e, 2);
     }
     if let Command::Policy(command) = cli.command {
-        return policy::run(command);
+        let code = policy::run(command);
+        if stdout::closed() {
+            stdout::die_of_sigpipe();
+        }
+        return code;
     }
     // Every other command runs haproxy: a misspelt layer must not pass unseen.
     let disable = std::env::var(sandbox::probe::DISABLE_VAR).unwrap_or_default();
@@ -221,6 +237,10 @@ pub fn main() -> ExitCode {
         // Everything of the check is gone already; a blocking read of stdin
         // would keep the runtime's shutdown waiting for input.
         runtime.shutdown_background();
+    }
+    if stdout::closed() {
+        // the command's clean-up is done: its checker was dropped in it
+        stdout::die_of_sigpipe();
     }
     code
 }

@@ -34,7 +34,7 @@ pub fn run(command: Command) -> ExitCode {
     match command {
         Command::Check { component } => match load(&component) {
             Ok(policy) => {
-                println!(
+                outln!(
                     "{}: implements {} as {:?}",
                     component.display(),
                     rendergate::policy::component::WORLD,
@@ -43,7 +43,7 @@ pub fn run(command: Command) -> ExitCode {
                 // What serve would warn of at load: the component runs, but
                 // the fallback would decide these triggers.
                 for (what, e) in rendergate::policy::reload::sample_failures(&policy) {
-                    println!(
+                    outln!(
                         "warning: it fails the sample trigger \"{what}\" ({}): {e}",
                         e.failure.reason()
                     );
@@ -51,7 +51,7 @@ pub fn run(command: Command) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                println!("{}: {e}", component.display());
+                outln!("{}: {e}", component.display());
                 ExitCode::from(1)
             }
         },
@@ -89,22 +89,22 @@ fn test(component: &Path, fixtures: &[PathBuf]) -> ExitCode {
             match fixture::run(&policy, case) {
                 CaseResult::Passed => {
                     passed += 1;
-                    println!("passed: {}", case.name);
+                    outln!("passed: {}", case.name);
                 }
                 CaseResult::Failed(diff) => {
                     failed += 1;
-                    println!("failed: {}", case.name);
+                    outln!("failed: {}", case.name);
                     for line in diff {
-                        println!("    {line}");
+                        outln!("    {line}");
                     }
                 }
                 CaseResult::Error(e) => {
                     failed += 1;
-                    println!("failed: {}\n    {e}", case.name);
+                    outln!("failed: {}\n    {e}", case.name);
                 }
             }
         }
     }
-    println!("{passed} passed, {failed} failed");
+    outln!("{passed} passed, {failed} failed");
     if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }

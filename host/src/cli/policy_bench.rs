@@ -112,9 +112,9 @@ pub fn run(args: Args) -> ExitCode {
         table: &table,
     };
     if args.json {
-        println!("{}", report.json());
+        outln!("{}", report.json());
     } else {
-        print!("{}", report.text());
+        out!("{}", report.text());
     }
     ExitCode::SUCCESS
 }

@@ -196,7 +196,11 @@ async fn collect(
             };
             if let Err(e) = written.await {
                 // Keep draining, or the gate would stall on a full pipe.
-                tracing::warn!("replay: stdout: {e}; outputs are no longer printed");
+                if e.kind() == std::io::ErrorKind::BrokenPipe {
+                    super::stdout::mark_closed();
+                } else {
+                    tracing::warn!("replay: stdout: {e}; outputs are no longer printed");
+                }
                 stdout_open = false;
             }
         }
