@@ -27,6 +27,7 @@
 
 mod canary;
 mod cases;
+mod chmod_render;
 mod config_dir_world;
 mod host;
 mod layers;

@@ -13,7 +13,7 @@
 //! ```text
 //! <work dir>/rendergate-<euid>/          0700, ours
 //!     <pid>.<random>/                    0700, flock'd by a live checker
-//!         <uuid>/                        one check (cap-tempfile), 0700
+//!         check.<pid>.<n>.<ns>/           one check, 0700
 //!             haproxy.cfg, maps/…        0600, created exclusively
 //! ```
 //!
@@ -35,7 +35,7 @@
 //! after taking it, that the path no longer names the directory it locked,
 //! and starts over.
 
-use cap_std::fs::{Dir, MetadataExt as _};
+use cap_std::fs::Dir;
 use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io;
@@ -73,7 +73,7 @@ pub struct CheckDir {
 #[derive(Debug)]
 enum Place {
     /// A fresh directory in this checker's subdirectory.
-    Fresh(cap_tempfile::TempDir),
+    Fresh(FreshDir),
     /// `--config-dir` itself, on a host without namespaces.
     ConfigDir(crate::config_dir::InConfigDir),
 }
@@ -87,7 +87,7 @@ impl CheckDir {
     /// The handle files are written through.
     pub fn dir(&self) -> &Dir {
         match &self.place {
-            Place::Fresh(dir) => dir,
+            Place::Fresh(fresh) => &fresh.dir,
             Place::ConfigDir(in_dir) => in_dir.dir(),
         }
     }
@@ -112,6 +112,38 @@ impl CheckDir {
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.dir().as_fd()
     }
+}
+
+/// A fresh check directory, removed with all a render left in it whatever
+/// modes its code gave it ([`crate::remove`]).
+#[derive(Debug)]
+struct FreshDir {
+    /// This checker's subdirectory, where it was made.
+    parent: Dir,
+    name: std::ffi::OsString,
+    dir: Dir,
+}
+
+impl Drop for FreshDir {
+    fn drop(&mut self) {
+        if let Err(e) = crate::remove::remove_dir_all(&self.parent, &self.name) {
+            tracing::warn!(
+                "cannot remove a check directory ({}): {e}; the next gate to start here removes it",
+                self.name.to_string_lossy()
+            );
+        }
+    }
+}
+
+/// A name no other check directory of this checker has: the process, a
+/// counter and the clock (a clash is made again).
+fn fresh_name() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("check.{}.{}.{nanos:08x}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 impl BaseDir {
@@ -174,27 +206,27 @@ impl BaseDir {
     /// A fresh, private, empty check directory in this checker's subdirectory.
     pub fn check_dir(&self) -> io::Result<CheckDir> {
         let own = self.own.as_ref().expect("the subdirectory lives as long as the base");
-        let dir = cap_tempfile::TempDir::new_in(own)?;
-        // cap-tempfile names it (a UUID) without saying the name: find it by
-        // its inode among this checker's few check directories.
-        let meta = dir.dir_metadata()?;
-        let name = own
-            .entries()?
-            .filter_map(Result::ok)
-            .find(|e| e.metadata().is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino()))
-            .map(|e| e.file_name())
-            .ok_or_else(|| {
-                io::Error::new(io::ErrorKind::NotFound, "the new check directory has no name")
-            })?;
-        // cap-tempfile creates with the umask's mode; owner-only, since the
-        // render may hold secrets (the subdirectory around it is 0700 already).
-        let c_name = c_string(&name)?;
-        // SAFETY: `own` is an open directory; c_name is NUL-terminated; the
-        // entry is the directory just made in our private, locked subdirectory.
-        if unsafe { libc::fchmodat(own.as_raw_fd(), c_name.as_ptr(), 0o700, 0) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(CheckDir { path: self.own_path.join(name), place: Place::Fresh(dir) })
+        // owner-only: the render may hold secrets (the subdirectory around
+        // it is 0700 already)
+        let mut builder = cap_std::fs::DirBuilder::new();
+        cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        let name = loop {
+            let name = fresh_name();
+            match own.create_dir_with(&name, &builder) {
+                Ok(()) => break name,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        let dir = match crate::at::open_dir(own, name.as_ref()) {
+            Ok(dir) => dir,
+            Err(e) => {
+                let _ = own.remove_dir(&name);
+                return Err(e);
+            }
+        };
+        let dir = FreshDir { parent: own.try_clone()?, name: name.clone().into(), dir };
+        Ok(CheckDir { path: self.own_path.join(&name), place: Place::Fresh(dir) })
     }
 }
 
@@ -206,7 +238,7 @@ impl Drop for BaseDir {
             let _ = flock(self.base.as_fd(), libc::LOCK_EX);
         }
         drop(self.own.take());
-        let _ = self.base.remove_dir_all(&self.own_name);
+        let _ = crate::remove::remove_dir_all(&self.base, self.own_name.as_ref());
         // ENOTEMPTY while another process has its subdirectory here: fine.
         let _ = std::fs::remove_dir(&self.path);
         // closing `base` releases its lock
@@ -314,7 +346,7 @@ fn wipe(base: &Dir, locking: bool) -> Vec<String> {
         // the entry itself, never what a symlink points at
         let removed = match entry.file_type() {
             Ok(t) if t.is_dir() => match stale(base, &name, locking) {
-                Ok(true) => base.remove_dir_all(&name),
+                Ok(true) => crate::remove::remove_dir_all(base, &name),
                 Ok(false) => Ok(()),
                 Err(e) => Err(e),
             },

@@ -19,6 +19,7 @@ use cap_std::fs::Dir;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -30,6 +31,9 @@ pub const MARK: &std::ffi::CStr = c"user.rendergate.render";
 #[derive(Debug)]
 pub struct ConfigDir {
     path: PathBuf,
+    /// Its modes when claimed, given back before each emptying: a render's
+    /// code may `chmod` the directory it lies in.
+    mode: u32,
     /// Read, lockable; also the handle files are written through.
     file: File,
     slot: Arc<Semaphore>,
@@ -61,8 +65,9 @@ impl ConfigDir {
         if unsafe { libc::access(c_path.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
             return Err(format!("{shown} is not writable: {}", io::Error::last_os_error()));
         }
-        let claimed =
-            ConfigDir { path: path.to_path_buf(), file, slot: Arc::new(Semaphore::new(1)) };
+        let mode = file.metadata().map_err(|e| format!("{shown}: {e}"))?.mode() & 0o7777;
+        let slot = Arc::new(Semaphore::new(1));
+        let claimed = ConfigDir { path: path.to_path_buf(), mode, file, slot };
         let content = claimed.entries().map_err(|e| format!("{shown}: {e}"))?;
         if !content.is_empty() {
             if !claimed.marked() {
@@ -92,8 +97,9 @@ impl ConfigDir {
     /// The directory as this check's, marked; emptied when dropped. `permit`
     /// is [`ConfigDir::free`]'s, held until then.
     pub fn enter(&self, permit: OwnedSemaphorePermit) -> io::Result<InConfigDir> {
-        // a check whose emptying failed left something: not laid over
-        if !self.entries()?.is_empty() {
+        // a check whose emptying failed left something (or a mode that
+        // hides what it left): not laid over
+        if !self.entries().is_ok_and(|names| names.is_empty()) {
             self.empty()?;
         }
         // SAFETY: a valid fd, a NUL-terminated name, a one-byte value.
@@ -108,7 +114,7 @@ impl ConfigDir {
             }
         }
         let dir = Dir::from_std_file(self.file.try_clone()?);
-        Ok(InConfigDir { dir, owner: self.file.try_clone()?, _permit: permit })
+        Ok(InConfigDir { dir, owner: self.file.try_clone()?, mode: self.mode, _permit: permit })
     }
 
     fn marked(&self) -> bool {
@@ -129,7 +135,7 @@ impl ConfigDir {
     }
 
     fn empty(&self) -> io::Result<()> {
-        empty(&Dir::from_std_file(self.file.try_clone()?), &self.file)
+        empty(&Dir::from_std_file(self.file.try_clone()?), &self.file, self.mode)
     }
 }
 
@@ -138,6 +144,8 @@ impl ConfigDir {
 pub struct InConfigDir {
     dir: Dir,
     owner: File,
+    /// The config directory's modes when claimed ([`ConfigDir`]'s).
+    mode: u32,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -151,7 +159,7 @@ impl Drop for InConfigDir {
     /// Empties the directory (never following a symlink HAProxy or the
     /// render made), unmarks it, then frees it for the next check.
     fn drop(&mut self) {
-        if let Err(e) = empty(&self.dir, &self.owner) {
+        if let Err(e) = empty(&self.dir, &self.owner, self.mode) {
             tracing::error!(
                 "cannot empty the config directory after a check: {e}; the next check tries again"
             );
@@ -159,13 +167,16 @@ impl Drop for InConfigDir {
     }
 }
 
-/// Removes every entry of `dir`, then the mark from `owner` (the same directory).
-fn empty(dir: &Dir, owner: &File) -> io::Result<()> {
+/// Gives `owner` (the directory `dir` is) back its claimed `mode`, removes
+/// every entry of `dir` whatever modes the render gave them, then the mark
+/// from `owner`.
+fn empty(dir: &Dir, owner: &File, mode: u32) -> io::Result<()> {
+    rustix::fs::fchmod(owner.as_fd(), rustix::fs::Mode::from_raw_mode(mode))?;
     for entry in dir.entries()? {
         let entry = entry?;
         let name = entry.file_name();
         let removed = if entry.file_type()?.is_dir() {
-            dir.remove_dir_all(&name)
+            crate::remove::remove_dir_all(dir, &name)
         } else {
             dir.remove_file(&name)
         };

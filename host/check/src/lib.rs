@@ -33,6 +33,7 @@ pub mod layout;
 pub mod limits;
 pub mod prepare;
 pub mod process;
+pub mod remove;
 pub mod sandbox;
 pub mod size;
 pub mod standby;
