@@ -11,6 +11,11 @@ use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+/// Whether a directory is this user's and no one else may write in it.
+fn private(meta: &std::fs::Metadata, me: u32) -> bool {
+    meta.uid() == me && meta.permissions().mode() & 0o022 == 0
+}
+
 /// How a load used the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheUse {
@@ -29,8 +34,11 @@ pub struct ComponentCache {
 
 impl ComponentCache {
     /// Opens (creating, mode 0700) a cache directory. A directory another
-    /// user owns, or others may write, is refused: its entries could not be
-    /// trusted to be ours.
+    /// user owns, or others may write, cannot hold entries we trust; if it
+    /// is root's or ours (a pod's `emptyDir` is root's, mode 0777 or, with
+    /// an `fsGroup`, group-writable), the cache is this user's own
+    /// subdirectory in it, `rendergate-<euid>`, made owner-only, as check
+    /// directories are made under `TMPDIR`. Anything else is refused.
     pub fn open(dir: &Path) -> Result<Self, String> {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -40,13 +48,34 @@ impl ComponentCache {
         let meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        if meta.uid() != me || meta.permissions().mode() & 0o022 != 0 {
+        if private(&meta, me) {
+            return Ok(ComponentCache { dir: dir.to_path_buf() });
+        }
+        if meta.uid() != me && meta.uid() != 0 {
             return Err(format!(
-                "the policy cache {} is not private to this user; not using it",
-                dir.display()
+                "the policy cache {} belongs to another user (uid {}); not using it",
+                dir.display(),
+                meta.uid()
             ));
         }
-        Ok(ComponentCache { dir: dir.to_path_buf() })
+        let own = dir.join(format!("rendergate-{me}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&own) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(format!("cannot create the policy cache {}: {e}", own.display()));
+            }
+        }
+        // never through a symlink someone else put there
+        let meta =
+            std::fs::symlink_metadata(&own).map_err(|e| format!("{}: {e}", own.display()))?;
+        if !meta.is_dir() || !private(&meta, me) {
+            return Err(format!(
+                "the policy cache {} is not private to this user; not using it",
+                own.display()
+            ));
+        }
+        Ok(ComponentCache { dir: own })
     }
 
     /// `$XDG_CACHE_HOME/rendergate/policies`, else `~/.cache/rendergate/policies`.
@@ -145,4 +174,55 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.write_all(bytes)?;
     file.sync_all()?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_directory_others_may_write_holds_the_cache_in_a_subdirectory_of_this_users_own() {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let base = tempfile::tempdir().unwrap();
+        // an emptyDir: mode 0777, and with an fsGroup group-writable and setgid
+        for shared in [0o777, 0o2775] {
+            let dir = base.path().join(format!("{shared:o}"));
+            std::fs::create_dir(&dir).unwrap();
+            mode(&dir, shared);
+            let cache = ComponentCache::open(&dir).unwrap();
+            assert_eq!(cache.dir(), dir.join(format!("rendergate-{me}")));
+            let meta = std::fs::symlink_metadata(cache.dir()).unwrap();
+            assert_eq!((meta.uid(), meta.permissions().mode() & 0o777), (me, 0o700));
+            // opened again (a restarted serve): the same entries
+            assert_eq!(ComponentCache::open(&dir).unwrap().dir(), cache.dir());
+        }
+        // a private directory is used as it is
+        let private = base.path().join("private");
+        let cache = ComponentCache::open(&private).unwrap();
+        assert_eq!(cache.dir(), private);
+    }
+
+    #[test]
+    fn a_subdirectory_someone_else_made_writable_or_a_symlink_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("shared");
+        std::fs::create_dir(&dir).unwrap();
+        mode(&dir, 0o777);
+        let own = dir.join(format!("rendergate-{me}"));
+        std::fs::create_dir(&own).unwrap();
+        mode(&own, 0o777);
+        let refused = ComponentCache::open(&dir).unwrap_err();
+        assert!(refused.contains("not private"), "{refused}");
+        std::fs::remove_dir(&own).unwrap();
+        std::os::unix::fs::symlink(base.path(), &own).unwrap();
+        let refused = ComponentCache::open(&dir).unwrap_err();
+        assert!(refused.contains("not private"), "{refused}");
+    }
 }
