@@ -168,3 +168,48 @@ fn hello_says_which_world_checks_see() {
     assert_eq!(Serve::start(&[]).hello["world"], "root");
     assert_eq!(Serve::start(&["--no-sandbox"]).hello["world"], "fresh");
 }
+
+/// The fleet's image has stock files in its config directory (Debian's
+/// `/etc/haproxy/errors/*.http`) that the gate's emptyDir over that
+/// directory hides: `--stock-dir` (a copy of the image's) lays them under
+/// each render, in the config-directory world as in the root world, and
+/// the render's own file at the same path wins.
+#[test]
+fn stock_files_of_the_fleets_image_lie_under_the_render_in_both_worlds() {
+    let stock = tempfile::tempdir().unwrap();
+    std::fs::create_dir(stock.path().join("errors")).unwrap();
+    let page = "HTTP/1.0 400 Bad request\r\nContent-Type: text/html\r\n\r\n<html>stock</html>\n";
+    std::fs::write(stock.path().join("errors/400.http"), page).unwrap();
+    let stock_arg = stock.path().to_str().unwrap();
+    for world in ["config-dir", "root"] {
+        // outside /tmp: the root world's scratch /tmp is not where a pod keeps it
+        let config_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let at = config_dir.path().display().to_string();
+        let mut command = serve_command(&["--config-dir", &at, "--stock-dir", stock_arg]);
+        if world == "config-dir" {
+            command.env("RENDERGATE_SANDBOX_DISABLE", "mountns");
+        }
+        let mut gate = Serve::spawn(command);
+        assert_eq!(gate.hello["world"], world, "{}", gate.hello);
+        let errorfile = |path: &str| {
+            config("", "", &format!("backend b\n  errorfile 400 {path}\n  server s 127.0.0.1:80\n"))
+        };
+        let stocked = errorfile(&format!("{at}/errors/400.http"));
+        gate.send(&rendered("plan-1", "r-1", &stocked));
+        let verdict = gate.until("verdict").pop().unwrap();
+        assert_eq!(kind_of(&verdict), "pass", "{world}: the stock page: {verdict}");
+        // not in the stock: refused, as on the pod
+        gate.send(&rendered("plan-2", "r-2", &errorfile(&format!("{at}/errors/401.http"))));
+        let verdict = gate.until("verdict").pop().unwrap();
+        assert_eq!(kind_of(&verdict), "refused", "{world}: a page the image lacks: {verdict}");
+        // the render's own page at the stock's path wins: a broken one is refused
+        let mut own = rendered("plan-3", "r-3", &stocked);
+        own["files"] = json!([{"kind": "general", "path": format!("{at}/errors/400.http"), "content": "not an HTTP response"}]);
+        gate.send(&own);
+        let verdict = gate.until("verdict").pop().unwrap();
+        assert_eq!(kind_of(&verdict), "refused", "{world}: the render's own page wins: {verdict}");
+        let (_, status) = gate.finish();
+        assert!(status.success());
+        assert_eq!(tree(config_dir.path()), Vec::<std::path::PathBuf>::new(), "{world}: emptied");
+    }
+}

@@ -574,7 +574,7 @@ impl HaproxyChecker {
             limits: self.opts.limits,
             binary: setup.binary.path.clone(),
             config_dir: self.opts.sandbox.world.config_dir.clone(),
-            world: setup.sandbox.world().cloned(),
+            stock: setup.sandbox.stock().clone(),
             in_flight: self.in_flight.clone(),
         };
         prepare::prepare(job, deadline).await

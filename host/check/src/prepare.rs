@@ -19,7 +19,7 @@
 use super::base::CheckDir;
 use super::layout;
 use super::limits::RenderLimits;
-use super::sandbox::world::{StockFile, World};
+use super::sandbox::world::StockFile;
 use super::verdict;
 use rendergate_core::render::Render;
 use std::path::{Path, PathBuf};
@@ -40,8 +40,8 @@ pub struct Job {
     pub binary: PathBuf,
     /// Where the render lies in the check's world (`--config-dir`).
     pub config_dir: PathBuf,
-    /// The world checks run in, whose stock files make room for the render's.
-    pub world: Option<Arc<World>>,
+    /// The stock files written ahead, which make room for the render's.
+    pub stock: Arc<[StockFile]>,
     /// The checker's blocking work still running.
     pub in_flight: Arc<InFlight>,
 }
@@ -202,11 +202,11 @@ impl Job {
                 &self.binary,
             )
         };
-        if let Some(world) = &self.world {
+        if !self.stock.is_empty() {
             // the stock files were written ahead, with the directory: the render's win
             let mut render: Vec<&Path> = vec![Path::new(layout::CONFIG_NAME)];
             render.extend(arrangement.files().iter().map(|f| f.relative.as_path()));
-            clear_stock(dir.dir(), world.stock(), &render).map_err(sanitised)?;
+            clear_stock(dir.dir(), &self.stock, &render).map_err(sanitised)?;
         }
         let mut go_on_writing = |written| {
             progress.written.store(written, Ordering::Relaxed);

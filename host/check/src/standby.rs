@@ -280,7 +280,7 @@ impl Order {
     /// (the render, when it comes, fills the one and makes room among the
     /// others for its own).
     fn stocked(&self, dir: CheckDir) -> Result<CheckDir, String> {
-        let stock = self.sandbox.world().map_or(&[][..], |world| world.stock());
+        let stock = self.sandbox.stock();
         let made = crate::layout::make_config(dir.dir())
             .and_then(|()| crate::prepare::write_stock(dir.dir(), stock));
         made.map_err(|e| {

@@ -52,7 +52,7 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             outln!("            read-only: {}", shown(world.exposed()));
             outln!("            devices: {}", shown(world.devices()));
             let stock: Vec<String> =
-                world.stock().iter().map(|f| f.relative.display().to_string()).collect();
+                s.stock().iter().map(|f| f.relative.display().to_string()).collect();
             if !stock.is_empty() {
                 outln!(
                     "            stock files under the render (its own win): {}",
@@ -82,6 +82,14 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             outln!(
                 "            a path outside these reads as \"permission denied\", not \"no such file\"; no scratch /tmp"
             );
+            let stock: Vec<String> =
+                s.stock().iter().map(|f| f.relative.display().to_string()).collect();
+            if !stock.is_empty() {
+                outln!(
+                    "            stock files under the render (its own win): {}",
+                    stock.join(" ")
+                );
+            }
         }
         None => outln!(
             "  world:    NONE: {}",

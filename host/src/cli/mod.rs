@@ -98,6 +98,11 @@ struct HaproxyArgs {
     /// The host name HAProxy sees; default: the host's.
     #[arg(long, value_name = "NAME")]
     check_hostname: Option<String>,
+    /// The stock files of the fleet's HAProxy image, as its config directory
+    /// holds them (e.g. a copy of its /etc/haproxy): laid under each render's
+    /// own files, which win; default: the host's packaged ones under --config-dir.
+    #[arg(long, value_name = "DIR")]
+    stock_dir: Option<PathBuf>,
     /// Address space of one check (e.g. 1GiB). At or above --check-memory-max
     /// (the default), every check is one run.
     #[arg(long, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
@@ -131,6 +136,7 @@ impl HaproxyArgs {
                     reads: self.check_read.clone(),
                     accounts: self.accounts.clone(),
                     hostname: self.check_hostname.clone(),
+                    stock_dir: self.stock_dir.clone(),
                 },
                 env: self.check_env.clone(),
             },

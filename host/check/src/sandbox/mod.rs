@@ -119,6 +119,8 @@ pub struct Sandbox {
     grants: landlock::Grants,
     /// The root checks see, when the host gives user and mount namespaces.
     world: Option<Arc<world::World>>,
+    /// The stock files laid under each render, in either world.
+    stock: Arc<[world::StockFile]>,
 }
 
 impl Sandbox {
@@ -165,15 +167,22 @@ impl Sandbox {
                 None => refusal = Some("the check's world has no private directory".into()),
             }
         }
-        if opts.mode != Mode::Off && world.is_none() && refusal.is_none() {
+        let mut stock: Arc<[world::StockFile]> = Arc::from(Vec::new());
+        if let Some(world) = &world {
+            stock = world.stock().into();
+        } else if opts.mode != Mode::Off && refusal.is_none() {
             // the config-directory world: the host's own read-only parts
             grants = grants.with_host_parts(&opts.world);
+            match world::stock_files(&opts.world) {
+                Ok(files) => stock = files.into(),
+                Err(e) => refusal = Some(format!("cannot read the stock files: {e}")),
+            }
         }
         if world.is_some() && seccomp.is_some() {
             // the world's network is its own loopback: connect reaches nothing else
             seccomp = seccomp::program_in_own_network().ok();
         }
-        Sandbox { grants, opts, probe, refusal, seccomp, world }
+        Sandbox { grants, opts, probe, refusal, seccomp, world, stock }
     }
 
     /// The world checks see (`None` without namespaces or with the sandbox
@@ -184,6 +193,11 @@ impl Sandbox {
 
     pub fn mode(&self) -> Mode {
         self.opts.mode
+    }
+
+    /// The stock files laid under each render, the render's own winning.
+    pub fn stock(&self) -> &Arc<[world::StockFile]> {
+        &self.stock
     }
 
     pub fn options(&self) -> &SandboxOptions {

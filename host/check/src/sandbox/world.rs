@@ -90,6 +90,11 @@ pub struct WorldOptions {
     pub accounts: Option<PathBuf>,
     /// The host name HAProxy sees (`--check-hostname`); the host's when unset.
     pub hostname: Option<String>,
+    /// The stock files of the fleet's HAProxy image, as its config
+    /// directory holds them (`--stock-dir`): laid under each render's own,
+    /// in either world. Unset: the host's packaged ones under the config
+    /// directory ([`STOCK`]).
+    pub stock_dir: Option<PathBuf>,
 }
 
 impl Default for WorldOptions {
@@ -99,6 +104,7 @@ impl Default for WorldOptions {
             reads: Vec::new(),
             accounts: None,
             hostname: None,
+            stock_dir: None,
         }
     }
 }
@@ -247,15 +253,16 @@ impl World {
         public.extend(CA_STORE.iter().map(PathBuf::from));
         public.extend(LUA_DIRS.iter().map(PathBuf::from));
         public.extend(options.reads.iter().cloned());
-        let mut stock = Vec::new();
-        for path in STOCK {
-            let path = Path::new(path);
-            match path.strip_prefix(&options.config_dir) {
-                // under the render's own directory: copied, the render's files win
-                Ok(relative) => read_stock(path, relative, &mut stock)?,
-                Err(_) => public.push(path.to_path_buf()),
-            }
-        }
+        // stock files under the render's own directory are copied (the
+        // render's files win); those elsewhere are shown read-only
+        public.extend(
+            STOCK
+                .iter()
+                .map(Path::new)
+                .filter(|p| !p.starts_with(&options.config_dir))
+                .map(Path::to_path_buf),
+        );
+        let stock = stock_files(options)?;
         for path in &public {
             skeleton.expose(path)?;
         }
@@ -712,6 +719,66 @@ fn normalise(path: &Path) -> PathBuf {
 }
 
 /// Reads the stock files under `path` (a directory or a file) into `stock`.
+/// The stock files laid under each render (its own files win): every
+/// regular file under `--stock-dir`, at its path relative to it; without
+/// one, the host's packaged stock files under the config directory.
+pub fn stock_files(options: &WorldOptions) -> io::Result<Vec<StockFile>> {
+    let mut stock = Vec::new();
+    match &options.stock_dir {
+        Some(dir) => read_stock_tree(dir, Path::new(""), &mut stock, 0)?,
+        None => {
+            for path in STOCK.iter().map(Path::new) {
+                if let Ok(relative) = path.strip_prefix(&options.config_dir) {
+                    read_stock(path, relative, &mut stock)?;
+                }
+            }
+        }
+    }
+    Ok(stock)
+}
+
+/// The most stock files `--stock-dir` may give, and how deep they may lie.
+const MAX_STOCK_FILES: usize = 4096;
+const MAX_STOCK_DEPTH: usize = 8;
+
+/// Every regular file under `dir` (symlinks followed, as the image shows
+/// them), each at most [`MAX_STOCK_FILE`]: a bigger one, or too many, is an
+/// error naming it, never a file silently missing from checks.
+fn read_stock_tree(
+    dir: &Path,
+    relative: &Path,
+    stock: &mut Vec<StockFile>,
+    depth: usize,
+) -> io::Result<()> {
+    let at = dir.join(relative);
+    let mut entries: Vec<_> = std::fs::read_dir(&at)
+        .map_err(|e| io::Error::new(e.kind(), format!("--stock-dir {}: {e}", at.display())))?
+        .collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let meta = std::fs::metadata(&path)?;
+        let inner = relative.join(entry.file_name());
+        if inner == Path::new(crate::layout::CONFIG_NAME) {
+            continue; // the image's own config: every render has its own
+        }
+        if meta.is_dir() && depth < MAX_STOCK_DEPTH {
+            read_stock_tree(dir, &inner, stock, depth + 1)?;
+        } else if meta.is_file() {
+            if meta.len() > MAX_STOCK_FILE || stock.len() >= MAX_STOCK_FILES {
+                return Err(io::Error::other(format!(
+                    "--stock-dir: {} is past the stock's bounds ({} files of at most {} KiB)",
+                    path.display(),
+                    MAX_STOCK_FILES,
+                    MAX_STOCK_FILE >> 10
+                )));
+            }
+            stock.push(StockFile { relative: inner, content: std::fs::read(&path)? });
+        }
+    }
+    Ok(())
+}
+
 fn read_stock(path: &Path, relative: &Path, stock: &mut Vec<StockFile>) -> io::Result<()> {
     let Ok(meta) = std::fs::metadata(path) else { return Ok(()) };
     if meta.is_file() {
