@@ -1,8 +1,8 @@
 //! Promotion to judged content only, through `serve` and the real haproxy
 //! (docs/behaviour.md, "The promotion and revert policy"): a pass of one
 //! render of a plan never promotes a pod that reports another render of the
-//! same plan whose content was never judged; the `promote` line names the
-//! render that passed.
+//! same plan whose content was never judged; the `promote` line always
+//! names a render whose content passed.
 
 use crate::support::*;
 use serde_json::{Value, json};
@@ -32,8 +32,44 @@ fn a_pass_promotes_only_pods_whose_render_holds_the_content_that_passed() {
         .iter()
         .map(|p| (p["pod"].as_str().unwrap(), p["render"].as_str().unwrap_or("-")))
         .collect();
-    assert_eq!(promoted, [("ns/pod-0", "r-a"), ("ns/pod-2", "-")], "{rest:#?}");
+    assert_eq!(promoted, [("ns/pod-0", "r-a"), ("ns/pod-2", "r-a")], "{rest:#?}");
     let reverts = of_type(&rest, "revert");
     let reverted: Vec<&str> = reverts.iter().map(|r| r["pod"].as_str().unwrap()).collect();
     assert_eq!(reverted, ["ns/pod-1"], "{rest:#?}");
+}
+
+/// A plan-only report: the line names the plan's render whose content
+/// passed (docs/protocol.md §3: "The host adds the render to the line,
+/// always"), the newest one when several did.
+#[test]
+fn a_promote_line_names_a_render_even_when_the_pods_report_names_none() {
+    let mut gate = Serve::start(&[]);
+    gate.send(&rendered("plan-1", "r-1", &sample_config()));
+    let verdict = gate.until("verdict").pop().unwrap();
+    assert_eq!(verdict["ok"], true, "{verdict}");
+    gate.send(&json!({"type": "applied", "pod": "ns/a", "plan": "plan-1",
+                      "running_plan": "plan-1", "baseline_plan": "plan-0"}));
+    let promote = gate.until("promote").pop().unwrap();
+    assert_eq!(
+        promote,
+        json!({"type": "promote", "pod": "ns/a", "plan": "plan-1", "render": "r-1"}),
+        "{promote}"
+    );
+    // r-2, newer content of plan-1, passes too: a later plan-only report names it
+    gate.send(&rendered("plan-1", "r-2", &format!("{}\n# r-2\n", sample_config())));
+    let verdict = gate.until("verdict").pop().unwrap();
+    assert_eq!((verdict["render"].as_str(), verdict["ok"].as_bool()), (Some("r-2"), Some(true)));
+    // its group promotes ns/a again (it names no render: matched by plan), to r-2
+    let promote = gate.until("promote").pop().unwrap();
+    assert_eq!((promote["pod"].as_str(), promote["render"].as_str()), (Some("ns/a"), Some("r-2")));
+    gate.send(&json!({"type": "applied", "pod": "ns/b", "plan": "plan-1",
+                      "running_plan": "plan-0", "baseline_plan": "plan-0"}));
+    let (rest, status) = gate.finish();
+    assert!(status.success());
+    let promotes = of_type(&rest, "promote");
+    assert_eq!(
+        promotes,
+        [&json!({"type": "promote", "pod": "ns/b", "plan": "plan-1", "render": "r-2"})],
+        "{rest:#?}"
+    );
 }

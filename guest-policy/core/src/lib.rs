@@ -109,6 +109,11 @@ pub struct Held {
     /// Render id → HAProxy's judgement of its present content; absent when
     /// that content was never judged (or could not be).
     pub judged: Arc<HashMap<Name, Outcome>>,
+    /// Plan → its newest render whose content passed (the `promote` line of
+    /// a pod whose report names no render names it), for every passed plan
+    /// a render id still names passed content of. `None` for a fleet that
+    /// does not say (fixtures, hand-made fleets): the gate's always does.
+    pub passed: Option<Arc<HashMap<Name, Name>>>,
 }
 
 impl Held {
@@ -117,6 +122,18 @@ impl Held {
     pub fn of(&self, pod: &str) -> Option<(&Name, Option<Outcome>)> {
         let render = self.renders.get(pod)?;
         Some((render, self.judged.get(&**render).copied()))
+    }
+
+    /// The newest render of `plan` whose content passed, when the fleet says.
+    pub fn passed_render(&self, plan: &str) -> Option<&Name> {
+        self.passed.as_ref()?.get(plan)
+    }
+
+    /// Whether no render id names content of the passed `plan` that passed
+    /// any more (its render was sent again with other content, not yet
+    /// judged): a pod whose report names no render holds nothing judged.
+    pub fn plan_content_lost(&self, plan: &str) -> bool {
+        self.passed.as_ref().is_some_and(|passed| !passed.contains_key(plan))
     }
 }
 

@@ -159,6 +159,11 @@ pub struct Gate {
     /// content loses its judgement.
     judged: Arc<HashMap<Name, Outcome>>,
     judged_content: HashMap<Name, Checksum>,
+    /// Passed plan → its newest render whose content passed, shared with
+    /// decisions (a `promote` line of a pod whose report names no render
+    /// names it); and that render's arrival and content.
+    passed_renders: Arc<HashMap<Name, Name>>,
+    passed_content: HashMap<Name, (u64, Checksum)>,
     in_flight: Option<CheckRequest>,
     last_start: Option<Instant>,
     next_id: u64,
@@ -182,6 +187,8 @@ impl Gate {
             refused_plans: Arc::from([]),
             judged: Arc::default(),
             judged_content: HashMap::new(),
+            passed_renders: Arc::default(),
+            passed_content: HashMap::new(),
             in_flight: None,
             last_start: None,
             next_id: 0,
@@ -268,6 +275,7 @@ impl Gate {
         let Some(request) = self.in_flight.take_if(|r| r.id == id) else {
             return;
         };
+        let arrival = self.renders.arrival(&request.render);
         if outcome.is_judgement() {
             let key = MemoryKey {
                 plan: request.render.plan().to_owned(),
@@ -279,7 +287,7 @@ impl Gate {
         } else {
             self.renders.failed(&request.render, now);
         }
-        self.publish(&request.render, outcome, false, duration);
+        self.publish(&request.render, arrival, outcome, false, duration);
         self.step(now);
     }
 
@@ -324,8 +332,9 @@ impl Gate {
                 Next::Ready(render) => render,
             };
             if let Some(outcome) = self.memory.find(render.plan(), render.checksum(), &self.judge) {
+                let arrival = self.renders.arrival(&render);
                 self.renders.judged(&render);
-                self.publish(&render, outcome, true, Duration::ZERO);
+                self.publish(&render, arrival, outcome, true, Duration::ZERO);
                 continue;
             }
             if self.in_flight.is_some() {
@@ -349,9 +358,11 @@ impl Gate {
 
     /// Publishes one verdict with everything that follows from it, in the
     /// order of docs/protocol.md: verdict, latch, release, then the policy.
+    /// `arrival`: when the render came ([`Renders::arrival`]).
     fn publish(
         &mut self,
         render: &Arc<Render>,
+        arrival: Option<u64>,
         outcome: CheckOutcome,
         remembered: bool,
         duration: Duration,
@@ -388,6 +399,7 @@ impl Gate {
         }
         if kind != Outcome::Unavailable {
             self.remember_judged(render, kind);
+            self.remember_passed(render, arrival, kind);
         }
         let verdict = Verdict {
             plan: render.plan().to_owned(),
@@ -441,13 +453,43 @@ impl Gate {
         }
     }
 
+    /// Keeps, for each passed plan, its newest render whose content passed
+    /// (after a verdict of `kind` on `render`, its plan's list moved).
+    fn remember_passed(&mut self, render: &Render, arrival: Option<u64>, kind: Outcome) {
+        let plan = render.plan();
+        let arrival = arrival.unwrap_or(0);
+        if kind == Outcome::Passed
+            && self.passed_content.get(plan).is_none_or(|(kept, _)| *kept < arrival)
+        {
+            Arc::make_mut(&mut self.passed_renders).insert(plan.into(), render.id().into());
+            self.passed_content.insert(plan.into(), (arrival, render.checksum().clone()));
+        }
+        // only plans still passed (the plan history bounds them)
+        let passed = self.passed_plans.clone(); // a pointer's copy
+        self.forget_passed(|plan, _, _| !passed.contains(plan));
+    }
+
+    /// Forgets the passed renders `gone` names (by plan, render id and content).
+    fn forget_passed(&mut self, gone: impl Fn(&Name, &Name, &Checksum) -> bool) {
+        let renders = &self.passed_renders;
+        let before = self.passed_content.len();
+        self.passed_content.retain(|plan, (_, content)| !gone(plan, &renders[plan], content));
+        if self.passed_content.len() != before {
+            let kept = &self.passed_content;
+            Arc::make_mut(&mut self.passed_renders).retain(|plan, _| kept.contains_key(plan));
+        }
+    }
+
     /// A render id sent again with other content: its judgement was of the
-    /// old content, and no longer says anything about what pods get now.
+    /// old content, and no longer says anything about what pods get now
+    /// (nor does it name a plan's content that passed).
     fn forget_other_content(&mut self, render: &Render) {
         if self.judged_content.get(render.id()).is_some_and(|c| c != render.checksum()) {
             self.judged_content.remove(render.id());
             Arc::make_mut(&mut self.judged).remove(render.id());
         }
+        let (id, checksum) = (render.id(), render.checksum());
+        self.forget_passed(|_, passed, content| **passed == *id && content != checksum);
     }
 
     fn decide(&mut self, trigger: Trigger) {
@@ -455,7 +497,11 @@ impl Gate {
             pods: self.pods.states(),
             passed_plans: self.passed_plans.clone(),
             refused_plans: self.refused_plans.clone(),
-            held: policy_core::Held { renders: self.pods.renders(), judged: self.judged.clone() },
+            held: policy_core::Held {
+                renders: self.pods.renders(),
+                judged: self.judged.clone(),
+                passed: Some(self.passed_renders.clone()),
+            },
         };
         self.effects.push_back(Effect::Decide { trigger, fleet });
     }
@@ -474,6 +520,8 @@ impl Gate {
         self.refused_plans = Arc::from([]);
         self.judged = Arc::default();
         self.judged_content.clear();
+        self.passed_renders = Arc::default();
+        self.passed_content.clear();
         self.in_flight = None;
     }
 }

@@ -22,6 +22,9 @@ pub fn backoff(failures: u32) -> Duration {
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub render: Arc<Render>,
+    /// When it came, counted over every render the gate was sent: a
+    /// larger number is a newer render.
+    pub arrival: u64,
     /// HAProxy's answer (or memory's) is in: never checked again.
     pub judged: bool,
     /// A check of it is running now.
@@ -31,8 +34,8 @@ pub struct Entry {
 }
 
 impl Entry {
-    fn new(render: Arc<Render>) -> Self {
-        Entry { render, judged: false, in_flight: false, failed: false }
+    fn new(render: Arc<Render>, arrival: u64) -> Self {
+        Entry { render, arrival, judged: false, in_flight: false, failed: false }
     }
 }
 
@@ -63,12 +66,20 @@ pub struct Renders {
     /// Unjudged superseded renders, oldest first.
     superseded: VecDeque<Entry>,
     backoff: Backoff,
+    /// Renders sent so far (never reset: arrivals only compare).
+    arrivals: u64,
 }
 
 impl Renders {
     /// `limit`: how many superseded renders no pod holds may be kept.
     pub fn new(limit: usize) -> Self {
-        Renders { limit, newest: None, superseded: VecDeque::new(), backoff: Backoff::default() }
+        Renders {
+            limit,
+            newest: None,
+            superseded: VecDeque::new(),
+            backoff: Backoff::default(),
+            arrivals: 0,
+        }
     }
 
     pub fn newest(&self) -> Option<&Entry> {
@@ -109,7 +120,17 @@ impl Renders {
                 self.superseded.push_back(previous);
             }
         }
-        self.newest = Some(Entry::new(render));
+        self.arrivals += 1;
+        self.newest = Some(Entry::new(render, self.arrivals));
+    }
+
+    /// When this very render came ([`Entry::arrival`]), while it is kept.
+    pub fn arrival(&self, render: &Arc<Render>) -> Option<u64> {
+        self.newest
+            .iter()
+            .chain(self.superseded.iter())
+            .find(|e| Arc::ptr_eq(&e.render, render))
+            .map(|e| e.arrival)
     }
 
     /// Whether a verdict on `render` counts as newest: it is the newest

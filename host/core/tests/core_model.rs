@@ -101,6 +101,9 @@ struct Model {
     /// Render id → (its content, HAProxy's judgement of it): the host's
     /// rules promote only to content that passed.
     judged: BTreeMap<String, (Checksum, Outcome)>,
+    /// Passed plan → the newest occurrence of a render of it whose content
+    /// passed (seq, id, content): a plan-only pod's `promote` names it.
+    passed_renders: BTreeMap<String, (u64, String, Checksum)>,
     passed: Vec<String>,
     refused: Vec<String>,
     in_flight: Option<u64>,
@@ -134,6 +137,7 @@ impl Model {
             memory: vec![],
             pods: BTreeMap::new(),
             judged: BTreeMap::new(),
+            passed_renders: BTreeMap::new(),
             passed: vec![],
             refused: vec![],
             in_flight: None,
@@ -151,6 +155,8 @@ impl Model {
         if self.judged.get(render.id()).is_some_and(|(c, _)| c != render.checksum()) {
             self.judged.remove(render.id());
         }
+        // and no longer names content of its plan that passed
+        self.passed_renders.retain(|_, (_, id, c)| id != render.id() || c == render.checksum());
         // An earlier occurrence of the same render id is replaced (unless being checked).
         self.superseded.retain(|h| h.render.id() != render.id() || h.in_flight);
         if let Some(previous) = self.newest.take() {
@@ -381,6 +387,14 @@ impl Model {
             }
             Outcome::Unavailable => {}
         }
+        if kind == Outcome::Passed
+            && self.passed_renders.get(&plan).is_none_or(|(seq, _, _)| *seq < h.seq)
+        {
+            let newest = (h.seq, h.render.id().to_owned(), h.render.checksum().clone());
+            self.passed_renders.insert(plan.clone(), newest);
+        }
+        let passed = &self.passed;
+        self.passed_renders.retain(|plan, _| passed.contains(plan));
         let trigger = Trigger::Verdict(policy_core::Verdict {
             plan: plan.clone(),
             render: h.render.id().into(),
@@ -421,6 +435,12 @@ impl Model {
                     .map(|(id, (_, kind))| (Name::from(id.as_str()), *kind))
                     .collect(),
             ),
+            passed: Some(Arc::new(
+                self.passed_renders
+                    .iter()
+                    .map(|(plan, (_, id, _))| (Name::from(plan.as_str()), Name::from(id.as_str())))
+                    .collect(),
+            )),
         };
         let fleet = Fleet {
             pods: Arc::new(self.pods.values().map(PodReport::state).collect::<Vec<PodState>>()),

@@ -1,8 +1,10 @@
 //! The host's rules over any decision (docs/protocol.md §3): whatever a policy
 //! says, it can only promote a pod to a plan HAProxy passed and that the pod
 //! holds — and, when the pod's report names a render, only when that
-//! render's content is content that passed — and only revert a pod to its
-//! baseline or to a passed plan, never a pod whose render's content passed.
+//! render's content is content that passed, and when it names none, only
+//! while a render id names content of the plan that passed (the line names
+//! that render) — and only revert a pod to its baseline or to a passed
+//! plan, never a pod whose render's content passed.
 
 use super::{Decision, Fleet, Name, Outcome, Promote, Revert, RevertTarget, Trigger};
 use std::collections::HashSet;
@@ -57,6 +59,12 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
                         format!("the pod holds render {render}, whose content {what}"),
                     ))
                 }
+                // a report without a render, and no render to name: the plan's
+                // render was sent again with other content, not yet judged
+                Some(_) if held.is_none() && fleet.held.plan_content_lost(&p.plan) => Some((
+                    "content-not-passed",
+                    "no render id names content of the plan that passed now".into(),
+                )),
                 Some(_) => None,
             };
             why.map(|(rule, why)| Dropped {
@@ -98,9 +106,11 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
     Checked { promote, revert, dropped }
 }
 
-/// The render a `promote` line names: the one the pod's report names (its
-/// content passed, or the rules would have dropped the promotion), else,
-/// for a report without one, the render whose pass is the trigger.
+/// The render a `promote` line names, always one whose content passed: the
+/// one the pod's report names (the rules drop the promotion otherwise),
+/// else, for a report without one, the render whose pass is the trigger,
+/// else the plan's newest render whose content passed. `None` only for a
+/// fleet that does not say which renders passed (not the gate's).
 pub fn promoted_render(promote: &Promote, trigger: &Trigger, fleet: &Fleet) -> Option<Name> {
     if let Some((render, _)) = fleet.held.of(&promote.pod) {
         return Some(render.clone());
@@ -109,7 +119,7 @@ pub fn promoted_render(promote: &Promote, trigger: &Trigger, fleet: &Fleet) -> O
         Trigger::Verdict(v) if v.plan == *promote.plan && v.outcome == Outcome::Passed => {
             Some(v.render.as_str().into())
         }
-        _ => None,
+        _ => fleet.held.passed_render(&promote.plan).cloned(),
     }
 }
 
@@ -197,6 +207,7 @@ mod tests {
         fleet.held = crate::Held {
             renders: Arc::new([("ns/a".into(), render.into())].into_iter().collect()),
             judged: Arc::new(judged.map(|j| (render.into(), j)).into_iter().collect()),
+            passed: None,
         };
         fleet
     }
@@ -249,7 +260,27 @@ mod tests {
         let held = holding("r-2", Some(Outcome::Passed));
         assert_eq!(promoted_render(&p, &verdict("p2"), &held).as_deref(), Some("r-2"));
         assert_eq!(promoted_render(&p, &verdict("p2"), &fleet()).as_deref(), Some("r-v"));
+        // another trigger: the plan's newest render whose content passed
+        let mut gates = fleet();
+        gates.held.passed =
+            Some(Arc::new([("p2".into(), "r-newest".into())].into_iter().collect()));
+        assert_eq!(promoted_render(&p, &verdict("p1"), &gates).as_deref(), Some("r-newest"));
         assert_eq!(promoted_render(&p, &verdict("p1"), &fleet()), None);
+    }
+
+    #[test]
+    fn a_plan_only_promotion_needs_a_render_naming_content_of_the_plan_that_passed() {
+        let decision = || Decision { promote: vec![promote("ns/a", "p2")], ..Decision::default() };
+        let mut gates = fleet();
+        gates.held.passed = Some(Arc::new([("p2".into(), "r-2".into())].into_iter().collect()));
+        assert_eq!(enforce(decision(), &gates).promote, vec![promote("ns/a", "p2")]);
+        // r-2 was sent again with other content: no render id names p2's passed content
+        gates.held.passed = Some(Arc::default());
+        let checked = enforce(decision(), &gates);
+        assert!(checked.promote.is_empty());
+        assert_eq!(checked.dropped[0].rule, "content-not-passed");
+        // a fleet that does not say: matched by plan
+        assert_eq!(enforce(decision(), &fleet()).promote.len(), 1);
     }
 
     proptest::proptest! {
@@ -288,7 +319,7 @@ mod tests {
                 pods: Arc::new(states),
                 passed_plans: vec![plan(0), plan(1)].into(),
                 refused_plans: vec![plan(2)].into(),
-                held: crate::Held { renders: Arc::new(renders), judged: Arc::new(judged) },
+                held: crate::Held { renders: Arc::new(renders), judged: Arc::new(judged), passed: None },
             };
             let pod = |i: usize| Name::from(format!("ns/{}", i % pods.len()));
             let decision = Decision {
