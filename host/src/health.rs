@@ -5,8 +5,17 @@
 //! than the limit. The limit is the check timeout plus a margin, so a check
 //! that merely runs into its timeout is never called stuck.
 //!
-//! Lock-free: the driver never waits on a reader.
+//! The gate is also unhealthy while its checks cannot set up their sandbox
+//! (a world that worked at start-up and no longer does: a changed seccomp
+//! profile, a full `TMPDIR`): every render would be held, so the probe says
+//! so, naming the reason, until a check runs again. A liveness probe then
+//! restarts the gate, which tries the worlds anew (docs/checking.md, "Which
+//! world checks get").
+//!
+//! The timestamps are atomics: the driver never waits on a reader for them;
+//! the sandbox's reason is one short string behind a lock taken to copy it.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -24,6 +33,8 @@ pub struct Health {
     turn_since: AtomicU64,
     /// When the check in flight started, or [`IDLE`].
     check_since: AtomicU64,
+    /// Why the last check could not set up its sandbox, until one runs.
+    sandbox: Mutex<Option<String>>,
 }
 
 impl Health {
@@ -35,6 +46,7 @@ impl Health {
             margin,
             turn_since: AtomicU64::new(IDLE),
             check_since: AtomicU64::new(IDLE),
+            sandbox: Mutex::new(None),
         }
     }
 
@@ -63,9 +75,21 @@ impl Health {
         self.check_since.store(IDLE, Relaxed);
     }
 
+    /// A check's sandbox could not be set up (`Some(why)`), or a check ran
+    /// (`None`): HAProxy judged, or could not for a reason of its own.
+    pub fn sandbox_checked(&self, failure: Option<&str>) {
+        let mut slot = self.sandbox.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = failure.map(str::to_owned);
+    }
+
     /// `Ok` while the gate makes progress; otherwise one line saying what is
-    /// stuck and for how long.
+    /// stuck and for how long, or why checks cannot run.
     pub fn status(&self, now: Instant) -> Result<(), String> {
+        let sandbox =
+            self.sandbox.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if let Some(why) = sandbox {
+            return Err(format!("checks cannot set up their sandbox: {why}"));
+        }
         let limit = self.limit();
         let margin = crate::duration::format(self.margin);
         let timeout = crate::duration::format(self.check_timeout);
@@ -107,6 +131,19 @@ mod tests {
     fn health() -> (Health, Instant) {
         let t0 = Instant::now();
         (Health::new(30 * S, 5 * S, t0), t0)
+    }
+
+    #[test]
+    fn a_check_whose_sandbox_failed_makes_the_gate_unhealthy_until_a_check_runs() {
+        let (h, t0) = health();
+        h.sandbox_checked(Some("sandbox setup failed in layer 'world' at chroot: EPERM"));
+        let err = h.status(t0).unwrap_err();
+        assert_eq!(
+            err,
+            "checks cannot set up their sandbox: sandbox setup failed in layer 'world' at chroot: EPERM"
+        );
+        h.sandbox_checked(None);
+        assert_eq!(h.status(t0), Ok(()));
     }
 
     #[test]

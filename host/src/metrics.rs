@@ -47,6 +47,7 @@ pub struct Metrics {
     pinned: Family<ReasonLabel, Gauge>,
     latch: Family<ReasonLabel, Gauge>,
     checks: Family<OutcomeLabel, Counter>,
+    sandbox_failures: Counter,
     check_duration: Histogram,
     remembered: Counter,
     renders_retained: Gauge,
@@ -106,6 +107,12 @@ impl Metrics {
         );
         let policy = Arc::new(PolicyMetrics::default());
         policy.register(&mut registry);
+        let sandbox_failures = Counter::default();
+        registry.register(
+            "rendergate_check_sandbox_failures",
+            "Checks that could not run because their sandbox or world could not be set up (/healthz answers 503 until a check runs again)",
+            sandbox_failures.clone(),
+        );
         let sandbox_layers = Family::<LayerLabel, Gauge>::default();
         registry.register(
             "rendergate_sandbox_layer",
@@ -123,6 +130,7 @@ impl Metrics {
             pinned,
             latch,
             checks,
+            sandbox_failures,
             check_duration,
             remembered,
             renders_retained,
@@ -144,6 +152,11 @@ impl Metrics {
             self.rejected.inc();
         }
         self.check_duration.observe(took.as_secs_f64());
+    }
+
+    /// A check could not run because its sandbox could not be set up.
+    pub fn check_sandbox_failed(&self) {
+        self.sandbox_failures.inc();
     }
 
     /// A verdict was settled from memory, no check run.

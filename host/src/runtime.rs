@@ -337,6 +337,7 @@ impl Driver {
                         (Checked { outcome, judge: self.core.judge().into() }, Duration::ZERO)
                     });
                     self.metrics.check_finished(checked.outcome.label(), took);
+                    self.sandbox_checked(&checked.outcome);
                     self.refresh_judge();
                     self.core.handle_check_result(now(), id, checked.outcome, &checked.judge, took);
                 },
@@ -360,6 +361,22 @@ impl Driver {
 
     /// A check the core no longer waits for (the term ended) is stopped:
     /// dropping it kills haproxy's process group and removes its directory.
+    /// Tells `/healthz` and the metrics whether the check's sandbox could
+    /// be set up: a check that could not run for a sandbox reason makes the
+    /// gate unhealthy until a check runs again (docs/operations.md).
+    fn sandbox_checked(&self, outcome: &CheckOutcome) {
+        match outcome {
+            CheckOutcome::Unavailable { reason }
+                if rendergate_check::trial::holds_every_check(reason) =>
+            {
+                self.metrics.check_sandbox_failed();
+                self.health.sandbox_checked(Some(reason));
+            }
+            CheckOutcome::Unavailable { .. } => {}
+            _ => self.health.sandbox_checked(None),
+        }
+    }
+
     fn cancel_abandoned_check(&mut self) {
         let wanted = self.core.in_flight().map(|r| r.id);
         if let Some(check) = self.check.take_if(|c| Some(c.id) != wanted) {

@@ -101,7 +101,13 @@ struct Serve {
 
 impl Serve {
     fn start(extra: &[&str]) -> Serve {
+        Serve::start_with(extra, &[])
+    }
+
+    /// As [`Serve::start`], with these variables in serve's environment.
+    fn start_with(extra: &[&str], env: &[(&str, &str)]) -> Serve {
         let mut child = serve_command(extra)
+            .envs(env.iter().copied())
             .args(["--metrics-addr", "127.0.0.1:0"])
             .stderr(Stdio::piped())
             .spawn()
@@ -264,6 +270,33 @@ fn a_refusal_moves_the_counter_and_the_gauges_on_metrics() {
     assert_eq!((post.status, post.header("allow")), (405, Some("GET, HEAD")));
     let head = request(addr, "HEAD", "/healthz");
     assert_eq!((head.status, head.body.as_str()), (200, ""));
+    assert!(serve.finish().success());
+}
+
+#[test]
+fn healthz_goes_503_naming_why_while_checks_cannot_set_up_their_sandbox() {
+    // No world works: no mount namespace, and a config directory holding
+    // someone else's file. Every render is held, so the gate is unhealthy.
+    let config_dir = tempfile::tempdir().unwrap();
+    std::fs::write(config_dir.path().join("theirs.cfg"), "x").unwrap();
+    let at = config_dir.path().to_str().unwrap();
+    let mut serve =
+        Serve::start_with(&["--config-dir", at], &[("RENDERGATE_SANDBOX_DISABLE", "mountns")]);
+    assert_eq!(get(serve.addr, "/healthz").status, 200, "healthy until a check says otherwise");
+    let outputs = serve.outputs();
+    serve.send(&rendered("plan-1", "r-1", &sample_config()));
+    let verdict = outputs.until("verdict").pop().unwrap();
+    assert_eq!((verdict["ok"].as_bool(), verdict["refused"].as_bool()), (Some(false), Some(false)));
+    let health = get(serve.addr, "/healthz");
+    assert_eq!(health.status, 503, "{}", health.body);
+    assert!(
+        health.body.starts_with("checks cannot set up their sandbox: ")
+            && health.body.contains("--config-dir cannot hold the render"),
+        "{}",
+        health.body
+    );
+    let metrics = get(serve.addr, "/metrics").body;
+    assert_eq!(sample(&metrics, "rendergate_check_sandbox_failures_total"), Some(1.0), "{metrics}");
     assert!(serve.finish().success());
 }
 

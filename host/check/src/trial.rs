@@ -94,6 +94,25 @@ pub fn short(reason: &str) -> String {
     format!("{what}: {errno}")
 }
 
+/// Whether a check could not run for a reason of the gate's sandbox or
+/// world that holds every check alike (the trial's failures, no world, a
+/// strict sandbox this host cannot give, no check directory): `/healthz`
+/// says so, since every render is held while it lasts. A missing binary, a
+/// timeout or a render's own path problem are not.
+pub fn holds_every_check(reason: &str) -> bool {
+    is_sandbox_failure(reason)
+        || [
+            "sandbox mode strict needs",
+            "this host gives no namespaces for the check's world",
+            "no root of the check's own works here",
+            "no world for checks works on this host",
+            "cannot create a check directory in",
+            "cannot read the stock files",
+        ]
+        .iter()
+        .any(|prefix| reason.starts_with(prefix))
+}
+
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
@@ -113,6 +132,19 @@ mod tests {
             short("cannot build the check's world: x\nmore"),
             "cannot build the check's world: x"
         );
+    }
+
+    #[test]
+    fn what_holds_every_check_is_the_sandbox_s_never_the_binary_s_nor_the_render_s() {
+        assert!(holds_every_check("sandbox setup failed in layer 'seccomp': x (EPERM)"));
+        assert!(holds_every_check(
+            "sandbox mode strict needs landlock and seccomp; missing on this host: x"
+        ));
+        assert!(holds_every_check(
+            "no root of the check's own works here (root: chroot: EPERM), and x"
+        ));
+        assert!(!holds_every_check("haproxy binary not found: haproxy"));
+        assert!(!holds_every_check("the check timed out after 30s"));
     }
 
     #[test]
