@@ -1,8 +1,9 @@
 //! Promotion to judged content only, through `serve` and the real haproxy
 //! (docs/behaviour.md, "The promotion and revert policy"): a pass of one
 //! render of a plan never promotes a pod that reports another render of the
-//! same plan whose content was never judged; the `promote` line always
-//! names a render whose content passed.
+//! same plan whose content was never judged; the built-in default promotes
+//! on a pass only the pods holding the content that passed; the `promote`
+//! line always names a render whose content passed.
 
 use crate::support::*;
 use serde_json::{Value, json};
@@ -72,4 +73,43 @@ fn a_promote_line_names_a_render_even_when_the_pods_report_names_none() {
         [&json!({"type": "promote", "pod": "ns/b", "plan": "plan-1", "render": "r-2"})],
         "{rest:#?}"
     );
+}
+
+/// docs/behaviour.md's default: on a pass, only the pods holding the
+/// content that passed (this verdict's render, or a report without a render
+/// id) are promoted. pod-0 holds r-a, another render of the plan whose
+/// content passed: r-b's pass does not promote it (a custom policy may:
+/// the host's rule is looser).
+#[test]
+fn the_default_promotes_on_a_pass_only_pods_holding_the_content_that_passed() {
+    let mut gate = Serve::start(&[]);
+    gate.send(&rendered("plan-x", "r-a", &sample_config()));
+    let verdict = gate.until("verdict").pop().unwrap();
+    assert_eq!(verdict["ok"], true, "{verdict}");
+    gate.send(&applied("ns/pod-0", "r-a", "plan-x", "plan-x", "plan-0"));
+    let promote = gate.until("promote").pop().unwrap();
+    assert_eq!(
+        (promote["pod"].as_str(), promote["render"].as_str()),
+        (Some("ns/pod-0"), Some("r-a"))
+    );
+    // pod-1 names no render; pod-2 holds r-b, not yet judged (not promoted now)
+    gate.send(&json!({"type": "applied", "pod": "ns/pod-1", "plan": "plan-x",
+                      "running_plan": "plan-x", "baseline_plan": "plan-0"}));
+    let promote = gate.until("promote").pop().unwrap();
+    assert_eq!(promote["pod"], "ns/pod-1", "{promote}");
+    gate.send(&applied("ns/pod-2", "r-b", "plan-x", "plan-0", "plan-0"));
+    gate.send(&rendered("plan-x", "r-b", &format!("{}\n# r-b\n", sample_config())));
+    let (rest, status) = gate.finish();
+    assert!(status.success());
+    let at = rest
+        .iter()
+        .position(|l| l["type"] == "verdict" && l["render"] == "r-b")
+        .unwrap_or_else(|| panic!("no verdict on r-b: {rest:#?}"));
+    assert_eq!(rest[at]["ok"], true, "{rest:#?}");
+    assert!(of_type(&rest[..at], "promote").is_empty(), "{rest:#?}");
+    let promoted: Vec<(&str, &str)> = of_type(&rest[at..], "promote")
+        .iter()
+        .map(|p| (p["pod"].as_str().unwrap(), p["render"].as_str().unwrap_or("-")))
+        .collect();
+    assert_eq!(promoted, [("ns/pod-1", "r-b"), ("ns/pod-2", "r-b")], "{rest:#?}");
 }

@@ -183,27 +183,41 @@ pub const DEFAULT_NAME: &str = "default";
 /// The default decision (docs/behaviour.md, "The promotion and revert policy"):
 ///
 /// - a pass for plan P: every pod that applied P and whose baseline is not P
-///   may promote its baseline to P;
+///   may promote its baseline to P, only when it holds the content that
+///   passed: a pod whose report names another render of P is not promoted
+///   on this pass (it was on its own render's, or waits for it); a report
+///   without a render id is matched by plan;
 /// - a refusal of P: every pod that applied P but whose own HAProxy does not
 ///   run P is reverted to its baseline; a pod that loaded P is left alone,
-///   its reload being stronger evidence than `haproxy -c`;
+///   its reload being stronger evidence than `haproxy -c`, and so is a pod
+///   whose report names a render of P whose content passed;
 /// - could not run: nothing;
-/// - a pod reporting P applied after P passed may promote then; a pod
-///   reporting a refused P it does not run is reverted then.
+/// - a pod reporting P applied after P passed may promote then (when what
+///   it holds passed); a pod reporting a refused P it does not run is
+///   reverted then (unless what it holds passed).
+///
+/// Which render a pod holds is in [`Fleet::held`], which the WIT world
+/// does not carry: inside a guest every pod is matched by plan.
 pub fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
     let mut decision = Decision::default();
+    let held = &fleet.held;
     match trigger {
         Trigger::Verdict(verdict) => {
             let plan: Name = verdict.plan.as_str().into(); // one copy, shared by every item
             match verdict.outcome {
                 Outcome::Passed => {
-                    for pod in fleet.pods.iter().filter(|p| applied_is(p, &plan)) {
+                    // the plan, and this render when the report names one
+                    let holds_this = |p: &PodState| {
+                        applied_is(p, &plan)
+                            && held.of(&p.pod).is_none_or(|(render, _)| **render == verdict.render)
+                    };
+                    for pod in fleet.pods.iter().filter(|p| holds_this(p)) {
                         push_promote(&mut decision, pod, &plan);
                     }
                 }
                 Outcome::Refused => {
                     for pod in fleet.pods.iter().filter(|p| applied_is(p, &plan)) {
-                        push_revert(&mut decision, pod, &plan);
+                        push_revert(&mut decision, held, pod, &plan);
                     }
                 }
                 Outcome::Unavailable => {}
@@ -212,9 +226,15 @@ pub fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
         Trigger::Applied(pod) => {
             if let Some(plan) = &pod.applied_plan {
                 if fleet.passed_plans.contains(plan) {
-                    push_promote(&mut decision, pod, plan);
+                    let passed = match held.of(&pod.pod) {
+                        Some((_, judged)) => judged == Some(Outcome::Passed),
+                        None => !held.plan_content_lost(plan),
+                    };
+                    if passed {
+                        push_promote(&mut decision, pod, plan);
+                    }
                 } else if fleet.refused_plans.contains(plan) {
-                    push_revert(&mut decision, pod, plan);
+                    push_revert(&mut decision, held, pod, plan);
                 }
             }
         }
@@ -232,9 +252,12 @@ fn push_promote(decision: &mut Decision, pod: &PodState, plan: &Name) {
     }
 }
 
-fn push_revert(decision: &mut Decision, pod: &PodState, plan: &Name) {
+fn push_revert(decision: &mut Decision, held: &Held, pod: &PodState, plan: &Name) {
     if pod.running_plan.as_deref() == Some(&**plan) {
         return; // its own HAProxy loaded the plan: stronger evidence than `-c`
+    }
+    if held.of(&pod.pod).is_some_and(|(_, judged)| judged == Some(Outcome::Passed)) {
+        return; // it holds content of the plan that passed: not reverted for another render
     }
     decision.revert.push(Revert {
         pod: pod.pod.clone(),
@@ -305,6 +328,65 @@ mod tests {
     #[test]
     fn unavailable_decides_nothing() {
         assert_eq!(decide(&verdict("p2", Outcome::Unavailable), &fleet()), Decision::default());
+    }
+
+    /// `ns/a` reports render `r-p2` (judged `judged`), `ns/b` another
+    /// render of p2, `r-other` (passed); the others name no render.
+    fn holding(judged: Option<Outcome>) -> Fleet {
+        let mut f = fleet();
+        let name = |s: &str| -> Name { s.into() };
+        f.held = Held {
+            renders: Arc::new(
+                [(name("ns/a"), name("r-p2")), (name("ns/b"), name("r-other"))]
+                    .into_iter()
+                    .collect(),
+            ),
+            judged: Arc::new(
+                [(name("r-other"), Outcome::Passed)]
+                    .into_iter()
+                    .chain(judged.map(|j| (name("r-p2"), j)))
+                    .collect(),
+            ),
+            passed: Some(Arc::new([(name("p2"), name("r-other"))].into_iter().collect())),
+        };
+        f.passed_plans = vec!["p2".into()].into();
+        f
+    }
+
+    #[test]
+    fn a_pass_promotes_only_pods_holding_this_verdicts_render_or_naming_none() {
+        // the verdict is on r-p2: ns/b holds r-other (passed too, another content)
+        let d = decide(&verdict("p2", Outcome::Passed), &holding(Some(Outcome::Passed)));
+        let pods: Vec<_> = d.promote.iter().map(|p| &*p.pod).collect();
+        assert_eq!(pods, ["ns/a"]);
+        // a fleet that says nothing of renders: matched by plan, as a guest sees it
+        let d = decide(&verdict("p2", Outcome::Passed), &fleet());
+        assert_eq!(d.promote.len(), 2);
+    }
+
+    #[test]
+    fn a_refusal_leaves_alone_a_pod_holding_content_of_the_plan_that_passed() {
+        let d = decide(&verdict("p2", Outcome::Refused), &holding(Some(Outcome::Refused)));
+        let pods: Vec<_> = d.revert.iter().map(|r| &*r.pod).collect();
+        assert_eq!(pods, ["ns/a", "ns/d"]); // ns/b holds r-other, which passed
+    }
+
+    #[test]
+    fn a_late_report_promotes_only_when_what_the_pod_holds_passed() {
+        let report = pod("ns/a", "p2", "p1", "p1");
+        for (judged, promoted) in
+            [(Some(Outcome::Passed), true), (None, false), (Some(Outcome::Refused), false)]
+        {
+            let d = decide(&Trigger::Applied(report.clone()), &holding(judged));
+            assert_eq!(d.promote.len(), usize::from(promoted), "{judged:?}");
+        }
+        // a report without a render: matched by plan, unless no render id
+        // names content of the plan that passed any more
+        let plan_only = pod("ns/e", "p2", "p1", "p1");
+        let mut f = holding(None);
+        assert_eq!(decide(&Trigger::Applied(plan_only.clone()), &f).promote.len(), 1);
+        f.held.passed = Some(Arc::default());
+        assert!(decide(&Trigger::Applied(plan_only), &f).promote.is_empty());
     }
 
     #[test]

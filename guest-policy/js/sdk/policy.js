@@ -216,6 +216,12 @@ export function note(decision, text) {
  * - could not run: nothing;
  * - a pod reporting P applied after P passed may promote then; a pod
  *   reporting a refused P it does not run is reverted then.
+ *
+ * A component sees each pod's plans, not the render it holds (the world
+ * carries no render ids), so every pod is matched by plan: on a pass it
+ * promotes every pod holding P, where the built-in default, which knows
+ * each pod's render, promotes only the pods holding the content that
+ * passed. The host's rules keep every promotion to content that passed.
  * @param {Trigger} trigger
  * @param {Fleet} fleet
  * @returns {Decision}

@@ -109,6 +109,12 @@ def default_decision(trigger: Trigger, fleet: Fleet) -> Decision:
     - could not run: nothing;
     - a pod reporting P applied after P passed may promote then; a pod
       reporting a refused P it does not run is reverted then.
+
+    A component sees each pod's plans, not the render it holds (the world
+    carries no render ids), so every pod is matched by plan: on a pass it
+    promotes every pod holding P, where the built-in default, which knows
+    each pod's render, promotes only the pods holding the content that
+    passed. The host's rules keep every promotion to content that passed.
     """
     made = decision()
     verdict = verdict_of(trigger)
