@@ -171,7 +171,11 @@ impl Drop for InConfigDir {
 /// every entry of `dir` whatever modes the render gave them, then the mark
 /// from `owner`.
 fn empty(dir: &Dir, owner: &File, mode: u32) -> io::Result<()> {
-    rustix::fs::fchmod(owner.as_fd(), rustix::fs::Mode::from_raw_mode(mode))?;
+    // Only when changed: a directory the gate does not own (an emptyDir is
+    // root's, group-writable) cannot be chmodded, by the gate nor by a render.
+    if owner.metadata()?.mode() & 0o7777 != mode {
+        rustix::fs::fchmod(owner.as_fd(), rustix::fs::Mode::from_raw_mode(mode))?;
+    }
     for entry in dir.entries()? {
         let entry = entry?;
         let name = entry.file_name();
