@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the HAProxy versions the gate is tested against (3.0 LTS and 3.2 LTS)
-# from upstream release tarballs (haproxy-<version>.tar.gz), into a cache outside the clone
+# Builds the HAProxy versions the gate is tested against besides Debian's 2.6
+# (3.0.11 today: every haproxy-<version>.tar.gz there) from upstream release tarballs (haproxy-<version>.tar.gz), into a cache outside the clone
 # that later runs reuse. Prints one line per version: VERSION PATH-TO-BINARY.
 #
 #   tests/build-haproxy.sh SOURCES_DIR [CACHE_DIR]
