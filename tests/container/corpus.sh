@@ -9,6 +9,8 @@
 #     directory (the gate shows the render at /etc/haproxy, its config dir);
 #   - bare's kind: exit 0 or 2 pass, 1 refused, anything else (a signal, the
 #     30 s deadline) could not run;
+#   - bare sees the image's stock files at /etc/haproxy, as a fleet's pod
+#     does; the gate gets them through --stock-dir, as kubernetes.yaml has it;
 #   - the gate's kind: exit 0 pass, 1 refused, 2 could not run, and the JSON
 #     verdict's ok/refused must say the same, or the answer is unreadable.
 # One line per case, tab-separated: CASE name gate-kind bare-kind gate-exit
@@ -17,6 +19,7 @@
 # (the config-directory world lays each render out in /etc/haproxy itself).
 set -u
 haproxy=/usr/sbin/haproxy
+stock=/usr/share/rendergate/stock   # the image's stock files (Dockerfile)
 work=$(mktemp -d "${TMPDIR:-/tmp}/corpus.XXXXXX") || exit 3
 
 kind_of_gate() { # exit status, JSON file
@@ -64,9 +67,17 @@ for dir in "$@"; do
         sed -i "s#default-path origin /etc/haproxy#default-path origin $bare#g" "$bare/haproxy.cfg"
     fi
 
-    rendergate check --json --timeout 20s --haproxy "$haproxy" "$gate" >"$work/gate.out" 2>"$work/gate.err"
+    rendergate check --json --timeout 20s --haproxy "$haproxy" --stock-dir "$stock" "$gate" >"$work/gate.out" 2>"$work/gate.err"
     gate_exit=$?
-    (cd "$bare" && exec timeout -s KILL 30 env -i "$haproxy" -dr -c -f haproxy.cfg) >"$work/bare.out" 2>&1
+    # bare sees what a fleet's pod sees at /etc/haproxy: the image's stock
+    # files (here the emptyDir, filled for bare alone, one bare at a time,
+    # and emptied again for the gate's config-directory world)
+    flock /tmp/corpus-stock.lock sh -c '
+        cp -R "$1/." /etc/haproxy/ || exit 97
+        (cd "$2" && exec timeout -s KILL 30 env -i "$3" -dr -c -f haproxy.cfg)
+        status=$?
+        find /etc/haproxy -mindepth 1 -delete || exit 98
+        exit $status' sh "$stock" "$bare" "$haproxy" >"$work/bare.out" 2>&1
     bare_exit=$?
 
     gate_kind=$(kind_of_gate "$gate_exit" "$work/gate.out")

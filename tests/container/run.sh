@@ -55,6 +55,7 @@ declare -A EXPECTED_WORLD=(
     [unconfined]=root
     [podman]=root
     [runtime-default]=config-dir
+    [localhost]=root
 )
 # What the probe must see, per profile: unshare(CLONE_NEWUSER), clone3(NULL,0),
 # io_uring_setup (listed by neither profile) as "return/errno".
@@ -62,8 +63,9 @@ declare -A EXPECTED_PROBE=(
     [unconfined]="unshare=0 clone3=-1/22 io_uring_setup=-1/14"
     [podman]="unshare=0 clone3=-1/22 io_uring_setup=-1/38"
     [runtime-default]="unshare=-1/1 clone3=-1/38 io_uring_setup=-1/1"
+    [localhost]="unshare=0 clone3=-1/38 io_uring_setup=-1/1"
 )
-read -r -a profiles <<<"${RENDERGATE_CONTAINER_PROFILES:-unconfined podman runtime-default}"
+read -r -a profiles <<<"${RENDERGATE_CONTAINER_PROFILES:-unconfined podman runtime-default localhost}"
 
 started=$(date +%s)
 failures=()
@@ -250,7 +252,8 @@ for profile in "${profiles[@]}"; do
         unconfined) seccomp=unconfined ;;
         podman) seccomp=$cache/podman.json ;;
         runtime-default) seccomp=$cache/runtime-default.json ;;
-        *) die "unknown profile $profile (unconfined, podman, runtime-default)" ;;
+        localhost) seccomp=$cache/localhost.json ;;
+        *) die "unknown profile $profile (unconfined, podman, runtime-default, localhost)" ;;
     esac
     profile_started=$(date +%s)
     out=$cache/out/$profile

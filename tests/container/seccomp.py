@@ -37,6 +37,13 @@ which CRI-O also applies for RuntimeDefault):
                         (unshare: EPERM) and must fall back to the
                         config-directory world.
 
+  localhost.json        the deployment kit's Localhost profile, as an operator
+                        writes it (examples/deploy/README.md): runtime-default
+                        plus exactly what the gate's root world needs of a
+                        process without capabilities: unshare, clone with
+                        CLONE_NEW* flags, mount, umount2 and pivot_root (no
+                        chroot, no sethostname: the gate does without them).
+                        Under it the gate must claim world=root.
 Usage: seccomp.py PODMAN_PROFILE OUT_DIR
 """
 
@@ -118,6 +125,18 @@ def runtime_default(podman):
     return explicit_errnos(profile)
 
 
+# What the root world needs beyond containerd's RuntimeDefault (docs/checking.md,
+# "Which world checks get"): the kit's Localhost profile adds exactly these.
+ROOT_WORLD = ["unshare", "clone", "mount", "umount2", "pivot_root"]
+
+
+def localhost(runtime_default_profile):
+    profile = copy.deepcopy(runtime_default_profile)
+    profile["syscalls"].append({"names": ROOT_WORLD, "action": "SCMP_ACT_ALLOW", "args": [],
+                                "includes": {}, "excludes": {}})
+    return profile
+
+
 def check(profile, name):
     """The namespace calls are where this file says, or the derivation is stale."""
     unconditional = {n for r in profile["syscalls"] if r["action"] == "SCMP_ACT_ALLOW"
@@ -138,7 +157,8 @@ def main():
     derived = runtime_default(podman)
     check(derived, "runtime-default.json")
     for name, profile in (("podman.json", explicit_errnos(copy.deepcopy(podman))),
-                          ("runtime-default.json", derived)):
+                          ("runtime-default.json", derived),
+                          ("localhost.json", localhost(derived))):
         with open(f"{sys.argv[2]}/{name}", "w") as f:
             json.dump(profile, f, indent=1)
             f.write("\n")
