@@ -8,9 +8,8 @@
 //! The gate is also unhealthy while its checks cannot set up their sandbox
 //! (a world that worked at start-up and no longer does: a changed seccomp
 //! profile, a full `TMPDIR`): every render would be held, so the probe says
-//! so, naming the reason, until a check runs again. A liveness probe then
-//! restarts the gate, which tries the worlds anew (docs/checking.md, "Which
-//! world checks get").
+//! so, naming the reason, until a check runs again (the checker tries the
+//! worlds again meanwhile: docs/checking.md, "Which world checks get").
 //!
 //! The timestamps are atomics: the driver never waits on a reader for them;
 //! the sandbox's reason is one short string behind a lock taken to copy it.

@@ -297,6 +297,18 @@ fn healthz_goes_503_naming_why_while_checks_cannot_set_up_their_sandbox() {
     );
     let metrics = get(serve.addr, "/metrics").body;
     assert_eq!(sample(&metrics, "rendergate_check_sandbox_failures_total"), Some(1.0), "{metrics}");
+    // The directory is given to the gate: a later retry of the check tries
+    // the worlds again, in the same process, and the render is judged.
+    std::fs::remove_file(config_dir.path().join("theirs.cfg")).unwrap();
+    let started = Instant::now();
+    let verdict = loop {
+        let verdict = outputs.until("verdict").pop().unwrap();
+        if verdict["ok"] == json!(true) || started.elapsed() > Duration::from_secs(40) {
+            break verdict;
+        }
+    };
+    assert_eq!(verdict["ok"], json!(true), "judged once the worlds were tried again: {verdict}");
+    assert_eq!(get(serve.addr, "/healthz").status, 200);
     assert!(serve.finish().success());
 }
 

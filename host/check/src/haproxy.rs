@@ -91,7 +91,12 @@ pub struct HaproxyChecker {
     /// The binary, found and named again for every check; when there is
     /// none, that check could not run.
     binary: BinaryIdentity,
-    probe: Probe,
+    /// The world checks get, as last decided; swapped whole when checks
+    /// stop being able to set up their sandbox and the worlds are tried
+    /// again ([`HaproxyChecker::try_again`]).
+    choice: Mutex<Arc<Choice>>,
+    /// When the worlds were last tried again (at most once a [`RETRY_EVERY`]).
+    retried: Mutex<Option<std::time::Instant>>,
     /// The sandbox of the binary last found, by its identity: a sandbox is
     /// made for one binary (it reads the binary's loader), so another binary
     /// gets a new one.
@@ -105,18 +110,30 @@ pub struct HaproxyChecker {
     /// holding a check's child: waited for when the checker goes, so that
     /// its directories, children and world go with it.
     in_flight: Arc<InFlight>,
-    /// Where the host gives no namespaces: the config directory claimed as
-    /// every check's directory, or why it could not be (then every check
-    /// could not run, saying so).
-    config_dir: Option<Result<Arc<ConfigDir>, String>>,
     /// The next check's child, made ahead (never in the config directory,
     /// which one check at a time holds); shared with the aftercare that makes it.
     standby: Arc<Mutex<Option<Standby>>>,
     /// What answered checks left, taken care of after their verdicts.
     aftercare: Arc<Aftercare>,
-    /// The worlds tried at start-up that failed, and why ([`trial`]).
+}
+
+/// Which world checks get: the probe's layers, less the worlds that failed
+/// their trial, and the config directory claimed where there is no root of
+/// the check's own.
+#[derive(Debug)]
+struct Choice {
+    probe: Probe,
+    /// Where checks get no root of their own: the config directory claimed
+    /// as every check's directory, or why it could not be (then every check
+    /// could not run, saying so).
+    config_dir: Option<Result<Arc<ConfigDir>, String>>,
+    /// The worlds that failed their trial, and why ([`trial`]).
     tried: Tried,
 }
+
+/// The least time between two tries of the worlds after checks failed to
+/// set up their sandbox (checks that could not run are retried sooner).
+const RETRY_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The worlds that failed their trial at start-up ([`trial`]).
 #[derive(Clone, Debug, Default)]
@@ -126,8 +143,9 @@ pub struct Tried {
     /// Why the config-directory world failed, when it did: then checks
     /// have no world.
     config_dir: Option<String>,
-    /// A checker made for a trial says nothing: the one decided says it.
-    quiet: bool,
+    /// A checker made for a trial: it says nothing (the one decided says
+    /// it) and tries no world again (it is itself a try).
+    trial: bool,
 }
 
 /// Which world checks see on this host (docs/checking.md, "The check's world").
@@ -151,6 +169,53 @@ impl WorldKind {
             WorldKind::ConfigDir => "config-dir",
             WorldKind::Fresh => "fresh",
             WorldKind::None => "none",
+        }
+    }
+}
+
+impl Choice {
+    /// The choice the probe and the trials make, with the config directory
+    /// claimed where checks get no root of their own.
+    fn new(opts: &HaproxyOptions, probe: Probe, tried: Tried) -> Choice {
+        let mode = opts.sandbox.mode;
+        let config_dir = (mode != sandbox::Mode::Off && !sandbox::gives_world(mode, &probe)).then(
+            || {
+                let world = &opts.sandbox.world;
+                if (world.accounts.is_some() || world.hostname.is_some()) && !tried.trial {
+                    tracing::warn!("no namespaces: --accounts and --check-hostname cannot apply; haproxy sees the host's accounts and name");
+                }
+                if tried.config_dir.is_some() {
+                    let failed = tried.failed.join("; ");
+                    let e = format!("no world for checks works on this host ({failed})");
+                    if !tried.trial {
+                        tracing::error!("{e}; every check will be could-not-run");
+                    }
+                    return Err(e);
+                }
+                let path = &world.config_dir;
+                ConfigDir::claim(path).map(Arc::new).map_err(|e| {
+                    let why = match tried.failed.as_slice() {
+                        [] => "this host gives no namespaces for the check's world".to_owned(),
+                        failed => format!("no root of the check's own works here ({})", failed.join("; ")),
+                    };
+                    let e = format!("{why}, and --config-dir cannot hold the render: {e}");
+                    if !tried.trial {
+                        tracing::error!("{e}; every check will be could-not-run");
+                    }
+                    e
+                })
+            },
+        );
+        Choice { probe, config_dir, tried }
+    }
+
+    /// Which world checks see.
+    fn kind(&self, mode: sandbox::Mode) -> WorldKind {
+        match &self.config_dir {
+            Some(Ok(_)) => WorldKind::ConfigDir,
+            Some(Err(_)) => WorldKind::None,
+            None if mode == sandbox::Mode::Off => WorldKind::Fresh,
+            None => WorldKind::Root,
         }
     }
 }
@@ -200,7 +265,7 @@ impl HaproxyChecker {
         loop {
             let opts = HaproxyOptions { standby: false, ..opts.clone() };
             let checker =
-                Self::decided(opts, probe.clone(), Tried { quiet: true, ..tried.clone() });
+                Self::decided(opts, probe.clone(), Tried { trial: true, ..tried.clone() });
             let kind = checker.world_kind();
             if !matches!(kind, WorldKind::Root | WorldKind::ConfigDir) {
                 return (probe, tried);
@@ -251,55 +316,26 @@ impl HaproxyChecker {
         let work_dir = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
         let base = BaseDir::open(&work_dir).map(Arc::new);
         if let Err(problem) = &base
-            && !tried.quiet
+            && !tried.trial
         {
             tracing::error!("{problem}; every check will be could-not-run");
         }
         let binary = BinaryIdentity::new(&opts.binary);
         let in_flight = Arc::default();
-        let mode = opts.sandbox.mode;
-        let config_dir = (mode != sandbox::Mode::Off && !sandbox::gives_world(mode, &probe)).then(
-            || {
-                let world = &opts.sandbox.world;
-                if (world.accounts.is_some() || world.hostname.is_some()) && !tried.quiet {
-                    tracing::warn!("no namespaces: --accounts and --check-hostname cannot apply; haproxy sees the host's accounts and name");
-                }
-                if tried.config_dir.is_some() {
-                    let failed = tried.failed.join("; ");
-                    let e = format!("no world for checks works on this host ({failed})");
-                    if !tried.quiet {
-                        tracing::error!("{e}; every check will be could-not-run");
-                    }
-                    return Err(e);
-                }
-                let path = &world.config_dir;
-                ConfigDir::claim(path).map(Arc::new).map_err(|e| {
-                    let why = match tried.failed.as_slice() {
-                        [] => "this host gives no namespaces for the check's world".to_owned(),
-                        failed => format!("no root of the check's own works here ({})", failed.join("; ")),
-                    };
-                    let e = format!("{why}, and --config-dir cannot hold the render: {e}");
-                    if !tried.quiet {
-                        tracing::error!("{e}; every check will be could-not-run");
-                    }
-                    e
-                })
-            },
-        );
+        let choice = Mutex::new(Arc::new(Choice::new(&opts, probe, tried)));
         let sandbox = Mutex::new(None);
         let standby = Arc::default();
         let aftercare = Arc::default();
         let checker = HaproxyChecker {
             binary,
             opts,
-            probe,
+            choice,
+            retried: Mutex::new(None),
             sandbox,
             base,
             in_flight,
-            config_dir,
             standby,
             aftercare,
-            tried,
         };
         // The first check need not hash the binary nor read its loader, nor
         // wait for its child, when there is a runtime to watch it from.
@@ -319,7 +355,7 @@ impl HaproxyChecker {
         let sandbox = match made.as_ref().filter(|(identity, _)| *identity == binary.identity) {
             Some((_, sandbox)) => sandbox.clone(),
             None => {
-                let (opts, probe) = (self.opts.sandbox.clone(), self.probe.clone());
+                let (opts, probe) = (self.opts.sandbox.clone(), self.choice().probe.clone());
                 let private = self.base.as_ref().ok().map(|base| base.own_path());
                 let sandbox = Arc::new(Sandbox::with_probe(opts, &binary.path, probe, private));
                 *made = Some((binary.identity.clone(), sandbox.clone()));
@@ -344,35 +380,28 @@ impl HaproxyChecker {
 
     /// The start-up line saying which sandbox layers checks get, and which world.
     pub fn sandbox_report(&self) -> String {
-        let mut line = format!(
-            "{} world={}",
-            self.probe.report(self.opts.sandbox.mode),
-            self.world_kind().name()
-        );
-        if !self.tried.failed.is_empty() {
-            line.push_str(&format!(" ({})", self.tried.failed.join("; ")));
+        let choice = self.choice();
+        let mode = self.opts.sandbox.mode;
+        let mut line = format!("{} world={}", choice.probe.report(mode), choice.kind(mode).name());
+        if !choice.tried.failed.is_empty() {
+            line.push_str(&format!(" ({})", choice.tried.failed.join("; ")));
         }
         line
     }
 
-    /// The worlds that failed their trial at start-up, and why.
-    pub fn worlds_failed(&self) -> &[String] {
-        &self.tried.failed
+    /// The world as last decided.
+    fn choice(&self) -> Arc<Choice> {
+        self.choice.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Which world checks see.
     pub fn world_kind(&self) -> WorldKind {
-        match &self.config_dir {
-            Some(Ok(_)) => WorldKind::ConfigDir,
-            Some(Err(_)) => WorldKind::None,
-            None if self.opts.sandbox.mode == sandbox::Mode::Off => WorldKind::Fresh,
-            None => WorldKind::Root,
-        }
+        self.choice().kind(self.opts.sandbox.mode)
     }
 
     /// Why checks have no world, when they have none.
-    pub fn world_refusal(&self) -> Option<&str> {
-        self.config_dir.as_ref().and_then(|c| c.as_ref().err()).map(String::as_str)
+    pub fn world_refusal(&self) -> Option<String> {
+        self.choice().config_dir.as_ref().and_then(|c| c.as_ref().err()).cloned()
     }
 
     /// The sandbox mode checks run in (`--sandbox`, `--no-sandbox`).
@@ -382,7 +411,7 @@ impl HaproxyChecker {
 
     /// Each layer and whether checks get it (the `rendergate_sandbox_layer` gauge).
     pub fn sandbox_layers(&self) -> Vec<(&'static str, bool)> {
-        self.probe.layers(self.opts.sandbox.mode)
+        self.choice().probe.layers(self.opts.sandbox.mode)
     }
 
     /// The binary a check runs now, when there is one.
@@ -402,7 +431,19 @@ impl HaproxyChecker {
                     return Checked { outcome: unavailable(problem), judge: self.binary.missing() };
                 }
             };
-            let outcome = self.run(&setup, render, deadline).await;
+            let mut outcome = self.run(&setup, render, deadline).await;
+            if self.try_again(&outcome).await {
+                let setup = match self.setup() {
+                    Ok(setup) => setup,
+                    Err(problem) => {
+                        return Checked {
+                            outcome: unavailable(problem),
+                            judge: self.binary.missing(),
+                        };
+                    }
+                };
+                outcome = self.run(&setup, render, deadline).await;
+            }
             if setup.binary.unchanged() {
                 return Checked { outcome, judge: setup.binary.identity.clone() };
             }
@@ -412,6 +453,62 @@ impl HaproxyChecker {
             "the haproxy binary kept changing during the check ({RUNS_PER_CHECK} runs)"
         ));
         Checked { outcome, judge: self.binary.identity() }
+    }
+
+    /// After a check that could not set up its sandbox (or had no world):
+    /// the worlds are tried again, from a fresh probe of this host, at most
+    /// once a [`RETRY_EVERY`], and the choice swapped whole; `true` when
+    /// there is a world to judge in again. The config directory is let go
+    /// first, so that its trial (and the new choice) may claim it.
+    async fn try_again(&self, outcome: &CheckOutcome) -> bool {
+        let CheckOutcome::Unavailable { reason } = outcome else { return false };
+        if self.opts.sandbox.mode == sandbox::Mode::Off
+            || !trial::holds_every_check(reason)
+            || self.choice().tried.trial
+        {
+            return false;
+        }
+        {
+            let mut retried = self.retried.lock().unwrap_or_else(PoisonError::into_inner);
+            if retried.is_some_and(|at| at.elapsed() < RETRY_EVERY) {
+                return false;
+            }
+            *retried = Some(std::time::Instant::now());
+        }
+        let before = self.world_kind();
+        {
+            let mut choice = self.choice.lock().unwrap_or_else(PoisonError::into_inner);
+            let probe = choice.probe.clone();
+            let config_dir = Some(Err("the worlds are being tried again".to_owned()));
+            *choice = Arc::new(Choice { probe, config_dir, tried: Tried::default() });
+        }
+        drop(self.standby.lock().unwrap_or_else(PoisonError::into_inner).take());
+        *self.sandbox.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        let opts = self.opts.clone();
+        let tried = tokio::task::spawn_blocking(move || {
+            let probe =
+                Probe::detect(&std::env::var(sandbox::probe::DISABLE_VAR).unwrap_or_default());
+            let (probe, tried) = Self::try_worlds(&opts, probe);
+            Choice::new(&opts, probe, tried)
+        })
+        .await;
+        let choice = match tried {
+            Ok(choice) => choice,
+            Err(e) => {
+                let probe = self.choice().probe.clone();
+                let config_dir = Some(Err(format!("the worlds could not be tried again: {e}")));
+                Choice { probe, config_dir, tried: Tried::default() }
+            }
+        };
+        *self.choice.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(choice);
+        let after = self.world_kind();
+        tracing::warn!(
+            "checks could not set up their sandbox ({}); the worlds were tried again: {}",
+            trial::short(reason),
+            self.sandbox_report()
+        );
+        tracing::debug!(before = before.name(), after = after.name(), "world");
+        !matches!(after, WorldKind::None)
     }
 
     /// The check: a run of `haproxy -c` under `--check-memory`, and when
@@ -480,7 +577,9 @@ impl HaproxyChecker {
     /// for this binary, else one made now.
     async fn armed(&self, setup: &Setup, deadline: Instant) -> Result<Armed, String> {
         let ahead = self.standby.lock().unwrap_or_else(PoisonError::into_inner).take();
-        let standby = match ahead.filter(|s| s.fresh_for(&setup.binary.identity)) {
+        // made ahead for this binary, in a world still chosen (never the config directory's)
+        let in_own_root = self.choice().config_dir.is_none();
+        let standby = match ahead.filter(|s| in_own_root && s.fresh_for(&setup.binary.identity)) {
             Some(standby) => standby,
             None => Standby::arm(
                 setup.binary.identity.clone(),
@@ -514,7 +613,7 @@ impl HaproxyChecker {
     /// ([`standby`], [`aftercare`](crate::aftercare); a gate's checker with
     /// a directory of its own to make it in).
     fn next_standby(&self, setup: &Setup) -> Option<Next> {
-        if !self.opts.standby || self.config_dir.is_some() {
+        if !self.opts.standby || self.choice().config_dir.is_some() {
             return None;
         }
         let base = self.base.clone().ok()?;
@@ -544,7 +643,7 @@ impl HaproxyChecker {
     /// Where a check directory is made now: the checker's own directory, or
     /// the config directory once no other check holds it.
     async fn place(&self, deadline: Instant) -> Result<Place, String> {
-        match &self.config_dir {
+        match &self.choice().config_dir {
             None => Ok(Place::Fresh(self.base.clone()?)),
             Some(Err(why)) => Err(why.clone()),
             Some(Ok(config_dir)) => {

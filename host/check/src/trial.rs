@@ -8,6 +8,8 @@
 //! the sandbox cannot be set up there it tries the next world: root, then
 //! config-dir, then none. What failed is kept, for the start-up line
 //! (`world=config-dir (root: chroot: EPERM)`), `--explain` and the log.
+//! The checker tries the worlds again when its checks stop being able to
+//! set up their sandbox (`HaproxyChecker::try_again`).
 
 use rendergate_core::CheckOutcome;
 use rendergate_core::render::Render;

@@ -4,7 +4,7 @@
 use super::HaproxyArgs;
 use rendergate::check::haproxy::WorldKind;
 use rendergate::check::sandbox::Mode;
-use rendergate::check::{Checker, dir, trial};
+use rendergate::check::{Checker, dir};
 use rendergate::core::Verdict;
 use rendergate::{CheckOutcome, HaproxyChecker, HaproxyOptions, Output};
 use std::path::PathBuf;
@@ -93,7 +93,9 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
         }
         None => outln!(
             "  world:    NONE: {}",
-            checker.world_refusal().unwrap_or("this host gives no world for checks")
+            checker
+                .world_refusal()
+                .unwrap_or_else(|| "this host gives no world for checks".to_owned())
         ),
     }
     let scratch = if s.world().is_some() { "; /tmp: read and write" } else { "" };
@@ -128,10 +130,10 @@ pub async fn run(args: Args) -> ExitCode {
         // the world as a gate would decide it: tried
         return explain(&HaproxyChecker::new(options));
     }
-    // The check itself tries the world the probe gives; only when the
-    // sandbox cannot be set up there are the worlds tried in turn
-    // (HaproxyChecker::new), and the check runs again in the one that works.
-    let checker = HaproxyChecker::untried(options.clone());
+    // The check itself tries the world the probe gives: only when its
+    // sandbox cannot be set up are the worlds tried in turn, and the render
+    // judged again in the one that works (HaproxyChecker's try_again).
+    let checker = HaproxyChecker::untried(options);
     super::log_sandbox(&checker);
     let Some(render_dir) = args.dir else { return ExitCode::from(2) };
     let name = render_dir
@@ -146,25 +148,10 @@ pub async fn run(args: Args) -> ExitCode {
     };
     let started = tokio::time::Instant::now();
     let deadline = started + args.timeout;
-    let mut outcome = match judge(&checker, &render, deadline, args.timeout, &mut signals).await {
+    let outcome = match judge(&checker, &render, deadline, args.timeout, &mut signals).await {
         Ok(outcome) => outcome,
         Err(code) => return code,
     };
-    if let CheckOutcome::Unavailable { reason } = &outcome
-        && trial::is_sandbox_failure(reason)
-    {
-        tracing::warn!(
-            "the check's world could not be set up ({}); trying the others",
-            trial::short(reason)
-        );
-        drop(checker);
-        let checker = HaproxyChecker::new(options);
-        super::log_sandbox(&checker);
-        outcome = match judge(&checker, &render, deadline, args.timeout, &mut signals).await {
-            Ok(outcome) => outcome,
-            Err(code) => return code,
-        };
-    }
     let verdict = Verdict {
         plan: render.plan().to_owned(),
         render: render.id().to_owned(),
