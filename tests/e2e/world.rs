@@ -240,3 +240,25 @@ fn nothing_of_one_check_is_there_for_the_next() {
     let (_, status) = gate.finish();
     assert!(status.success());
 }
+
+/// A pod's container has `/dev/shm`: a `ring`'s `backing-file` there passes,
+/// as on the pod (bare is not run here: it would write into this host's
+/// `/dev/shm`), and what HAProxy writes there is the check's own scratch,
+/// gone with it, never the host's.
+#[test]
+fn a_ring_backed_by_a_file_in_dev_shm_passes_and_leaves_nothing_on_the_host() {
+    let name = format!("rendergate-e2e-ring-{}.bin", std::process::id());
+    let ring = format!(
+        "ring r\n  format rfc3164\n  maxlen 1200\n  size 1048576\n  backing-file /dev/shm/{name}\n"
+    );
+    let c = case("ring backing-file in /dev/shm", config("", "", &ring));
+    let dir = laid_out(&c);
+    let out =
+        run(&["check", "--json", "--haproxy", &haproxy(), dir.path().to_str().unwrap()], "", &[]);
+    let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(verdict["ok"], json!(true), "{verdict}");
+    assert!(
+        !Path::new("/dev/shm").join(&name).exists(),
+        "the check wrote into the host's /dev/shm"
+    );
+}

@@ -60,7 +60,7 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
                 );
             }
             outln!(
-                "            scratch: /tmp (tmpfs); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)"
+                "            scratch: /tmp and /dev/shm (tmpfs, 64 MiB each); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)"
             );
             outln!("            host name: {}", world.hostname());
         }
@@ -98,7 +98,7 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
                 .unwrap_or_else(|| "this host gives no world for checks".to_owned())
         ),
     }
-    let scratch = if s.world().is_some() { "; /tmp: read and write" } else { "" };
+    let scratch = if s.world().is_some() { "; /tmp and /dev/shm: read and write" } else { "" };
     outln!(
         "  landlock: the render: read, and new files written (no directories, links or removals){scratch}"
     );

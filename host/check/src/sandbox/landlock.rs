@@ -188,12 +188,25 @@ impl Grants {
     }
 }
 
-/// In the child, inside its world: adds the rule for the scratch `/tmp`
-/// to the ruleset. Returns 0 or an errno. Raw system calls only.
+/// The world's scratch directories, tmpfs mounted in the child.
+const SCRATCH: [&std::ffi::CStr; 2] = [c"/tmp", c"/dev/shm"];
+
+/// In the child, inside its world: adds the rules for the scratch `/tmp`
+/// and `/dev/shm` to the ruleset. Returns 0 or an errno. Raw system calls only.
 pub fn grant_scratch(ruleset_fd: RawFd, abi: u32) -> i32 {
+    for dir in SCRATCH {
+        let e = grant_scratch_dir(ruleset_fd, abi, dir);
+        if e != 0 {
+            return e;
+        }
+    }
+    0
+}
+
+fn grant_scratch_dir(ruleset_fd: RawFd, abi: u32, dir: &std::ffi::CStr) -> i32 {
     // SAFETY: a constant C string; the fd is closed below.
     let fd =
-        unsafe { libc::open(c"/tmp".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        unsafe { libc::open(dir.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
     if fd < 0 {
         return errno();
     }

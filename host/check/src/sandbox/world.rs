@@ -202,6 +202,9 @@ pub struct World {
     config_inside: CString,
     tmp_target: CString,
     tmp_options: CString,
+    /// `/dev/shm`'s mount point: a scratch tmpfs as a pod's container has
+    /// (a `ring`'s `backing-file`, HAProxy's own shared memory).
+    shm_target: CString,
     /// `/proc/self`'s mount point, and the flags of its read-only remount.
     proc_target: CString,
     proc_remount: libc::c_ulong,
@@ -323,6 +326,8 @@ impl World {
         }
         let tmp_target = root.join("tmp");
         std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&tmp_target)?;
+        let shm_target = root.join("dev/shm");
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&shm_target)?;
         let proc_target = root.join("proc/self");
         std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&proc_target)?;
 
@@ -343,6 +348,7 @@ impl World {
             config_target: c_path(&config_target)?,
             config_inside: c_path(&options.config_dir)?,
             tmp_target: c_path(&tmp_target)?,
+            shm_target: c_path(&shm_target)?,
             tmp_options: CString::new(TMP_OPTIONS).expect("no NUL in a constant"),
             proc_target: c_path(&proc_target)?,
             proc_remount: locked_flags(Path::new("/proc/self"))?
@@ -458,6 +464,19 @@ impl World {
                 self.tmp_target.as_ptr(),
                 c"tmpfs".as_ptr(),
                 libc::MS_NOSUID | libc::MS_NODEV,
+                self.tmp_options.as_ptr().cast(),
+            )
+        };
+        if r != 0 {
+            return super::landlock::errno();
+        }
+        // SAFETY: C strings prepared in the parent.
+        let r = unsafe {
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                self.shm_target.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 self.tmp_options.as_ptr().cast(),
             )
         };
