@@ -262,3 +262,40 @@ fn a_ring_backed_by_a_file_in_dev_shm_passes_and_leaves_nothing_on_the_host() {
         "the check wrote into the host's /dev/shm"
     );
 }
+
+/// The stand-ins follow their sources in a long-running `serve`: an account
+/// added to `--accounts` after the start is known to the next check, and
+/// one removed is no longer (docs/checking.md, "The check's world").
+#[test]
+fn an_account_added_or_removed_while_serve_runs_is_seen_by_the_next_check() {
+    let accounts = tempfile::tempdir().unwrap();
+    let write = |passwd: &str, group: &str| {
+        std::fs::write(accounts.path().join("passwd"), passwd).unwrap();
+        std::fs::write(accounts.path().join("group"), group).unwrap();
+    };
+    let base_passwd = "root:x:0:0:root:/root:/bin/sh\n";
+    let base_group = "root:x:0:\n";
+    write(base_passwd, base_group);
+    let mut gate = Serve::start(&["--accounts", accounts.path().to_str().unwrap()]);
+    let with_user = |round: usize| {
+        format!("# round {round}\n{}", config("  user rg-late\n  group rg-late\n", "", ""))
+    };
+    let kinds = |gate: &mut Serve, round: usize| {
+        gate.send(&rendered(&format!("plan-{round}"), &format!("r-{round}"), &with_user(round)));
+        let verdict = gate.until("verdict").pop().unwrap();
+        (verdict["ok"].as_bool(), verdict["refused"].as_bool(), verdict["message"].clone())
+    };
+    let (ok, refused, said) = kinds(&mut gate, 1);
+    assert_eq!((ok, refused), (Some(false), Some(true)), "unknown at first: {said}");
+    write(
+        &format!("{base_passwd}rg-late:x:4242:4242::/nonexistent:/bin/false\n"),
+        &format!("{base_group}rg-late:x:4242:\n"),
+    );
+    let (ok, _, said) = kinds(&mut gate, 2);
+    assert_eq!(ok, Some(true), "added while serve ran: {said}");
+    write(base_passwd, base_group);
+    let (ok, refused, said) = kinds(&mut gate, 3);
+    assert_eq!((ok, refused), (Some(false), Some(true)), "removed while serve ran: {said}");
+    let (_, status) = gate.finish();
+    assert!(status.success());
+}

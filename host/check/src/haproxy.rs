@@ -37,6 +37,7 @@ use super::{CheckFuture, Checked, Checker};
 use rendergate_core::CheckOutcome;
 use rendergate_core::render::Render;
 use sandbox::Probe;
+use sandbox::world::StandInSources;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::time::Instant;
@@ -100,7 +101,7 @@ pub struct HaproxyChecker {
     /// The sandbox of the binary last found, by its identity: a sandbox is
     /// made for one binary (it reads the binary's loader), so another binary
     /// gets a new one.
-    sandbox: Mutex<Option<(Arc<str>, Arc<Sandbox>)>>,
+    sandbox: Mutex<Option<(Arc<str>, StandInSources, Arc<Sandbox>)>>,
     /// `<work dir>/rendergate-<euid>` with this checker's subdirectory, or
     /// why it was refused (then every check could not run, saying so).
     /// Shared with the thread preparing a check directory, which may
@@ -351,14 +352,23 @@ impl HaproxyChecker {
     /// The binary found now and its sandbox, made anew when the binary changed.
     fn setup(&self) -> Result<Setup, String> {
         let binary = self.binary.current()?;
+        // a world's stand-ins follow their sources: a changed account or
+        // host name makes the sandbox anew (a few stats a check)
+        let sources = match self.opts.sandbox.mode {
+            sandbox::Mode::Off => StandInSources::default(),
+            _ => sandbox::world::stand_in_sources(&self.opts.sandbox.world),
+        };
         let mut made = self.sandbox.lock().unwrap_or_else(PoisonError::into_inner);
-        let sandbox = match made.as_ref().filter(|(identity, _)| *identity == binary.identity) {
-            Some((_, sandbox)) => sandbox.clone(),
+        let current = made.as_ref().filter(|(identity, made_from, _)| {
+            *identity == binary.identity && *made_from == sources
+        });
+        let sandbox = match current {
+            Some((_, _, sandbox)) => sandbox.clone(),
             None => {
                 let (opts, probe) = (self.opts.sandbox.clone(), self.choice().probe.clone());
                 let private = self.base.as_ref().ok().map(|base| base.own_path());
                 let sandbox = Arc::new(Sandbox::with_probe(opts, &binary.path, probe, private));
-                *made = Some((binary.identity.clone(), sandbox.clone()));
+                *made = Some((binary.identity.clone(), sources, sandbox.clone()));
                 sandbox
             }
         };
@@ -579,7 +589,8 @@ impl HaproxyChecker {
         let ahead = self.standby.lock().unwrap_or_else(PoisonError::into_inner).take();
         // made ahead for this binary, in a world still chosen (never the config directory's)
         let in_own_root = self.choice().config_dir.is_none();
-        let standby = match ahead.filter(|s| in_own_root && s.fresh_for(&setup.binary.identity)) {
+        let fresh = |s: &Standby| s.fresh_for(&setup.binary.identity, &setup.sandbox);
+        let standby = match ahead.filter(|s| in_own_root && fresh(s)) {
             Some(standby) => standby,
             None => Standby::arm(
                 setup.binary.identity.clone(),

@@ -97,6 +97,9 @@ pub struct Order {
 /// checker named `judge`.
 pub struct Standby {
     judge: Arc<str>,
+    /// The sandbox its child was made in: a sandbox made anew since (its
+    /// stand-ins' sources changed) makes it stale.
+    sandbox: Arc<Sandbox>,
     /// When it was asked for: its world is as of then.
     armed_at: std::time::Instant,
     state: State,
@@ -143,6 +146,7 @@ impl Standby {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| "a check's child is made only inside the runtime".to_owned())?;
         let (armed_tx, armed) = oneshot::channel();
+        let sandbox = order.sandbox.clone();
         // the checker waits for this thread when it goes, from now on
         let token = order.in_flight.enter();
         std::thread::Builder::new()
@@ -156,13 +160,15 @@ impl Standby {
             })
             .map_err(|e| format!("cannot start a thread for the check's child: {e}"))?;
         let armed_at = std::time::Instant::now();
-        Ok(Standby { judge, armed_at, state: State::Making(armed) })
+        Ok(Standby { judge, sandbox, armed_at, state: State::Making(armed) })
     }
 
-    /// Whether it may still serve a check: made for `judge`, and not older
-    /// than [`MAX_AGE`].
-    pub fn fresh_for(&self, judge: &str) -> bool {
-        *self.judge == *judge && self.armed_at.elapsed() < MAX_AGE
+    /// Whether it may still serve a check: made for `judge` in `sandbox`,
+    /// and not older than [`MAX_AGE`].
+    pub fn fresh_for(&self, judge: &str, sandbox: &Arc<Sandbox>) -> bool {
+        *self.judge == *judge
+            && Arc::ptr_eq(&self.sandbox, sandbox)
+            && self.armed_at.elapsed() < MAX_AGE
     }
 
     /// The standby made, by `deadline`.

@@ -827,6 +827,35 @@ fn read_stock(path: &Path, relative: &Path, stock: &mut Vec<StockFile>) -> io::R
     Ok(())
 }
 
+/// What a world's stand-ins are made from, as it stands now: the accounts'
+/// `passwd` and `group` (size, modification time, inode) and the host name
+/// (without `--check-hostname`). A world made from other sources is stale,
+/// and made anew, so that a long-running gate sees an account added to the
+/// host (or to `--accounts`) as bare `haproxy -c` would.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StandInSources {
+    files: Vec<Option<(u64, i64, i64, u64)>>,
+    hostname: Option<String>,
+}
+
+pub fn stand_in_sources(options: &WorldOptions) -> StandInSources {
+    use std::os::unix::fs::MetadataExt;
+    let accounts = options.accounts.as_deref().unwrap_or(Path::new("/etc"));
+    let files = ["passwd", "group"]
+        .iter()
+        .map(|name| {
+            std::fs::metadata(accounts.join(name))
+                .ok()
+                .map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+        })
+        .collect();
+    let hostname = match options.hostname {
+        Some(_) => None,
+        None => host_name().ok(),
+    };
+    StandInSources { files, hostname }
+}
+
 /// The stand-ins, written into the skeleton (read-only once it is the root).
 fn write_stand_ins(root: &Path, hostname: &str, accounts: &Path) -> io::Result<()> {
     let etc = root.join("etc");
