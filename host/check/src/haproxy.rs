@@ -101,7 +101,7 @@ pub struct HaproxyChecker {
     /// The sandbox of the binary last found, by its identity: a sandbox is
     /// made for one binary (it reads the binary's loader), so another binary
     /// gets a new one.
-    sandbox: Mutex<Option<(Arc<str>, StandInSources, Arc<Sandbox>)>>,
+    sandbox: Mutex<Option<Made>>,
     /// `<work dir>/rendergate-<euid>` with this checker's subdirectory, or
     /// why it was refused (then every check could not run, saying so).
     /// Shared with the thread preparing a check directory, which may
@@ -219,6 +219,14 @@ impl Choice {
             None => WorldKind::Root,
         }
     }
+}
+
+/// A sandbox made, for one binary and from the stand-ins' sources as they were.
+#[derive(Debug)]
+struct Made {
+    judge: Arc<str>,
+    sources: StandInSources,
+    sandbox: Arc<Sandbox>,
 }
 
 /// What one check runs with: the binary as hashed, and the sandbox made for it.
@@ -359,16 +367,15 @@ impl HaproxyChecker {
             _ => sandbox::world::stand_in_sources(&self.opts.sandbox.world),
         };
         let mut made = self.sandbox.lock().unwrap_or_else(PoisonError::into_inner);
-        let current = made.as_ref().filter(|(identity, made_from, _)| {
-            *identity == binary.identity && *made_from == sources
-        });
+        let current = made.as_ref().filter(|m| m.judge == binary.identity && m.sources == sources);
         let sandbox = match current {
-            Some((_, _, sandbox)) => sandbox.clone(),
+            Some(made) => made.sandbox.clone(),
             None => {
                 let (opts, probe) = (self.opts.sandbox.clone(), self.choice().probe.clone());
                 let private = self.base.as_ref().ok().map(|base| base.own_path());
                 let sandbox = Arc::new(Sandbox::with_probe(opts, &binary.path, probe, private));
-                *made = Some((binary.identity.clone(), sources, sandbox.clone()));
+                let judge = binary.identity.clone();
+                *made = Some(Made { judge, sources, sandbox: sandbox.clone() });
                 sandbox
             }
         };
