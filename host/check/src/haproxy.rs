@@ -96,8 +96,11 @@ pub struct HaproxyChecker {
     /// stop being able to set up their sandbox and the worlds are tried
     /// again ([`HaproxyChecker::try_again`]).
     choice: Mutex<Arc<Choice>>,
-    /// When the worlds were last tried again (at most once a [`RETRY_EVERY`]).
-    retried: Mutex<Option<std::time::Instant>>,
+    /// When the worlds were last tried again (at most once a [`RETRY_EVERY`]);
+    /// `None` inside for a checker that never tries again: one given its
+    /// probe ([`HaproxyChecker::with_probe`], layers forced absent), which a
+    /// fresh probe of the host would overrule.
+    retried: Option<Mutex<Option<std::time::Instant>>>,
     /// The sandbox of the binary last found, by its identity: a sandbox is
     /// made for one binary (it reads the binary's loader), so another binary
     /// gets a new one.
@@ -251,7 +254,7 @@ impl HaproxyChecker {
             return Self::with_probe(opts, probe);
         }
         let (probe, tried) = Self::try_worlds(&opts, probe);
-        Self::decided(opts, probe, tried)
+        Self::decided(opts, probe, tried).trying_again()
     }
 
     /// As [`HaproxyChecker::new`] without the trial: the world the probe
@@ -259,7 +262,14 @@ impl HaproxyChecker {
     /// DIR` runs [`HaproxyChecker::new`]'s trial only when its check could
     /// not set up the sandbox).
     pub fn untried(opts: HaproxyOptions) -> Self {
-        Self::with_probe(opts, Probe::current().clone())
+        Self::with_probe(opts, Probe::current().clone()).trying_again()
+    }
+
+    /// This checker tries the worlds again, from a fresh probe of the host,
+    /// when its checks stop being able to set up their sandbox.
+    fn trying_again(mut self) -> Self {
+        self.retried = Some(Mutex::new(None));
+        self
     }
 
     /// As [`HaproxyChecker::untried`] with a given sandbox probe (tests force layers absent).
@@ -339,7 +349,7 @@ impl HaproxyChecker {
             binary,
             opts,
             choice,
-            retried: Mutex::new(None),
+            retried: None,
             sandbox,
             base,
             in_flight,
@@ -479,6 +489,7 @@ impl HaproxyChecker {
     /// first, so that its trial (and the new choice) may claim it.
     async fn try_again(&self, outcome: &CheckOutcome) -> bool {
         let CheckOutcome::Unavailable { reason } = outcome else { return false };
+        let Some(retried) = &self.retried else { return false };
         if self.opts.sandbox.mode == sandbox::Mode::Off
             || !trial::holds_every_check(reason)
             || self.choice().tried.trial
@@ -486,7 +497,7 @@ impl HaproxyChecker {
             return false;
         }
         {
-            let mut retried = self.retried.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut retried = retried.lock().unwrap_or_else(PoisonError::into_inner);
             if retried.is_some_and(|at| at.elapsed() < RETRY_EVERY) {
                 return false;
             }
