@@ -51,14 +51,7 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             );
             outln!("            read-only: {}", shown(world.exposed()));
             outln!("            devices: {}", shown(world.devices()));
-            let stock: Vec<String> =
-                s.stock().iter().map(|f| f.relative.display().to_string()).collect();
-            if !stock.is_empty() {
-                outln!(
-                    "            stock files under the render (its own win): {}",
-                    stock.join(" ")
-                );
-            }
+            explain_stock(&s);
             outln!(
                 "            scratch: /tmp and /dev/shm (tmpfs, 64 MiB each); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)"
             );
@@ -82,14 +75,7 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             outln!(
                 "            a path outside these reads as \"permission denied\", not \"no such file\"; no scratch /tmp"
             );
-            let stock: Vec<String> =
-                s.stock().iter().map(|f| f.relative.display().to_string()).collect();
-            if !stock.is_empty() {
-                outln!(
-                    "            stock files under the render (its own win): {}",
-                    stock.join(" ")
-                );
-            }
+            explain_stock(&s);
         }
         None => outln!(
             "  world:    NONE: {}",
@@ -114,6 +100,14 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
     );
     outln!("  env:      only --check-env; stdin /dev/null");
     ExitCode::SUCCESS
+}
+
+/// The stock files laid under each render, in either world.
+fn explain_stock(s: &rendergate::check::sandbox::Sandbox) {
+    let stock: Vec<String> = s.stock().iter().map(|f| f.relative.display().to_string()).collect();
+    if !stock.is_empty() {
+        outln!("            stock files under the render (its own win): {}", stock.join(" "));
+    }
 }
 
 pub async fn run(args: Args) -> ExitCode {

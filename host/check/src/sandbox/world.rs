@@ -151,16 +151,20 @@ impl WorldOptions {
 /// loader's closure are granted beside these.
 pub fn host_parts(options: &WorldOptions) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut reads: Vec<PathBuf> = CA_STORE.iter().chain(&LUA_DIRS).map(PathBuf::from).collect();
-    reads.extend(
-        STOCK
-            .iter()
-            .map(Path::new)
-            .filter(|p| !p.starts_with(&options.config_dir))
-            .map(Path::to_path_buf),
-    );
+    reads.extend(stock_outside(options));
     reads.extend(HOST_FILES.iter().map(PathBuf::from));
     reads.extend(options.reads.iter().cloned());
     (reads, DEVICES.iter().map(PathBuf::from).collect())
+}
+
+/// The packaged stock paths outside the config directory: shown read-only
+/// (those under it are copied under each render).
+fn stock_outside(options: &WorldOptions) -> impl Iterator<Item = PathBuf> + '_ {
+    STOCK
+        .iter()
+        .map(Path::new)
+        .filter(|p| !p.starts_with(&options.config_dir))
+        .map(Path::to_path_buf)
 }
 
 fn plain_absolute(path: &Path) -> bool {
@@ -258,13 +262,7 @@ impl World {
         public.extend(options.reads.iter().cloned());
         // stock files under the render's own directory are copied (the
         // render's files win); those elsewhere are shown read-only
-        public.extend(
-            STOCK
-                .iter()
-                .map(Path::new)
-                .filter(|p| !p.starts_with(&options.config_dir))
-                .map(Path::to_path_buf),
-        );
+        public.extend(stock_outside(options));
         let stock = stock_files(options)?;
         for path in &public {
             skeleton.expose(path)?;
