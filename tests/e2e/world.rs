@@ -299,3 +299,36 @@ fn an_account_added_or_removed_while_serve_runs_is_seen_by_the_next_check() {
     let (_, status) = gate.finish();
     assert!(status.success());
 }
+
+/// The world holds only what it lists: `/proc/self` is shown only where the
+/// loader needs it (`$ORIGIN`), and Debian's haproxy needs none. A map of
+/// `/proc/self/environ` is refused, as bare `haproxy -c` on a pod refuses
+/// it (its environment is no list of addresses), and nothing of the gate's
+/// own `/proc/self` (its mounts) reaches a verdict.
+#[test]
+fn proc_self_is_not_in_the_world_unless_the_loader_needs_it() {
+    let explained = run(&["check", "--explain", "--haproxy", &haproxy()], "", &[]);
+    let explained = String::from_utf8_lossy(&explained.stdout).into_owned();
+    assert!(!explained.contains("/proc/self"), "listed without need: {explained}");
+    let map = config("", "  http-request set-header X %[src,map_ip(/proc/self/environ)]\n", "");
+    let acl = config("", "  acl m path -f /proc/self/mountinfo\n", "");
+    let host_mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let first_field = host_mounts.split_whitespace().next().unwrap().to_owned();
+    for (name, config) in [("map_ip of environ", map), ("acl of mountinfo", acl)] {
+        let c = case(name, config);
+        let dir = laid_out(&c);
+        let out = run(
+            &["check", "--json", "--haproxy", &haproxy(), dir.path().to_str().unwrap()],
+            "",
+            &[],
+        );
+        let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(verdict["refused"], json!(true), "{name}: {verdict}");
+        let message = verdict["message"].as_str().unwrap();
+        assert!(message.contains("/proc/self/"), "{name}: {message}");
+        assert!(
+            !message.contains(&format!(" {first_field} ")) && !message.contains("mountinfo' :"),
+            "{name}: the gate's mounts were read: {message}"
+        );
+    }
+}

@@ -55,6 +55,11 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             outln!(
                 "            scratch: /tmp and /dev/shm (tmpfs, 64 MiB each); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)"
             );
+            if world.proc_self() {
+                outln!(
+                    "            /proc/self: this process's own, read-only (the loader expands $ORIGIN through /proc/self/exe)"
+                );
+            }
             outln!("            host name: {}", world.hostname());
         }
         None if checker.world_kind() == WorldKind::ConfigDir => {

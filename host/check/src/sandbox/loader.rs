@@ -244,6 +244,9 @@ pub struct Closure {
     pub data: Vec<PathBuf>,
     /// Needed names found nowhere: the binary will not start, sandboxed or not.
     pub unresolved: Vec<String>,
+    /// Some object's run path names `$ORIGIN`: the loader reads
+    /// `/proc/self/exe` to expand it, so the check's world must show it.
+    pub uses_origin: bool,
 }
 
 /// Resolves what starting `binary` loads. Errors when `binary` is not an
@@ -276,6 +279,14 @@ pub fn closure(binary: &Path) -> io::Result<Closure> {
         }
     }
     search.run();
+    let uses_origin = search.objects.iter().any(|o| {
+        [&o.elf.rpath, &o.elf.runpath]
+            .into_iter()
+            .flatten()
+            .any(|path| path.contains("$ORIGIN") || path.contains("${ORIGIN}"))
+    });
+    drop(search);
+    out.uses_origin = uses_origin;
     Ok(out)
 }
 

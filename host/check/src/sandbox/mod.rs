@@ -156,7 +156,8 @@ impl Sandbox {
             let libraries: Vec<_> =
                 closure.interpreter.iter().chain(&closure.libraries).cloned().collect();
             let built = private.map(|dir| {
-                world::World::build(dir, binary, &libraries, &closure.data, &opts.world)
+                let proc_self = closure.uses_origin;
+                world::World::build(dir, binary, &libraries, &closure.data, proc_self, &opts.world)
             });
             match built {
                 Some(Ok(built)) => {

@@ -14,9 +14,9 @@
 //! system CA store, Lua's module directories, the stock files a packaged
 //! HAProxy names, `--check-read` paths) and the devices; the check
 //! directory at the config directory (`--config-dir`, writable); a bounded
-//! tmpfs at `/tmp`; its own `/proc/<pid>` at `/proc/self` (read-only; the
-//! loader reads `/proc/self/exe` to expand `$ORIGIN`, and nothing of any
-//! other process shows); then it makes the skeleton its root (`chroot`, or `pivot_root` where a
+//! tmpfs at `/tmp` and one at `/dev/shm`; where the binary's loader expands
+//! `$ORIGIN` (it reads `/proc/self/exe`), its own `/proc/<pid>` at
+//! `/proc/self`, read-only, and otherwise nothing of `/proc`; then it makes the skeleton its root (`chroot`, or `pivot_root` where a
 //! container refuses `chroot`, in its own mount namespace; see
 //! [`World::enter`]'s steps). Every other path does not exist: a render cannot
 //! learn whether a host path exists, nor what kind of file it is.
@@ -209,9 +209,9 @@ pub struct World {
     /// `/dev/shm`'s mount point: a scratch tmpfs as a pod's container has
     /// (a `ring`'s `backing-file`, HAProxy's own shared memory).
     shm_target: CString,
-    /// `/proc/self`'s mount point, and the flags of its read-only remount.
-    proc_target: CString,
-    proc_remount: libc::c_ulong,
+    /// `/proc/self`'s mount point, and the flags of its read-only remount,
+    /// where the loader needs it (`$ORIGIN`); otherwise nothing of `/proc`.
+    proc_self: Option<(CString, libc::c_ulong)>,
     /// `/proc/self/uid_map` and friends, written after `unshare`.
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
@@ -246,6 +246,7 @@ impl World {
         binary: &Path,
         libraries: &[PathBuf],
         loader_data: &[PathBuf],
+        proc_self: bool,
         options: &WorldOptions,
     ) -> io::Result<World> {
         options.validate().map_err(io::Error::other)?;
@@ -326,8 +327,19 @@ impl World {
         std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&tmp_target)?;
         let shm_target = root.join("dev/shm");
         std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&shm_target)?;
-        let proc_target = root.join("proc/self");
-        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&proc_target)?;
+        let proc_self = match proc_self {
+            true => {
+                let target = root.join("proc/self");
+                std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&target)?;
+                let flags = locked_flags(Path::new("/proc/self"))?
+                    | libc::MS_RDONLY
+                    | libc::MS_NOSUID
+                    | libc::MS_NODEV
+                    | libc::MS_NOEXEC;
+                Some((c_path(&target)?, flags))
+            }
+            false => None,
+        };
 
         let hostname = match &options.hostname {
             Some(name) => name.clone(),
@@ -348,12 +360,7 @@ impl World {
             tmp_target: c_path(&tmp_target)?,
             shm_target: c_path(&shm_target)?,
             tmp_options: CString::new(TMP_OPTIONS).expect("no NUL in a constant"),
-            proc_target: c_path(&proc_target)?,
-            proc_remount: locked_flags(Path::new("/proc/self"))?
-                | libc::MS_RDONLY
-                | libc::MS_NOSUID
-                | libc::MS_NODEV
-                | libc::MS_NOEXEC,
+            proc_self,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             hostname: hostname.into_bytes(),
@@ -389,6 +396,11 @@ impl World {
 
     pub fn options(&self) -> &WorldOptions {
         &self.options
+    }
+
+    /// Whether the world shows `/proc/self` (the loader expands `$ORIGIN`).
+    pub fn proc_self(&self) -> bool {
+        self.proc_self.is_some()
     }
 
     /// The host name checks see.
@@ -499,14 +511,17 @@ impl World {
                 }
             }
         }
-        // this process's own /proc entry (the magic link resolves to it now)
-        let e = bind(c"/proc/self", &self.proc_target);
-        if e != 0 {
-            return e;
-        }
-        let e = remount(&self.proc_target, self.proc_remount);
-        if e != 0 {
-            return e;
+        // this process's own /proc entry (the magic link resolves to it
+        // now), for the loader's `$ORIGIN` only
+        if let Some((target, flags)) = &self.proc_self {
+            let e = bind(c"/proc/self", target);
+            if e != 0 {
+                return e;
+            }
+            let e = remount(target, *flags);
+            if e != 0 {
+                return e;
+            }
         }
         // the render: the working directory, bound where a pod keeps it
         let e = bind(c".", &self.config_target);
