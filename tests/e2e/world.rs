@@ -69,6 +69,18 @@ fn cases() -> Vec<Case> {
                 "backend b\n  server s app.invalid:80 resolvers default init-addr none\n",
             ),
         ),
+        Case {
+            name: "a resolvers nameserver at the cluster's DNS address under zero-warning",
+            config: config(
+                "  zero-warning\n",
+                "",
+                "resolvers dns\n  nameserver dns1 10.96.0.10:53\n",
+            ),
+            files: vec![],
+            // a pod's network routes, so its UDP connect succeeds (bare's
+            // here too, where this host has a route)
+            expect: Some("pass"),
+        },
         case(
             "localpeer",
             config("  localpeer here\n", "", "peers p\n  peer here 127.0.0.1:10000\n"),

@@ -184,15 +184,16 @@ pub fn http_return_file_host_path(s: &mut Scene) -> Spec {
 
 // -- /proc and path tricks --------------------------------------------------
 
-/// HAProxy's own environment, which unsandboxed is the gate's. In the world
-/// it is HAProxy's own, which holds `--check-env` and nothing else: its
-/// first entry is quoted, never the gate's token.
+/// HAProxy's own environment, which unsandboxed is the gate's. The world
+/// shows no `/proc/self` (the loader needs none): it cannot be opened, in
+/// either world, and neither the gate's token nor `--check-env` is quoted.
 pub fn proc_self_environ(s: &mut Scene) -> Spec {
     Spec::check(acl_file("/proc/self/environ"), REFUSED)
         .canary_env("SECRET_TOKEN", &s.token)
         .arg("--check-env")
         .arg("ZZ_HOSTILE_OWN=given-by-check-env")
-        .must_say("'ZZ_HOSTILE_OWN=given-by-check-env'")
+        .must_say("failed to open pattern file </proc/self/environ>")
+        .forbid("ZZ_HOSTILE_OWN")
         .leaks(vec![Leak::Marker])
 }
 
@@ -211,9 +212,12 @@ fn passwd_by(path: &str) -> Spec {
     spec.leaks(passwd_first_line().map(|l| Leak::Text(l.to_owned())).into_iter().collect())
 }
 
-/// `/proc/self/root` is the world's root.
+/// `/proc/self/root` does not exist: no way to any root, the host's nor
+/// the world's, goes through `/proc`.
 pub fn proc_self_root_passwd(_: &mut Scene) -> Spec {
-    passwd_by("/proc/self/root/etc/passwd")
+    Spec::check(acl_file("/proc/self/root/etc/passwd"), REFUSED)
+        .must_say("failed to open pattern file </proc/self/root/etc/passwd>")
+        .leaks(passwd_first_line().map(|l| Leak::Text(l.to_owned())).into_iter().collect())
 }
 
 pub fn proc_self_root_secret(s: &mut Scene) -> Spec {

@@ -13,7 +13,10 @@ use crate::support::*;
 const THE_ROOTS_OWN: &[(&str, &str)] = &[
     // the host's own /etc/passwd, /etc/hosts, /etc/resolv.conf are granted
     // (name lookups need them), where a root shows stand-ins
-    ("proc_self_root_passwd", "the host's passwd, not the names-and-ids stand-in"),
+    (
+        "proc_self_root_passwd",
+        "/proc/self/root leads to the host's root, whose granted passwd shows",
+    ),
     ("double_slash_etc", "the host's passwd, not the names-and-ids stand-in"),
     ("passwd_is_names_and_ids", "the host's passwd, not the names-and-ids stand-in"),
     ("resolv_conf_and_hosts_are_stand_ins", "the host's hosts and resolv.conf"),
@@ -21,7 +24,6 @@ const THE_ROOTS_OWN: &[(&str, &str)] = &[
     ("accounts_dir_names_resolve", "--accounts cannot apply"),
     ("check_hostname_names_the_peer", "--check-hostname cannot apply"),
     ("tmp_is_scratch", "no scratch /tmp"),
-    ("proc_self_environ", "no /proc/self: its own environment is not readable either"),
     // /dev/stdin leads to the check's stdin, /dev/null (granted): an empty
     // errorfile, as bare reads it with stdin from /dev/null; a root has no /dev/stdin
     ("dev_stdin_errorfile", "/dev/stdin is /dev/null here"),

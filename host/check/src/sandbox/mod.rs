@@ -21,6 +21,7 @@ pub mod hold;
 pub mod landlock;
 pub mod loader;
 pub mod namespaces;
+pub mod network;
 pub mod probe;
 pub mod rlimits;
 pub mod seccomp;

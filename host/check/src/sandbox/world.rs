@@ -418,9 +418,10 @@ impl World {
     /// mapped. Raw system calls on memory prepared before the fork only.
     /// Returns the step that failed and its errno.
     pub fn enter(&self, own_users: bool) -> Result<(), (Step, i32)> {
-        let steps: [(Step, &dyn Fn() -> i32); 7] = [
+        let steps: [(Step, &dyn Fn() -> i32); 8] = [
             (Step::MapIds, &|| if own_users { self.map_ids() } else { 0 }),
-            (Step::Loopback, &loopback_up),
+            (Step::Loopback, &super::network::loopback_up),
+            (Step::Route, &super::network::default_routes),
             (Step::PrivateMounts, &|| super::namespaces::private_mounts()),
             (Step::Mount, &|| self.mount_all()),
             (Step::Chroot, &|| self.pivot()),
@@ -586,12 +587,14 @@ pub enum Step {
     PivotRoot = 6,
     Chdir = 7,
     Hostname = 8,
+    Route = 9,
 }
 
 impl Step {
-    pub const ALL: [Step; 8] = [
+    pub const ALL: [Step; 9] = [
         Step::MapIds,
         Step::Loopback,
+        Step::Route,
         Step::PrivateMounts,
         Step::Mount,
         Step::Chroot,
@@ -605,6 +608,7 @@ impl Step {
         match self {
             Step::MapIds => "uid_map",
             Step::Loopback => "loopback",
+            Step::Route => "default route",
             Step::PrivateMounts => "private mounts",
             Step::Mount => "mount",
             Step::Chroot => "chroot",
@@ -988,31 +992,6 @@ fn remount(target: &std::ffi::CStr, flags: libc::c_ulong) -> i32 {
 /// a pod's is (a `resolvers` section connects its socket to 127.0.0.1; with
 /// the loopback down that fails, and under `zero-warning` the warning is
 /// fatal). 0 or an errno. Raw system calls on a zeroed stack `ifreq`.
-fn loopback_up() -> i32 {
-    // SAFETY: plain system calls; `ifreq` is plain data, zeroed, with a
-    // NUL-terminated name.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return super::landlock::errno();
-        }
-        let mut req: libc::ifreq = std::mem::zeroed();
-        for (i, b) in b"lo\0".iter().enumerate() {
-            req.ifr_name[i] = *b as libc::c_char;
-        }
-        let mut e = 0;
-        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) != 0 {
-            e = super::landlock::errno();
-        } else {
-            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            if libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) != 0 {
-                e = super::landlock::errno();
-            }
-        }
-        libc::close(fd);
-        e
-    }
-}
 
 /// In the child: an empty directory or file at `path` (one already there is
 /// fine). 0 or an errno. Raw system calls.
