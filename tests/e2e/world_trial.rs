@@ -60,7 +60,8 @@ fn first_line(output: &Output) -> String {
 }
 
 /// `check --explain`'s first line, and `check` of the sample render: its
-/// exit and what it printed.
+/// exit and what it printed. The sample names `/etc/haproxy` (its
+/// `default-path`): with another `--config-dir`, a copy that names none.
 fn explain_and_check(refused: &[libc::c_long], extra: &[&str]) -> (String, i32, String) {
     let mut args = vec!["check", "--explain", "--haproxy"];
     let haproxy = haproxy();
@@ -68,7 +69,11 @@ fn explain_and_check(refused: &[libc::c_long], extra: &[&str]) -> (String, i32, 
     args.extend(extra);
     let explained = output(filtered(refused, &args));
     assert!(explained.status.success(), "--explain: {explained:?}");
-    let sample = sample_dir();
+    let anywhere = render_dir(&sample_config_anywhere());
+    let sample = match extra.contains(&"--config-dir") {
+        true => anywhere.path().to_path_buf(),
+        false => sample_dir(),
+    };
     let mut args = vec!["check", "--haproxy", &haproxy];
     args.extend(extra);
     args.push(sample.to_str().unwrap());
