@@ -83,6 +83,7 @@ impl Aftercare {
     ) {
         self.pending.fetch_add(1, Ordering::SeqCst);
         let token = in_flight.enter();
+        let in_config_dir = leftover.dir.is_config_dir();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             self.release(leftover, token);
             return;
@@ -97,16 +98,42 @@ impl Aftercare {
         let this = self.clone();
         runtime.spawn(async move {
             tokio::time::sleep(DELAY).await;
-            this.due(id);
+            if !in_config_dir {
+                this.due(id);
+                return;
+            }
+            // the config directory is emptied before its next child is made
+            // in it: blocking work, off the runtime's thread
+            let blocking = tokio::task::spawn_blocking({
+                let this = this.clone();
+                move || this.due(id)
+            });
+            if blocking.await.is_err() {
+                this.due(id);
+            }
         });
     }
 
     /// The delay of `id` is over: unless a check took it over already,
-    /// its next child is made, then its leftovers go.
+    /// its next child is made, then its leftovers go; in the config
+    /// directory, which one check holds at a time, its leftovers go first.
     fn due(self: &Arc<Self>, id: u64) {
         let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(at) = queue.waiting.iter().position(|w| w.id == id) else { return };
         let waiting = queue.waiting.remove(at);
+        if waiting.leftover.dir.is_config_dir() {
+            // emptied here and now, under the lock: a check that comes
+            // meanwhile waits for it, as it would for the removal
+            let Waiting { leftover, token, next, .. } = waiting;
+            drop(leftover.starter);
+            drop(Removal { dir: Some(leftover.dir), _token: token, aftercare: self.clone() });
+            if !queue.closed
+                && let Some(next) = next
+            {
+                next();
+            }
+            return;
+        }
         if !queue.closed {
             // under the lock: a checker going away finds it made, and lets it go
             if let Some(next) = waiting.next {

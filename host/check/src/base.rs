@@ -84,6 +84,11 @@ impl CheckDir {
         CheckDir { place: Place::ConfigDir(in_dir), path: path.to_path_buf() }
     }
 
+    /// Whether this is the config directory itself (emptied, not removed).
+    pub fn is_config_dir(&self) -> bool {
+        matches!(self.place, Place::ConfigDir(_))
+    }
+
     /// The handle files are written through.
     pub fn dir(&self) -> &Dir {
         match &self.place {

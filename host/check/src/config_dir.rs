@@ -89,6 +89,11 @@ impl ConfigDir {
         &self.path
     }
 
+    /// The directory's permit, if no check holds it now.
+    pub fn try_free(&self) -> Option<OwnedSemaphorePermit> {
+        self.slot.clone().try_acquire_owned().ok()
+    }
+
     /// Waits for the directory to be free (one check at a time).
     pub async fn free(&self) -> OwnedSemaphorePermit {
         self.slot.clone().acquire_owned().await.expect("the semaphore is never closed")

@@ -605,10 +605,9 @@ impl HaproxyChecker {
     /// for this binary, else one made now.
     async fn armed(&self, setup: &Setup, deadline: Instant) -> Result<Armed, String> {
         let ahead = self.standby.lock().unwrap_or_else(PoisonError::into_inner).take();
-        // made ahead for this binary, in a world still chosen (never the config directory's)
-        let in_own_root = self.choice().config_dir.is_none();
+        // made ahead for this binary and sandbox (dropped when the world changes)
         let fresh = |s: &Standby| s.fresh_for(&setup.binary.identity, &setup.sandbox);
-        let standby = match ahead.filter(|s| in_own_root && fresh(s)) {
+        let standby = match ahead.filter(fresh) {
             Some(standby) => standby,
             None => Standby::arm(
                 setup.binary.identity.clone(),
@@ -642,15 +641,31 @@ impl HaproxyChecker {
     /// ([`standby`], [`aftercare`](crate::aftercare); a gate's checker with
     /// a directory of its own to make it in).
     fn next_standby(&self, setup: &Setup) -> Option<Next> {
-        if !self.opts.standby || self.choice().config_dir.is_some() {
+        if !self.opts.standby {
             return None;
         }
+        // in the config directory once the check's render is gone from it
+        // (the aftercare empties it first), else a fresh directory
+        let config_dir = match &self.choice().config_dir {
+            Some(Ok(config_dir)) => Some(config_dir.clone()),
+            Some(Err(_)) => return None,
+            None => None,
+        };
         let base = self.base.clone().ok()?;
         let (judge, order) = (setup.binary.identity.clone(), self.order(setup, true));
         let slot = self.standby.clone();
-        Some(Box::new(move || match Standby::arm(judge, Place::Fresh(base), order) {
-            Ok(standby) => *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(standby),
-            Err(e) => tracing::debug!("the next check's child is made when it comes: {e}"),
+        Some(Box::new(move || {
+            let place = match config_dir {
+                Some(config_dir) => match config_dir.try_free() {
+                    Some(permit) => Place::ConfigDir(config_dir, permit),
+                    None => return, // a check holds it: that check makes its own
+                },
+                None => Place::Fresh(base),
+            };
+            match Standby::arm(judge, place, order) {
+                Ok(standby) => *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(standby),
+                Err(e) => tracing::debug!("the next check's child is made when it comes: {e}"),
+            }
         }))
     }
 

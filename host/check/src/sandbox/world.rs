@@ -988,11 +988,6 @@ fn remount(target: &std::ffi::CStr, flags: libc::c_ulong) -> i32 {
     })
 }
 
-/// In the child, in its own network namespace: brings its loopback up, as
-/// a pod's is (a `resolvers` section connects its socket to 127.0.0.1; with
-/// the loopback down that fails, and under `zero-warning` the warning is
-/// fatal). 0 or an errno. Raw system calls on a zeroed stack `ifreq`.
-
 /// In the child: an empty directory or file at `path` (one already there is
 /// fine). 0 or an errno. Raw system calls.
 fn make_mount_point(path: &std::ffi::CStr, dir: bool) -> i32 {
