@@ -295,7 +295,9 @@ fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<
         // made by us just now, with the umask's say in its mode
         file.set_permissions(std::fs::Permissions::from_mode(0o700))
             .map_err(|e| format!("{shown}: {e}"))?;
-    } else if meta.mode() & 0o7777 != 0o700 {
+    } else if meta.mode() & 0o7777 & !SETGID != 0o700 {
+        // setgid aside: a directory made in a setgid parent (an emptyDir with
+        // an fsGroup) has it until its maker's chmod, and it grants nothing
         return Err(format!(
             "{shown} has mode {:04o}, not 0700; refusing it (it must be private to uid {euid})",
             meta.mode() & 0o7777
@@ -303,6 +305,9 @@ fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<
     }
     Ok(Some(file))
 }
+
+/// The set-group-ID bit of a mode.
+const SETGID: u32 = 0o2000;
 
 /// Opens the directory `path` for reading (a lockable descriptor), never
 /// through a symlink at its last component (ELOOP or ENOTDIR then).
@@ -582,6 +587,24 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         let err = BaseDir::open(work.path()).unwrap_err();
         assert!(err.contains("has mode 0755, not 0700"), "{err}");
+    }
+
+    /// In a setgid parent (an emptyDir with an fsGroup, mode 2777) a base
+    /// another gate has just made inherits setgid until its maker's chmod:
+    /// it grants nothing, so it is taken (two `check`s started together
+    /// raced on it).
+    #[test]
+    fn a_base_with_only_setgid_beside_0700_is_taken() {
+        let work = tempfile::tempdir().unwrap();
+        let path = base_in(work.path());
+        std::fs::DirBuilder::new().mode(0o700).create(&path).unwrap();
+        // setgid with group access is still refused
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o2750)).unwrap();
+        let err = BaseDir::open(work.path()).unwrap_err();
+        assert!(err.contains("has mode 2750, not 0700"), "{err}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o2700)).unwrap();
+        let base = BaseDir::open(work.path());
+        assert!(base.is_ok(), "{:?}", base.err());
     }
 
     #[test]
