@@ -91,13 +91,11 @@ mkdir -p "$cache"
 target=${CARGO_TARGET_DIR:-/var/tmp/rendergate-target}
 bin=${RENDERGATE_BIN:-$target/debug/rendergate}
 [[ -x "$bin" ]] || die "no rendergate binary at $bin (build it first: cargo build; or set RENDERGATE_BIN)"
+# .ci/run finds the corpus and sets this (docs/checking.md, "The differential test")
 corpora=${RENDERGATE_CORPORA:-}
-if [[ -z "$corpora" ]]; then
-    for candidate in ../shared/corpora /work/shared/corpora; do
-        [[ -d "$candidate/realworld" ]] && corpora=$(cd "$candidate" && pwd) && break
-    done
-fi
-[[ -n "$corpora" && -d "$corpora/realworld" ]] || die "no real-world corpus (set RENDERGATE_CORPORA to the directory holding realworld/)"
+[[ -n "$corpora" && -d "$corpora/realworld" ]] \
+    || die "no real-world corpus: set RENDERGATE_CORPORA to the directory holding realworld/ (docs/checking.md, \"The differential test\")"
+corpora=$(cd "$corpora" && pwd)
 
 # podman: runc (crun fails on this kind of host's cgroups), cgroupfs, and
 # rlimits no higher than the hard limits podman itself runs under (podman

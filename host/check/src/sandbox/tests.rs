@@ -404,7 +404,7 @@ fn passed(out: &CheckOutcome) -> bool {
 
 /// HAProxy 3.2 and later write an `acme` section's missing account key next
 /// to the config while parsing, and bare `haproxy -c` passes: so must every
-/// sandbox mode. CI has no 3.2 (shared/haproxy/README.md), so a render's Lua
+/// sandbox mode. CI has no 3.2 (docs/checking.md), so a render's Lua
 /// writes a file there while parsing the same way, on the haproxy under test.
 #[tokio::test]
 async fn a_file_written_next_to_the_config_while_parsing_passes_in_every_mode() {
