@@ -125,8 +125,7 @@ impl Aftercare {
             // emptied here and now, under the lock: a check that comes
             // meanwhile waits for it, as it would for the removal
             let Waiting { leftover, token, next, .. } = waiting;
-            drop(leftover.starter);
-            drop(Removal { dir: Some(leftover.dir), _token: token, aftercare: self.clone() });
+            drop(self.removal(leftover, token));
             if !queue.closed
                 && let Some(next) = next
             {
@@ -178,14 +177,20 @@ impl Aftercare {
     /// Lets the thread go, and removes the directory on a blocking thread
     /// (here, should there be no runtime or should its pool refuse).
     fn release(self: &Arc<Self>, leftover: Leftover, token: Token) {
-        let Leftover { dir, starter } = leftover;
-        drop(starter);
-        let removal = Removal { dir: Some(dir), _token: token, aftercare: self.clone() };
+        let removal = self.removal(leftover, token);
         match tokio::runtime::Handle::try_current() {
             // a refused closure is dropped, and the removal with it
             Ok(runtime) => drop(runtime.spawn_blocking(move || drop(removal))),
             Err(_) => drop(removal),
         }
+    }
+
+    /// Lets a leftover's thread go, and gives its directory's removal, done
+    /// when dropped.
+    fn removal(self: &Arc<Self>, leftover: Leftover, token: Token) -> Removal {
+        let Leftover { dir, starter } = leftover;
+        drop(starter);
+        Removal { dir: Some(dir), _token: token, aftercare: self.clone() }
     }
 }
 

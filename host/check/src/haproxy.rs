@@ -148,7 +148,8 @@ pub struct Tried {
     /// have no world.
     config_dir: Option<String>,
     /// A checker made for a trial: it says nothing (the one decided says
-    /// it) and tries no world again (it is itself a try).
+    /// it). It tries no world again either: [`HaproxyChecker::decided`]
+    /// makes none that does.
     trial: bool,
 }
 
@@ -490,10 +491,7 @@ impl HaproxyChecker {
     async fn try_again(&self, outcome: &CheckOutcome) -> bool {
         let CheckOutcome::Unavailable { reason } = outcome else { return false };
         let Some(retried) = &self.retried else { return false };
-        if self.opts.sandbox.mode == sandbox::Mode::Off
-            || !trial::holds_every_check(reason)
-            || self.choice().tried.trial
-        {
+        if self.opts.sandbox.mode == sandbox::Mode::Off || !trial::holds_every_check(reason) {
             return false;
         }
         {
