@@ -130,7 +130,42 @@ fn cases() -> Vec<Case> {
     if let Ok(debian) = std::fs::read_to_string("/etc/haproxy/haproxy.cfg") {
         cases.push(case("the host's packaged default config", debian));
     }
+    // Names resolve as on a pod: through the gate host's resolver, which the
+    // gate answers for the check. This host resolves a name of its
+    // /etc/hosts that is not its own host name (which the world's
+    // stand-in /etc/hosts holds anyway); `.invalid` nowhere.
+    let name = host_short_name();
+    cases.extend([
+        case(
+            "log to a name the host resolves",
+            config(&format!("  log {name}:514 local0\n"), "", ""),
+        ),
+        case(
+            "a server by a name the host resolves, under zero-warning",
+            config("  zero-warning\n", "", &format!("backend b\n  server s {name}:80\n")),
+        ),
+        case(
+            "log to a name nothing resolves",
+            config("  log nowhere.invalid:514 local0\n", "", ""),
+        ),
+    ]);
     cases
+}
+
+/// A name of this host's /etc/hosts, one label, that is neither localhost
+/// nor the host name: one only the host's resolver knows.
+fn host_short_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let own = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        let hosts = std::fs::read_to_string("/etc/hosts").unwrap();
+        hosts
+            .lines()
+            .flat_map(|l| l.split('#').next().unwrap().split_whitespace().skip(1))
+            .find(|n| !n.contains('.') && !n.contains("localhost") && *n != own.trim())
+            .expect("/etc/hosts names a host by one label beside the host name")
+            .to_owned()
+    })
 }
 
 /// Bare `haproxy -dr -c` in `dir` with an empty environment: its kind.
@@ -312,35 +347,97 @@ fn an_account_added_or_removed_while_serve_runs_is_seen_by_the_next_check() {
     assert!(status.success());
 }
 
-/// The world holds only what it lists: `/proc/self` is shown only where the
-/// loader needs it (`$ORIGIN`), and Debian's haproxy needs none. A map of
-/// `/proc/self/environ` is refused, as bare `haproxy -c` on a pod refuses
-/// it (its environment is no list of addresses), and nothing of the gate's
-/// own `/proc/self` (its mounts) reaches a verdict.
+/// The check's processes are its own (docs/checking.md, "The check's
+/// world"): a PID namespace under an init of its own, where HAProxy is pid
+/// 2, a cgroup namespace where its cgroup is `/`, and a `/proc` of that
+/// namespace, in which no host process (this test, its parent) has an
+/// entry. A render's Lua reads them and raises what it found; through
+/// `check` and through `serve` (whose child is made ahead).
 #[test]
-fn proc_self_is_not_in_the_world_unless_the_loader_needs_it() {
-    let explained = run(&["check", "--explain", "--haproxy", &haproxy()], "", &[]);
-    let explained = String::from_utf8_lossy(&explained.stdout).into_owned();
-    assert!(!explained.contains("/proc/self"), "listed without need: {explained}");
-    let map = config("", "  http-request set-header X %[src,map_ip(/proc/self/environ)]\n", "");
-    let acl = config("", "  acl m path -f /proc/self/mountinfo\n", "");
-    let host_mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let first_field = host_mounts.split_whitespace().next().unwrap().to_owned();
-    for (name, config) in [("map_ip of environ", map), ("acl of mountinfo", acl)] {
-        let c = case(name, config);
-        let dir = laid_out(&c);
-        let out = run(
-            &["check", "--json", "--haproxy", &haproxy(), dir.path().to_str().unwrap()],
-            "",
-            &[],
-        );
-        let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(verdict["refused"], json!(true), "{name}: {verdict}");
-        let message = verdict["message"].as_str().unwrap();
-        assert!(message.contains("/proc/self/"), "{name}: {message}");
+fn the_checks_processes_and_proc_are_its_own() {
+    let host = [std::process::id(), std::os::unix::process::parent_id()];
+    let lua = format!(
+        "local function slurp(p) local f, e = io.open(p) if not f then return 'none: ' .. tostring(e) end\n\
+         local s = f:read('a') f:close() return s end\n\
+         local seen = {{}}\n\
+         for _, pid in ipairs({{ {}, {} }}) do if io.open('/proc/' .. pid .. '/stat') then seen[#seen + 1] = pid end end\n\
+         local cgroup = slurp('/proc/self/cgroup'):gsub('\\n', ';')\n\
+         error('stat=[' .. (slurp('/proc/self/stat'):match('^%S+ %S+') or 'none') .. '] init=['\n\
+           .. (slurp('/proc/1/stat'):match('^%S+') or 'none') .. '] cgroup=[' .. cgroup .. '] host=['\n\
+           .. table.concat(seen, ',') .. ']')\n",
+        host[0], host[1]
+    );
+    let render = config("  lua-load lua/proc.lua\n", "", "");
+    let found = |message: &str| {
+        let field = |name: &str| {
+            let from =
+                message.find(&format!("{name}=[")).unwrap_or_else(|| panic!("{name}: {message}"));
+            let rest = &message[from + name.len() + 2..];
+            rest[..rest.find(']').unwrap()].to_owned()
+        };
+        assert_eq!(field("stat"), "2 (haproxy)", "{message}");
+        assert_eq!(field("init"), "1", "{message}");
+        assert_eq!(field("host"), "", "host processes seen: {message}");
+        let cgroup = field("cgroup");
         assert!(
-            !message.contains(&format!(" {first_field} ")) && !message.contains("mountinfo' :"),
-            "{name}: the gate's mounts were read: {message}"
+            !cgroup.is_empty()
+                && cgroup.split(';').filter(|l| !l.is_empty()).all(|l| l.ends_with(":/")),
+            "the cgroup path is not the namespace's root: {message}"
         );
-    }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("haproxy.cfg"), &render).unwrap();
+    std::fs::create_dir(dir.path().join("lua")).unwrap();
+    std::fs::write(dir.path().join("lua/proc.lua"), &lua).unwrap();
+    let out =
+        run(&["check", "--json", "--haproxy", &haproxy(), dir.path().to_str().unwrap()], "", &[]);
+    let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(verdict["refused"], json!(true), "{verdict}");
+    found(verdict["message"].as_str().unwrap());
+
+    let mut gate = Serve::start(&[]);
+    let files = json!([{"kind": "general", "path": "lua/proc.lua", "content": lua}]);
+    gate.send(&json!({"type": "rendered", "plan": "plan-1", "render": "r-1", "config": render, "files": files}));
+    let verdict = gate.until("verdict").pop().unwrap();
+    assert_eq!(kind_of(&verdict), "refused", "{verdict}");
+    found(verdict["message"].as_str().unwrap());
+    let (_, status) = gate.finish();
+    assert!(status.success());
+}
+
+/// `--check-hosts FILE`: the pods' own names (their `hostAliases`) resolve
+/// in the check; without it, the same render is refused as a pod without
+/// them would refuse it.
+#[test]
+fn check_hosts_adds_the_pods_own_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let render = config("  log pod-alias.rendergate.invalid:514 local0\n", "", "");
+    std::fs::write(dir.path().join("haproxy.cfg"), render).unwrap();
+    let hosts = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        hosts.path(),
+        "# the pods' hostAliases\n10.1.2.3\tpod-alias.rendergate.invalid\n",
+    )
+    .unwrap();
+    let kind = |extra: &[&str]| {
+        let mut args = vec!["check", "--json", "--haproxy"];
+        let binary = haproxy();
+        args.push(&binary);
+        args.extend(extra);
+        args.push(dir.path().to_str().unwrap());
+        let out = run(&args, "", &[]);
+        let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (kind_of(&verdict), verdict)
+    };
+    let (with, verdict) = kind(&["--check-hosts", hosts.path().to_str().unwrap()]);
+    assert_eq!(with, "pass", "{verdict}");
+    let (without, verdict) = kind(&[]);
+    assert_eq!(without, "refused", "{verdict}");
+    let missing = run(
+        &["check", "--check-hosts", "/nonexistent/hosts", dir.path().to_str().unwrap()],
+        "",
+        &[],
+    );
+    assert_eq!(missing.status.code(), Some(2), "{missing:?}");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("--check-hosts"), "{missing:?}");
 }

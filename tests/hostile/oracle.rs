@@ -125,7 +125,12 @@ fn targets() -> Vec<Target> {
         fixed("a secret only root reads (/etc/shadow)", "/etc/shadow"),
         fixed("the keys beside the CA store (/etc/ssl/private)", "/etc/ssl/private"),
         fixed("root's home (/root)", "/root"),
-        fixed("another process's environment (/proc/1/environ)", "/proc/1/environ"),
+        // a host process (this test): the check's /proc is its own namespace's,
+        // where pid 1 is the check's init
+        fixed(
+            "a host process's environment (/proc/<this test's pid>/environ)",
+            format!("/proc/{}/environ", std::process::id()),
+        ),
         target("the gate's working directory", true, |_| std::env::current_dir().unwrap()),
         target("the gate's TMPDIR", true, |s| s.tmp.clone()),
         // made by the gate before HAProxy runs; the checker's directories are under it

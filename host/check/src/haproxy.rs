@@ -186,8 +186,10 @@ impl Choice {
         let config_dir = (mode != sandbox::Mode::Off && !sandbox::gives_world(mode, &probe)).then(
             || {
                 let world = &opts.sandbox.world;
-                if (world.accounts.is_some() || world.hostname.is_some()) && !tried.trial {
-                    tracing::warn!("no namespaces: --accounts and --check-hostname cannot apply; haproxy sees the host's accounts and name");
+                if (world.accounts.is_some() || world.hostname.is_some() || world.hosts.is_some())
+                    && !tried.trial
+                {
+                    tracing::warn!("no namespaces: --accounts, --check-hostname and --check-hosts cannot apply; haproxy sees the host's accounts, name and names");
                 }
                 if tried.config_dir.is_some() {
                     let failed = tried.failed.join("; ");

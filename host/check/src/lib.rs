@@ -2,8 +2,8 @@
 //! [`Checker`] seat and the real `haproxy -c` checker behind it: the check
 //! directory, the run of HAProxy in its sandbox, and the reading of its
 //! words into a verdict; also a render read from a directory ([`dir`], for
-//! `rendergate check DIR`) and the sizes its limits are written in
-//! ([`size`]).
+//! `rendergate check DIR`), the sizes its limits are written in
+//! ([`size`]) and the gate's answers to a check's DNS queries ([`dns`]).
 //!
 //! It depends on the core for what a render and an outcome are, and must
 //! never depend on the gate's runtime, its NDJSON protocol or its policies
@@ -27,6 +27,7 @@ pub mod at;
 pub mod base;
 pub mod config_dir;
 pub mod dir;
+pub mod dns;
 pub mod haproxy;
 pub mod identity;
 pub mod layout;

@@ -30,7 +30,7 @@ use crate::base::{BaseDir, CheckDir};
 use crate::config_dir::ConfigDir;
 use crate::prepare::InFlight;
 use crate::process::{self, Running};
-use crate::sandbox::{Go, Hold, Keeper, Sandbox, Stack};
+use crate::sandbox::{Go, Hold, Keeper, Sandbox, Stack, network};
 use crate::verdict;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -254,9 +254,14 @@ impl Order {
             drop(unwanted);
             return;
         }
-        let spawned = {
+        let (spawned, resolver) = {
             let _runtime = runtime.enter();
             held.spawn(cmd)
+        };
+        // the check's names, answered from now until the check is over
+        let answering = match (&spawned, resolver) {
+            (Ok(_), Some(channel)) => answer_for(&channel, &runtime),
+            _ => None,
         };
         let pid = spawned.as_ref().ok().and_then(|child| child.id());
         if pid.is_some() && self.ahead {
@@ -276,6 +281,9 @@ impl Order {
         // it started). The world's mounts are the child's until it has
         // exited and its namespaces are let go: only then may the sandbox,
         // and its world on disk, go.
+        if let Some(answering) = answering {
+            answering.abort();
+        }
         if let Some(pid) = pid {
             end_group(pid as libc::pid_t);
         }
@@ -330,16 +338,22 @@ impl Order {
         };
         let mut cmd = process::command(&self.binary, output_end)
             .map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
+        let (resolver, resolver_end) = network::resolver_channel()
+            .map_err(|e| sanitised(format!("cannot prepare the check's child: {e}")))?;
         let prepared = self
             .sandbox
             .prepare(child_dir.as_fd(), ARMED_CPU)
             .map_err(sanitised)?
             .with_memory(self.memory)
+            .with_resolver(resolver_end.as_raw_fd())
             .held(hold);
         prepared.apply(&mut cmd);
+        let resolver = prepared.resolves().then_some(resolver);
         // `apply` copied the raw descriptors into the child's setup: what
         // they name must stay open until `spawn` returns.
         let held = Held {
+            resolver,
+            _resolver_end: resolver_end,
             _ruleset: prepared.into_ruleset(),
             _dir: child_dir,
             _word_end: word_end,
@@ -350,6 +364,40 @@ impl Order {
         let starting = Starting { output, report, started, starter, binary };
         let launch = Launch { go: std::fs::File::from(word), starting };
         Ok((Armed { dir, launch }, cmd, held))
+    }
+}
+
+/// Answers the DNS queries of the child that handed its resolver socket over
+/// `channel` ([`network::hand_over_resolver`]), on `runtime`, from this
+/// host's resolver ([`crate::dns`]). None when it handed none over; a
+/// check without its resolver still runs (its names then fail to resolve,
+/// as a pod's would without DNS), and the log says why.
+fn answer_for(
+    channel: &OwnedFd,
+    runtime: &tokio::runtime::Handle,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let socket = match network::receive_resolver(channel.as_fd()) {
+        Ok(Some(socket)) => std::net::UdpSocket::from(socket),
+        Ok(None) => {
+            tracing::warn!("the check's child handed over no resolver socket");
+            return None;
+        }
+        Err(e) => {
+            tracing::warn!("cannot receive the check's resolver socket: {e}");
+            return None;
+        }
+    };
+    let _runtime = runtime.enter();
+    let socket =
+        socket.set_nonblocking(true).and_then(|()| tokio::net::UdpSocket::from_std(socket));
+    match socket {
+        Ok(socket) => {
+            Some(runtime.spawn(crate::dns::serve(socket, Arc::new(crate::dns::HostResolver))))
+        }
+        Err(e) => {
+            tracing::warn!("cannot answer on the check's resolver socket: {e}");
+            None
+        }
     }
 }
 
@@ -432,6 +480,9 @@ fn end_group(pgid: libc::pid_t) {
 
 /// What the child's setup names by number, open until `spawn` has returned.
 struct Held {
+    /// The gate's end of the child's resolver channel, where it resolves.
+    resolver: Option<OwnedFd>,
+    _resolver_end: OwnedFd,
     _dir: OwnedFd,
     _word_end: OwnedFd,
     _report_end: OwnedFd,
@@ -441,12 +492,17 @@ struct Held {
 }
 
 impl Held {
-    fn spawn(self, mut cmd: tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+    /// The child, and the gate's end of its resolver channel.
+    fn spawn(
+        mut self,
+        mut cmd: tokio::process::Command,
+    ) -> (std::io::Result<tokio::process::Child>, Option<OwnedFd>) {
         let spawned = cmd.spawn();
         // our copies of the output's write end go with `cmd`
         drop(cmd);
+        let resolver = self.resolver.take();
         drop(self);
-        spawned
+        (spawned, resolver)
     }
 }
 

@@ -55,12 +55,28 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             outln!(
                 "            scratch: /tmp and /dev/shm (tmpfs, 64 MiB each); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)"
             );
+            if s.probe().unshare_flags() & libc::CLONE_NEWPID != 0 {
+                let cgroup = match s.probe().unshare_flags() & libc::CLONE_NEWCGROUP {
+                    0 => "",
+                    _ => " and cgroup",
+                };
+                outln!(
+                    "            processes: its own (PID{cgroup} namespace; haproxy is pid 2 under an init of its own), with their /proc, read-only (where the host allows a fresh one)"
+                );
+            }
             if world.proc_self() {
                 outln!(
-                    "            /proc/self: this process's own, read-only (the loader expands $ORIGIN through /proc/self/exe)"
+                    "            /proc/self: this process's own, read-only, where no /proc of its own can be mounted (the loader expands $ORIGIN through /proc/self/exe)"
                 );
             }
             outln!("            host name: {}", world.hostname());
+            outln!(
+                "            names: answered by the gate from this host's resolver (127.0.0.1:53 in the check's network){}",
+                match &world.options().hosts {
+                    Some(hosts) => format!("; and {}", hosts.display()),
+                    None => String::new(),
+                }
+            );
         }
         None if checker.world_kind() == WorldKind::ConfigDir => {
             let shown = |paths: &[std::path::PathBuf]| {

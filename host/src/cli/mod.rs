@@ -103,6 +103,10 @@ struct HaproxyArgs {
     /// own files, which win; default: the host's packaged ones under --config-dir.
     #[arg(long, value_name = "DIR")]
     stock_dir: Option<PathBuf>,
+    /// More names HAProxy resolves, in hosts(5) form (the pods' own names,
+    /// such as their hostAliases): added to the check's /etc/hosts.
+    #[arg(long, value_name = "FILE")]
+    check_hosts: Option<PathBuf>,
     /// Address space of one check (e.g. 1GiB). At or above --check-memory-max
     /// (the default), every check is one run.
     #[arg(long, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
@@ -137,6 +141,7 @@ impl HaproxyArgs {
                     accounts: self.accounts.clone(),
                     hostname: self.check_hostname.clone(),
                     stock_dir: self.stock_dir.clone(),
+                    hosts: self.check_hosts.clone(),
                 },
                 env: self.check_env.clone(),
             },

@@ -191,26 +191,41 @@ impl Grants {
 /// The world's scratch directories, tmpfs mounted in the child.
 const SCRATCH: [&std::ffi::CStr; 2] = [c"/tmp", c"/dev/shm"];
 
-/// In the child, inside its world: adds the rules for the scratch `/tmp`
-/// and `/dev/shm` to the ruleset. Returns 0 or an errno. Raw system calls only.
+/// In the child, in the world's root: grants the scratch directories, and
+/// `/proc` read-only where it is the check's own (a `proc` mount of its PID
+/// namespace; not the host's `/proc/self` shown for the loader alone).
+/// 0 or an errno.
 pub fn grant_scratch(ruleset_fd: RawFd, abi: u32) -> i32 {
     for dir in SCRATCH {
-        let e = grant_scratch_dir(ruleset_fd, abi, dir);
+        let e = grant_dir(ruleset_fd, abi, dir, SCRATCH_ACCESS);
         if e != 0 {
             return e;
         }
     }
+    if own_proc() {
+        return grant_dir(ruleset_fd, abi, c"/proc", FS_READ_FILE | FS_READ_DIR);
+    }
     0
 }
 
-fn grant_scratch_dir(ruleset_fd: RawFd, abi: u32, dir: &std::ffi::CStr) -> i32 {
+/// Whether `/proc` is a `proc` file system (mounted for the check's own
+/// processes). Raw system call on a buffer on the stack.
+fn own_proc() -> bool {
+    const PROC_SUPER_MAGIC: libc::c_long = 0x9fa0;
+    // SAFETY: a zeroed plain struct, written by the kernel.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a constant C string and a valid buffer.
+    unsafe { libc::statfs(c"/proc".as_ptr(), &mut fs) == 0 && fs.f_type == PROC_SUPER_MAGIC }
+}
+
+fn grant_dir(ruleset_fd: RawFd, abi: u32, dir: &std::ffi::CStr, access: u64) -> i32 {
     // SAFETY: a constant C string; the fd is closed below.
     let fd =
         unsafe { libc::open(dir.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
     if fd < 0 {
         return errno();
     }
-    let access = SCRATCH_ACCESS & handled(abi).handled_access_fs;
+    let access = access & handled(abi).handled_access_fs;
     let rule = PathBeneathAttr { allowed_access: access, parent_fd: fd };
     // SAFETY: rule is a valid packed struct; both fds are open.
     let r = unsafe {

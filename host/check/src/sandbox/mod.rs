@@ -23,6 +23,7 @@ pub mod loader;
 pub mod namespaces;
 pub mod network;
 pub mod probe;
+pub mod processes;
 pub mod rlimits;
 pub mod seccomp;
 pub mod world;
@@ -264,6 +265,8 @@ impl Sandbox {
             seccomp: self.seccomp.clone(),
             world: self.world.clone(),
             abi: *self.probe.landlock.as_ref().unwrap_or(&0),
+            resolver: -1,
+            exposed: processes::Exposed::of_this_process(),
         };
         Ok(Prepared { dir: check_dir, setup: Some(setup), ruleset, env, hold: None })
     }
@@ -296,6 +299,26 @@ impl Prepared<'_> {
     /// that must keep it open until `spawn` returns without keeping `self`.
     pub fn into_ruleset(self) -> Option<OwnedFd> {
         self.ruleset
+    }
+
+    /// Where a child with a world of its own hands over its resolver socket
+    /// ([`network::hand_over_resolver`]): `channel`, the child's end of a
+    /// [`network::resolver_channel`], open until `spawn` returns. Whether
+    /// one comes is for [`Prepared::resolves`] to say.
+    pub fn with_resolver(mut self, channel: RawFd) -> Self {
+        if let Some(setup) = &mut self.setup
+            && setup.world.is_some()
+            && setup.unshare & libc::CLONE_NEWNET != 0
+            && setup.unshare & libc::CLONE_NEWNS != 0
+        {
+            setup.resolver = channel;
+        }
+        self
+    }
+
+    /// Whether the child hands over a resolver socket.
+    pub fn resolves(&self) -> bool {
+        self.setup.as_ref().is_some_and(|setup| setup.resolver >= 0)
     }
 
     /// The child, its sandbox made, waits at `hold` for the word to go
@@ -463,6 +486,10 @@ struct ChildSetup {
     world: Option<Arc<world::World>>,
     /// The Landlock ABI (0: none), for the scratch `/tmp`'s rule.
     abi: u32,
+    /// The child's end of its [`network::resolver_channel`] (-1: none).
+    resolver: RawFd,
+    /// The gate's command line and environment, blanked in a PID namespace.
+    exposed: processes::Exposed,
 }
 
 impl ChildSetup {
@@ -487,11 +514,16 @@ impl ChildSetup {
         }
         step(Layer::Rlimits, self.limits.apply())?;
         step(Layer::Namespaces, namespaces::unshare(self.unshare))?;
+        let own_processes = self.unshare & libc::CLONE_NEWPID != 0;
+        if own_processes {
+            // from here on, haproxy's process, in the new PID namespace
+            processes::split(self.exposed)?;
+        }
         if let Some(world) = &self.world
             && self.unshare & libc::CLONE_NEWNS != 0
         {
             world
-                .enter(self.unshare & libc::CLONE_NEWUSER != 0)
+                .enter(self.unshare & libc::CLONE_NEWUSER != 0, own_processes, self.resolver)
                 .map_err(|(at, errno)| tagged_step(Layer::World, at as i32, errno))?;
         }
         step(Layer::Capabilities, caps::drop_all())?;
@@ -501,7 +533,7 @@ impl ChildSetup {
         }
         if self.ruleset >= 0 {
             if self.world.is_some() && self.unshare & libc::CLONE_NEWNS != 0 {
-                // the scratch /tmp exists only now, in the new root
+                // the scratch /tmp and the own /proc exist only now, in the new root
                 step(Layer::Landlock, landlock::grant_scratch(self.ruleset, self.abi))?;
             }
             step(Layer::Landlock, landlock::restrict_self(self.ruleset))?;

@@ -15,6 +15,11 @@ pub const WITH_USER: libc::c_int =
 pub const WITHOUT_USER: libc::c_int = libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
 /// A mount namespace, for the host view's stand-ins.
 pub const MOUNT: libc::c_int = libc::CLONE_NEWNS;
+/// Processes of the check's own, with a mount namespace only (their `/proc`
+/// is mounted in it): a PID namespace, and a cgroup namespace where the host
+/// gives one ([`PID`] alone otherwise).
+pub const PROCESSES: libc::c_int = libc::CLONE_NEWPID | libc::CLONE_NEWCGROUP;
+pub const PID: libc::c_int = libc::CLONE_NEWPID;
 
 /// In the child, in a new mount namespace: its mounts become private, so
 /// nothing mounted in it reaches the host. 0 or an errno. Raw system call.

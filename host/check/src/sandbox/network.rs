@@ -5,7 +5,85 @@
 //! (and `zero-warning` refuses) where the pod passes. Through loopback
 //! nothing leaves the namespace: a packet to an address that is not local
 //! is dropped (a new namespace does not forward), so the check reaches
-//! nothing, as before. Raw system calls on constant messages only.
+//! nothing, as before. Names resolve as on a pod: the world's
+//! `resolv.conf` names 127.0.0.1, where the child binds a UDP socket and
+//! hands it to the gate ([`hand_over_resolver`]), which answers on it from
+//! its own resolver ([`crate::dns`]): the render's queries never leave the
+//! namespace either. Raw system calls on constant messages only.
+
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+};
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+
+/// Where the check's resolver listens, as the world's `resolv.conf` says.
+pub const RESOLVER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 53);
+
+/// The pair a child hands its resolver socket over: (the gate's end, the
+/// child's end), both close-on-exec.
+pub fn resolver_channel() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::net::socketpair(AddressFamily::UNIX, SocketType::DGRAM, SocketFlags::CLOEXEC, None)?)
+}
+
+/// In the child, in its network namespace with loopback up: binds UDP
+/// [`RESOLVER`] (port 53 needs the capability the child still has in its
+/// own user namespace) and sends the socket over `channel`, the child's
+/// end of [`resolver_channel`]; its own copy closes. 0 or an errno. System
+/// calls on the stack only (rustix's, which set no `errno`).
+pub fn hand_over_resolver(channel: RawFd) -> i32 {
+    let socket = match rustix::net::socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    ) {
+        Ok(socket) => socket,
+        Err(e) => return e.raw_os_error(),
+    };
+    if let Err(e) = rustix::net::bind(&socket, &RESOLVER) {
+        return e.raw_os_error();
+    }
+    // SAFETY: the parent keeps the channel open until `spawn` returns.
+    let channel = unsafe { BorrowedFd::borrow_raw(channel) };
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = SendAncillaryBuffer::new(&mut space);
+    let fds = [socket.as_fd()];
+    ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+    match rustix::net::sendmsg(channel, &[IoSlice::new(b"r")], &mut ancillary, SendFlags::empty()) {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error(),
+    }
+}
+
+/// In the gate, once the child's `spawn` has returned: the resolver socket
+/// it handed over on `channel` (the gate's end), if it did (a child without
+/// a network of its own hands over none).
+pub fn receive_resolver(channel: BorrowedFd<'_>) -> std::io::Result<Option<OwnedFd>> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    let received = rustix::net::recvmsg(
+        channel,
+        &mut [IoSliceMut::new(&mut byte)],
+        &mut ancillary,
+        RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+    );
+    match received {
+        Ok(_) => {}
+        Err(rustix::io::Errno::AGAIN) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    for message in ancillary.drain() {
+        if let RecvAncillaryMessage::ScmRights(mut fds) = message {
+            return Ok(fds.next());
+        }
+    }
+    Ok(None)
+}
 
 /// `RTM_NEWROUTE`: `default dev lo` (table main, scope link) for `family`,
 /// a netlink message of 36 bytes asking for an acknowledgement.

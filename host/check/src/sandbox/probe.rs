@@ -1,7 +1,7 @@
 //! Which layers this host can give a check, found out once at start-up,
 //! and the one line that says so (`sandbox: landlock=enforced(abi=7) …`).
 //!
-//! `RENDERGATE_SANDBOX_DISABLE=landlock,seccomp,userns,netns,mountns` makes the
+//! `RENDERGATE_SANDBOX_DISABLE=landlock,seccomp,userns,netns,mountns,pidns` makes the
 //! probe treat those layers as missing. It is a test and debugging knob
 //! (to see strict mode refuse and best-effort mode degrade on a host that
 //! has everything), not a configuration. A name that is not a layer is an
@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 /// The variable read by [`Probe::current`].
 pub const DISABLE_VAR: &str = "RENDERGATE_SANDBOX_DISABLE";
 /// Names the knob accepts.
-pub const KNOWN: [&str; 5] = ["landlock", "seccomp", "userns", "netns", "mountns"];
+pub const KNOWN: [&str; 6] = ["landlock", "seccomp", "userns", "netns", "mountns", "pidns"];
 
 /// Why a value of [`DISABLE_VAR`] cannot be taken: a name that is not a
 /// layer. A typo must not leave a layer on while the operator believes it off.
@@ -44,6 +44,9 @@ pub struct Probe {
     /// A mount namespace with the other namespaces, where the check may
     /// mount the host view's stand-ins.
     pub mountns: Result<(), String>,
+    /// The namespaces of the check's own processes, with the mount
+    /// namespace: [`namespaces::PROCESSES`] or [`namespaces::PID`] alone.
+    pub pidns: Result<libc::c_int, String>,
     /// Whether a root of the check's own works here, as tried
     /// ([`crate::trial`]); `Ok` until a trial says otherwise. Without it the
     /// check gets no mount namespace, and the config-directory world.
@@ -89,6 +92,7 @@ impl Probe {
             userns,
             netns,
             mountns: Ok(()),
+            pidns: Err("no mount namespace".to_owned()),
             root_world: Ok(()),
             root: false,
         };
@@ -96,8 +100,28 @@ impl Probe {
         probe.mountns = match knob("mountns") {
             Some(why) => Err(why),
             None if base == 0 => Err("no namespaces".to_owned()),
-            None => namespaces::try_in_child(base | namespaces::MOUNT).map_err(errno_name),
+            None => {
+                // the usual answer in one child: mounts and processes of its own
+                let processes = if knob("pidns").is_some() { 0 } else { namespaces::PROCESSES };
+                let with = |extra| namespaces::try_in_child(base | namespaces::MOUNT | extra);
+                match with(processes) {
+                    Ok(()) if processes != 0 => {
+                        probe.pidns = Ok(processes);
+                        Ok(())
+                    }
+                    _ => with(0).map_err(errno_name),
+                }
+            }
         };
+        if probe.mountns.is_ok() && probe.pidns.is_err() {
+            probe.pidns = match knob("pidns") {
+                Some(why) => Err(why),
+                // a host without cgroup namespaces may still give a PID one
+                None => namespaces::try_in_child(base | namespaces::MOUNT | namespaces::PID)
+                    .map(|()| namespaces::PID)
+                    .map_err(errno_name),
+            };
+        }
         // SAFETY: geteuid cannot fail.
         probe.root = unsafe { libc::geteuid() } == 0;
         probe
@@ -107,7 +131,7 @@ impl Probe {
     pub fn unshare_flags(&self) -> libc::c_int {
         let base = self.namespace_flags();
         if base != 0 && self.mountns.is_ok() && self.root_world.is_ok() {
-            base | namespaces::MOUNT
+            base | namespaces::MOUNT | self.pidns.as_ref().map_or(0, |flags| *flags)
         } else {
             base
         }
@@ -160,10 +184,10 @@ impl Probe {
     }
 
     /// The start-up line, e.g. `sandbox: mode=strict landlock=enforced(abi=7)
-    /// seccomp=on userns=on netns=on mountns=on caps=dropped rlimits=on env=cleared`.
+    /// seccomp=on userns=on netns=on mountns=on pidns=on caps=dropped rlimits=on env=cleared`.
     pub fn report(&self, mode: Mode) -> String {
         if mode == Mode::Off {
-            return "sandbox: mode=off landlock=off seccomp=off netns=off mountns=off caps=kept rlimits=off env=inherited (plain exec)"
+            return "sandbox: mode=off landlock=off seccomp=off netns=off mountns=off pidns=off caps=kept rlimits=off env=inherited (plain exec)"
                 .into();
         }
         let state = |r: &Result<(), String>| match r {
@@ -184,8 +208,14 @@ impl Probe {
             (Ok(()), Err(_)) if flags != 0 => "unused".into(),
             (mountns, _) => state(mountns),
         };
+        let pidns = match &self.pidns {
+            _ if flags & libc::CLONE_NEWPID != 0 => "on".into(),
+            // no root of its own to mount its /proc in
+            Ok(_) => "unused".into(),
+            Err(why) => format!("off({why})"),
+        };
         let mut line = format!(
-            "sandbox: mode={} landlock={landlock} seccomp={} userns={userns} netns={netns} mountns={mountns} caps=dropped rlimits=on env=cleared",
+            "sandbox: mode={} landlock={landlock} seccomp={} userns={userns} netns={netns} mountns={mountns} pidns={pidns} caps=dropped rlimits=on env=cleared",
             mode.name(),
             state(&self.seccomp),
         );

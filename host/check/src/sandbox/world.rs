@@ -27,6 +27,7 @@
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr};
 use std::io;
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -95,6 +96,9 @@ pub struct WorldOptions {
     /// in either world. Unset: the host's packaged ones under the config
     /// directory ([`STOCK`]).
     pub stock_dir: Option<PathBuf>,
+    /// More names HAProxy resolves, in hosts(5) form (`--check-hosts`): the
+    /// pods' own (`hostAliases`), added to the world's `/etc/hosts`.
+    pub hosts: Option<PathBuf>,
 }
 
 impl Default for WorldOptions {
@@ -105,6 +109,7 @@ impl Default for WorldOptions {
             accounts: None,
             hostname: None,
             stock_dir: None,
+            hosts: None,
         }
     }
 }
@@ -133,6 +138,11 @@ impl WorldOptions {
                     self.config_dir.display()
                 ));
             }
+        }
+        if let Some(hosts) = &self.hosts
+            && let Err(e) = std::fs::File::open(hosts)
+        {
+            return Err(format!("--check-hosts {}: {e}", hosts.display()));
         }
         if let Some(name) = &self.hostname
             && (name.is_empty() || name.len() > 64 || name.bytes().any(|b| b == 0 || b == b'\n'))
@@ -212,6 +222,8 @@ pub struct World {
     /// `/proc/self`'s mount point, and the flags of its read-only remount,
     /// where the loader needs it (`$ORIGIN`); otherwise nothing of `/proc`.
     proc_self: Option<(CString, libc::c_ulong)>,
+    /// `/proc`'s mount point, for the check's own (a PID namespace's).
+    proc_target: CString,
     /// `/proc/self/uid_map` and friends, written after `unshare`.
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
@@ -327,6 +339,8 @@ impl World {
         std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&tmp_target)?;
         let shm_target = root.join("dev/shm");
         std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&shm_target)?;
+        let proc_target = root.join("proc");
+        std::fs::DirBuilder::new().mode(0o755).create(&proc_target)?;
         let proc_self = match proc_self {
             true => {
                 let target = root.join("proc/self");
@@ -346,7 +360,7 @@ impl World {
             None => host_name()?,
         };
         let accounts = options.accounts.as_deref().unwrap_or(Path::new("/etc"));
-        write_stand_ins(&root, &hostname, accounts)?;
+        write_stand_ins(&root, &hostname, accounts, options.hosts.as_deref())?;
 
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -361,6 +375,7 @@ impl World {
             shm_target: c_path(&shm_target)?,
             tmp_options: CString::new(TMP_OPTIONS).expect("no NUL in a constant"),
             proc_self,
+            proc_target: c_path(&proc_target)?,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             hostname: hostname.into_bytes(),
@@ -417,13 +432,21 @@ impl World {
     /// the namespaces include a user namespace whose ids are still to be
     /// mapped. Raw system calls on memory prepared before the fork only.
     /// Returns the step that failed and its errno.
-    pub fn enter(&self, own_users: bool) -> Result<(), (Step, i32)> {
-        let steps: [(Step, &dyn Fn() -> i32); 8] = [
+    pub fn enter(
+        &self,
+        own_users: bool,
+        own_processes: bool,
+        resolver: RawFd,
+    ) -> Result<(), (Step, i32)> {
+        let steps: [(Step, &dyn Fn() -> i32); 9] = [
             (Step::MapIds, &|| if own_users { self.map_ids() } else { 0 }),
             (Step::Loopback, &super::network::loopback_up),
             (Step::Route, &super::network::default_routes),
+            (Step::Resolver, &|| {
+                if resolver < 0 { 0 } else { super::network::hand_over_resolver(resolver) }
+            }),
             (Step::PrivateMounts, &|| super::namespaces::private_mounts()),
-            (Step::Mount, &|| self.mount_all()),
+            (Step::Mount, &|| self.mount_all(own_processes)),
             (Step::Chroot, &|| self.pivot()),
             // SAFETY (both): pointers to buffers prepared in the parent.
             (Step::Chdir, &|| check(unsafe { libc::chdir(self.config_inside.as_ptr()) })),
@@ -462,7 +485,7 @@ impl World {
         0
     }
 
-    fn mount_all(&self) -> i32 {
+    fn mount_all(&self, own_processes: bool) -> i32 {
         // the skeleton becomes a mount of its own, to be remounted read-only
         let e = bind(&self.root, &self.root);
         if e != 0 {
@@ -512,9 +535,30 @@ impl World {
                 }
             }
         }
-        // this process's own /proc entry (the magic link resolves to it
-        // now), for the loader's `$ORIGIN` only
-        if let Some((target, flags)) = &self.proc_self {
+        // the check's own /proc: its processes, its cgroup `/`. A container
+        // whose /proc hides parts of the host's refuses a fresh, unhidden
+        // one (EPERM): then, as without a PID namespace, ...
+        let mut own_proc = false;
+        if own_processes {
+            // SAFETY: C strings prepared in the parent.
+            let r = unsafe {
+                libc::mount(
+                    c"proc".as_ptr(),
+                    self.proc_target.as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
+                    std::ptr::null(),
+                )
+            };
+            match r {
+                0 => own_proc = true,
+                _ if super::landlock::errno() == libc::EPERM => {}
+                _ => return super::landlock::errno(),
+            }
+        }
+        // ... this process's own /proc entry (the magic link resolves to
+        // it now), for the loader's `$ORIGIN` only
+        if let Some((target, flags)) = self.proc_self.as_ref().filter(|_| !own_proc) {
             let e = bind(c"/proc/self", target);
             if e != 0 {
                 return e;
@@ -588,13 +632,15 @@ pub enum Step {
     Chdir = 7,
     Hostname = 8,
     Route = 9,
+    Resolver = 10,
 }
 
 impl Step {
-    pub const ALL: [Step; 9] = [
+    pub const ALL: [Step; 10] = [
         Step::MapIds,
         Step::Loopback,
         Step::Route,
+        Step::Resolver,
         Step::PrivateMounts,
         Step::Mount,
         Step::Chroot,
@@ -609,6 +655,7 @@ impl Step {
             Step::MapIds => "uid_map",
             Step::Loopback => "loopback",
             Step::Route => "default route",
+            Step::Resolver => "resolver socket",
             Step::PrivateMounts => "private mounts",
             Step::Mount => "mount",
             Step::Chroot => "chroot",
@@ -845,8 +892,8 @@ fn read_stock(path: &Path, relative: &Path, stock: &mut Vec<StockFile>) -> io::R
 }
 
 /// What a world's stand-ins are made from, as it stands now: the accounts'
-/// `passwd` and `group` (size, modification time, inode) and the host name
-/// (without `--check-hostname`). A world made from other sources is stale,
+/// `passwd` and `group`, the host's `resolv.conf` and `--check-hosts` (size,
+/// modification time, inode) and the host name (without `--check-hostname`). A world made from other sources is stale,
 /// and made anew, so that a long-running gate sees an account added to the
 /// host (or to `--accounts`) as bare `haproxy -c` would.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -858,12 +905,11 @@ pub struct StandInSources {
 pub fn stand_in_sources(options: &WorldOptions) -> StandInSources {
     use std::os::unix::fs::MetadataExt;
     let accounts = options.accounts.as_deref().unwrap_or(Path::new("/etc"));
-    let files = ["passwd", "group"]
+    let files = [accounts.join("passwd"), accounts.join("group"), PathBuf::from(RESOLV_CONF)]
         .iter()
-        .map(|name| {
-            std::fs::metadata(accounts.join(name))
-                .ok()
-                .map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+        .chain(&options.hosts)
+        .map(|path| {
+            std::fs::metadata(path).ok().map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
         })
         .collect();
     let hostname = match options.hostname {
@@ -873,18 +919,38 @@ pub fn stand_in_sources(options: &WorldOptions) -> StandInSources {
     StandInSources { files, hostname }
 }
 
+/// The gate host's resolver configuration: its search list and options go
+/// into the world's (a pod's names are searched as on the pod), its
+/// nameservers never (the gate answers at 127.0.0.1).
+const RESOLV_CONF: &str = "/etc/resolv.conf";
+
 /// The stand-ins, written into the skeleton (read-only once it is the root).
-fn write_stand_ins(root: &Path, hostname: &str, accounts: &Path) -> io::Result<()> {
+fn write_stand_ins(
+    root: &Path,
+    hostname: &str,
+    accounts: &Path,
+    extra_hosts: Option<&Path>,
+) -> io::Result<()> {
     let etc = root.join("etc");
     std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&etc)?;
-    let hosts = format!(
+    let mut hosts = format!(
         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{hostname}\n"
     );
+    if let Some(path) = extra_hosts {
+        let extra = std::fs::read(path).map_err(|e| {
+            io::Error::new(e.kind(), format!("--check-hosts {}: {e}", path.display()))
+        })?;
+        hosts.push_str(&String::from_utf8_lossy(&extra));
+        if !hosts.ends_with('\n') {
+            hosts.push('\n');
+        }
+    }
+    let resolv = resolv_conf(&std::fs::read_to_string(RESOLV_CONF).unwrap_or_default());
     let passwd = names_and_ids(&accounts.join("passwd"), 4)?;
     let group = names_and_ids(&accounts.join("group"), 3)?;
     let files: [(&str, &[u8]); 5] = [
         ("hosts", hosts.as_bytes()),
-        ("resolv.conf", b"nameserver 127.0.0.1\n"),
+        ("resolv.conf", resolv.as_bytes()),
         ("nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files dns\n"),
         ("passwd", passwd.as_bytes()),
         ("group", group.as_bytes()),
@@ -899,6 +965,27 @@ fn write_stand_ins(root: &Path, hostname: &str, accounts: &Path) -> io::Result<(
         io::Write::write_all(&mut file, content)?;
     }
     Ok(())
+}
+
+/// The world's `resolv.conf`: the gate's own resolver at 127.0.0.1, with
+/// `host`'s search list and options (but those asking for TCP, which the
+/// gate's resolver does not serve).
+fn resolv_conf(host: &str) -> String {
+    let mut out = String::from("nameserver 127.0.0.1\n");
+    for line in host.lines() {
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("search" | "domain") => out.push_str(&format!("{}\n", line.trim())),
+            Some("options") => {
+                let kept: Vec<&str> = words.filter(|w| !matches!(*w, "use-vc" | "tcp")).collect();
+                if !kept.is_empty() {
+                    out.push_str(&format!("options {}\n", kept.join(" ")));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// `passwd` or `group` holding names and ids only: the first `fields`
@@ -1036,6 +1123,17 @@ fn c_path(path: &Path) -> io::Result<CString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_worlds_resolver_is_the_gate_with_the_hosts_search_list() {
+        let host = "# k8s\nnameserver 10.96.0.10\nsearch ns.svc.cluster.local svc.cluster.local\n\
+                    options ndots:5 use-vc edns0\noptions tcp\n";
+        assert_eq!(
+            resolv_conf(host),
+            "nameserver 127.0.0.1\nsearch ns.svc.cluster.local svc.cluster.local\noptions ndots:5 edns0\n"
+        );
+        assert_eq!(resolv_conf(""), "nameserver 127.0.0.1\n");
+    }
 
     #[test]
     fn accounts_keep_names_and_ids_only() {
