@@ -130,6 +130,12 @@ fn cases() -> Vec<Case> {
     if let Ok(debian) = std::fs::read_to_string("/etc/haproxy/haproxy.cfg") {
         cases.push(case("the host's packaged default config", debian));
     }
+    // HAProxy 3.x probes SO_REUSEPORT by binding two stream sockets, and
+    // warns (fatal under zero-warning) when it cannot
+    cases.push(case(
+        "shards under zero-warning",
+        config("  zero-warning\n  nbthread 2\n", "  bind 127.0.0.1:18082 shards 2\n", ""),
+    ));
     // Names resolve as on a pod: through the gate host's resolver, which the
     // gate answers for the check. This host resolves a name of its
     // /etc/hosts that is not its own host name (which the world's

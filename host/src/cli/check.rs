@@ -113,7 +113,7 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
         "            the haproxy binary and its loader: read and execute; the world's read-only parts: read"
     );
     outln!("            read-only for run-time loading: {}", landlock::LIBRARY_DIRS.join(" "));
-    outln!("  seccomp:  refused: {}", seccomp::denied_names().join(", "));
+    outln!("  seccomp:  refused: {}", seccomp::denied_names(s.world().is_some()).join(", "));
     outln!(
         "  rlimits:  address space, CPU seconds (the timeout), file size {} MiB, {} open files, core 0",
         rlimits::FILE_SIZE >> 20,

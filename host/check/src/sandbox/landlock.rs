@@ -122,6 +122,11 @@ fn handled(abi: u32) -> RulesetAttr {
 #[derive(Debug, Default, Clone)]
 pub struct Grants {
     pub rules: Vec<(PathBuf, u64)>,
+    /// TCP `bind` left to the network namespace: in the world's own network
+    /// only, where it reaches nothing. HAProxy 3.x's `SO_REUSEPORT` probe
+    /// binds a stream socket to an ephemeral port, then a second to the
+    /// port it got, which no rule by port can foresee.
+    pub bind_in_own_network: bool,
 }
 
 impl Grants {
@@ -144,7 +149,7 @@ impl Grants {
         for dir in LIBRARY_DIRS {
             rules.push((dir.into(), FS_READ_FILE | FS_READ_DIR));
         }
-        Grants { rules }
+        Grants { rules, bind_in_own_network: false }
     }
 
     /// Adds what `world` shows: its read-only parts and its skeleton (the
@@ -161,6 +166,7 @@ impl Grants {
     /// (the CA store twice over). The config-directory world, which shows
     /// the host's own files, grants no `TRUNCATE` outside the render.
     pub fn with_world(mut self, world: &super::world::World) -> Grants {
+        self.bind_in_own_network = true;
         for path in world.exposed() {
             self.rules.push((path.clone(), FS_READ_FILE | FS_READ_DIR));
         }
@@ -247,7 +253,10 @@ fn grant_dir(ruleset_fd: RawFd, abi: u32, dir: &std::ffi::CStr, access: u64) -> 
 /// [`CHECK_DIR_ACCESS`] on the check directory, given by its descriptor. Paths that do not exist are
 /// skipped (a host without `/lib64`).
 pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let attr = handled(abi);
+    let mut attr = handled(abi);
+    if grants.bind_in_own_network {
+        attr.handled_access_net &= !NET_BIND_TCP;
+    }
     // SAFETY: attr is a valid, fully initialised struct of the size given;
     // unknown trailing fields are zero, which older kernels accept.
     let fd = unsafe {

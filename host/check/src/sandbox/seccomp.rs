@@ -59,16 +59,22 @@ const DENIED: &[(&str, libc::c_long)] = &[
     ("request_key", libc::SYS_request_key),
 ];
 
-/// `socket` is refused unless it makes an IPv4/IPv6 datagram socket, which
-/// `resolvers` sections need at check time (and which can send nothing:
-/// connect and the address-carrying sends are refused, and the network
-/// namespace has no route). A rule matches (refuses) when any of its
-/// conditions' conjunction holds: another family, or another type.
-fn socket_rules() -> seccompiler::Result<Vec<SeccompRule>> {
+/// `socket` is refused unless it makes an IPv4/IPv6 socket: without a
+/// network of the check's own, only a datagram one, which `resolvers`
+/// sections need at check time (and which can send nothing: connect and the
+/// address-carrying sends are refused); in its own network, any type, for
+/// HAProxy's own probes (3.x binds two stream sockets to learn whether
+/// `SO_REUSEPORT` works, and disables `shards` with a warning when it
+/// cannot). A rule matches (refuses) when any of its conditions'
+/// conjunction holds: another family, or another type.
+fn socket_rules(own_network: bool) -> seccompiler::Result<Vec<SeccompRule>> {
     let mut rules = vec![SeccompRule::new(vec![
         SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_INET as u64)?,
         SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_INET6 as u64)?,
     ])?];
+    if own_network {
+        return Ok(rules);
+    }
     // the type's low 4 bits (SOCK_NONBLOCK/SOCK_CLOEXEC live above them)
     for kind in (0..16).filter(|k| *k != libc::SOCK_DGRAM as u64) {
         rules.push(SeccompRule::new(vec![SeccompCondition::new(
@@ -81,11 +87,19 @@ fn socket_rules() -> seccompiler::Result<Vec<SeccompRule>> {
     Ok(rules)
 }
 
-/// The names of what is refused, for the docs and `--explain`.
-pub fn denied_names() -> Vec<&'static str> {
-    let mut names: Vec<&str> = DENIED.iter().map(|(n, _)| *n).collect();
+/// The names of what is refused, for the docs and `--explain`; in the
+/// world's own network (`own_network`) or not.
+pub fn denied_names(own_network: bool) -> Vec<&'static str> {
+    let mut names: Vec<&str> = DENIED
+        .iter()
+        .filter(|(_, nr)| !(own_network && IN_OWN_NETWORK.contains(nr)))
+        .map(|(n, _)| *n)
+        .collect();
     names.extend([
-        "socket (but IPv4/IPv6 datagram)",
+        match own_network {
+            true => "socket (but IPv4/IPv6)",
+            false => "socket (but IPv4/IPv6 datagram)",
+        },
         "clone (without CLONE_THREAD)",
         "clone3 (ENOSYS)",
         "x32 syscalls",
@@ -119,11 +133,20 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 }
 
 /// Allowed inside the check's world, whose network namespace holds only its
-/// own loopback: there a datagram `connect` and its sends reach nothing but
-/// the namespace itself, and a `resolvers` section connects its sockets as
-/// it does on a pod (under `zero-warning`, "can't connect socket" is fatal).
-const IN_OWN_NETWORK: [libc::c_long; 4] =
-    [libc::SYS_connect, libc::SYS_sendto, libc::SYS_sendmsg, libc::SYS_sendmmsg];
+/// own loopback: there `connect`, the sends, `bind` and `listen` reach
+/// nothing but the namespace itself. A `resolvers` section connects its
+/// sockets as it does on a pod (under `zero-warning`, "can't connect
+/// socket" is fatal), and HAProxy's `SO_REUSEPORT` probe binds as there.
+const IN_OWN_NETWORK: [libc::c_long; 8] = [
+    libc::SYS_connect,
+    libc::SYS_sendto,
+    libc::SYS_sendmsg,
+    libc::SYS_sendmmsg,
+    libc::SYS_bind,
+    libc::SYS_listen,
+    libc::SYS_accept,
+    libc::SYS_accept4,
+];
 
 /// The whole program, ready to install, built once per process (the probe
 /// and every checker share it). Errors only if this architecture is not
@@ -157,7 +180,7 @@ fn build(own_network: bool) -> Result<Vec<libc::sock_filter>, String> {
     .and_then(|c| SeccompRule::new(vec![c]))
     .map_err(|e| format!("seccomp: {e}"))?;
     rules.insert(libc::SYS_clone, vec![no_thread]);
-    rules.insert(libc::SYS_socket, socket_rules().map_err(|e| format!("seccomp: {e}"))?);
+    rules.insert(libc::SYS_socket, socket_rules(own_network).map_err(|e| format!("seccomp: {e}"))?);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -293,6 +316,52 @@ mod tests {
                     }
                     if libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) != -1 {
                         return 15;
+                    }
+                    0
+                })();
+                libc::_exit(code);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "status {status:#x}");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "step {} failed", libc::WEXITSTATUS(status));
+    }
+
+    /// In the world's own network the program lets HAProxy's probes make
+    /// and bind any IPv4/IPv6 socket, never one of another family.
+    #[test]
+    fn in_its_own_network_a_child_may_bind_stream_sockets_but_not_unix_ones() {
+        let prog = program_in_own_network().unwrap();
+        // SAFETY: the child uses raw system calls only and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                let code = (|| {
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                        || install(&prog) != 0
+                    {
+                        return 10;
+                    }
+                    let tcp =
+                        libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+                    if tcp < 0 {
+                        return 11;
+                    }
+                    let mut addr: libc::sockaddr_in = std::mem::zeroed();
+                    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+                    addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+                    let len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+                    if libc::bind(tcp, &addr as *const _ as *const libc::sockaddr, len) != 0 {
+                        return 12;
+                    }
+                    if libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) != -1
+                    {
+                        return 13;
+                    }
+                    if libc::syscall(libc::SYS_fork) != -1 {
+                        return 14;
                     }
                     0
                 })();
