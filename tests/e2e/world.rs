@@ -301,19 +301,30 @@ fn nothing_of_one_check_is_there_for_the_next() {
 #[test]
 fn a_ring_backed_by_a_file_in_dev_shm_passes_and_leaves_nothing_on_the_host() {
     let name = format!("rendergate-e2e-ring-{}.bin", std::process::id());
-    let ring = format!(
-        "ring r\n  format rfc3164\n  maxlen 1200\n  size 1048576\n  backing-file /dev/shm/{name}\n"
-    );
-    let c = case("ring backing-file in /dev/shm", config("", "", &ring));
-    let dir = laid_out(&c);
-    let out =
-        run(&["check", "--json", "--haproxy", &haproxy(), dir.path().to_str().unwrap()], "", &[]);
-    let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(verdict["ok"], json!(true), "{verdict}");
-    assert!(
-        !Path::new("/dev/shm").join(&name).exists(),
-        "the check wrote into the host's /dev/shm"
-    );
+    // 1 MiB; and 32 MiB, past the first file-size bound (16 MiB): judged in
+    // a second run under the larger one, as bare passes it
+    for size in [1 << 20, 32 << 20] {
+        let ring = format!(
+            "ring r\n  format rfc3164\n  maxlen 1200\n  size {size}\n  backing-file /dev/shm/{name}\n"
+        );
+        let c = case("ring backing-file in /dev/shm", config("", "", &ring));
+        let dir = laid_out(&c);
+        let out = run(
+            &["check", "--json", "--haproxy", &haproxy(), dir.path().to_str().unwrap()],
+            "",
+            &[],
+        );
+        let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(verdict["ok"], json!(true), "{size}: {verdict}");
+        let second_run = verdict["message"].as_str().unwrap().starts_with(
+            "the first run wrote a file past the check's file-size limit of 16MiB; under 256MiB it passed",
+        );
+        assert_eq!(second_run, size > 16 << 20, "{size}: {verdict}");
+        assert!(
+            !Path::new("/dev/shm").join(&name).exists(),
+            "the check wrote into the host's /dev/shm"
+        );
+    }
 }
 
 /// The stand-ins follow their sources in a long-running `serve`: an account

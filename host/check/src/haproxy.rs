@@ -539,15 +539,23 @@ impl HaproxyChecker {
         !matches!(after, WorldKind::None)
     }
 
-    /// The check: a run of `haproxy -c` under `--check-memory`, and when
-    /// that run may have hit it, a second under `--check-memory-max` to
+    /// The check: a run of `haproxy -c` under `--check-memory` and the
+    /// first file-size bound, and when that run may have hit either, a
+    /// second under `--check-memory-max` and the larger file-size bound to
     /// tell, by the same deadline ([`verdict::needs_second_run`],
-    /// [`verdict::settle`]). The message is held to the output cap.
+    /// [`verdict::settle`], [`verdict::settle_file_size`]). The message is
+    /// held to the output cap.
     async fn run(&self, setup: &Setup, render: &Render, deadline: Instant) -> CheckOutcome {
         let bounds = self.bounds();
         // without the sandbox there is no bound; at or below the first, no second run
         let measures = self.opts.sandbox.mode != sandbox::Mode::Off && bounds.second > bounds.first;
+        let sandboxed = self.opts.sandbox.mode != sandbox::Mode::Off;
         let outcome = match self.run_once(setup, render, deadline, None).await {
+            // the file-size bound, measured as the address space is
+            Ok((outcome, Exit::Signal(libc::SIGXFSZ))) if sandboxed => {
+                let second = self.run_once(setup, render, deadline, Some(bounds.second)).await;
+                verdict::settle_file_size(outcome, second.map(|(outcome, _)| outcome))
+            }
             Ok((outcome, exit)) if measures && verdict::needs_second_run(&outcome, exit) => {
                 let second = self.run_once(setup, render, deadline, Some(bounds.second)).await;
                 verdict::settle(outcome, second.map(|(outcome, _)| outcome), bounds)
@@ -588,7 +596,8 @@ impl HaproxyChecker {
         let ran = self.run_haproxy(setup, render, &ready, launch, deadline, started, memory).await;
         let (ran, starter) = match ran {
             Ok((transcript, exit, starter)) => {
-                (Ok((self.read_verdict(transcript, exit), exit)), Some(starter))
+                let file_size = file_size_of(memory);
+                (Ok((self.read_verdict(transcript, exit, file_size), exit)), Some(starter))
             }
             Err(reason) => (Err(reason), None),
         };
@@ -743,6 +752,7 @@ impl HaproxyChecker {
         let word = Go {
             cpu_seconds: sandbox::rlimits::cpu_seconds(time_left.min(standby::ARMED_CPU)),
             memory: memory.unwrap_or(self.bounds().first),
+            file_size: file_size_of(memory),
         };
         // nothing of an earlier check is left when this one starts
         let earlier = tokio::time::timeout_at(deadline, self.aftercare.gone()).await;
@@ -766,13 +776,22 @@ impl HaproxyChecker {
     }
 
     /// What HAProxy said, read into a verdict: the outcome its exit and its
-    /// lines make, the file-size limit named when it killed.
-    fn read_verdict(&self, transcript: Transcript, exit: Exit) -> CheckOutcome {
+    /// lines make, the file-size limit (`file_size`) named when it killed.
+    fn read_verdict(&self, transcript: Transcript, exit: Exit, file_size: u64) -> CheckOutcome {
         let outcome = transcript.finish(exit);
         if self.opts.sandbox.mode == sandbox::Mode::Off {
             return outcome;
         }
-        sandbox::explain_file_size(outcome)
+        sandbox::explain_file_size(outcome, file_size)
+    }
+}
+
+/// The file-size bound of a run: a second run (given its address space)
+/// raises it with the address space.
+fn file_size_of(second_run_memory: Option<u64>) -> u64 {
+    match second_run_memory {
+        Some(_) => sandbox::rlimits::FILE_SIZE_MAX,
+        None => sandbox::rlimits::FILE_SIZE,
     }
 }
 

@@ -203,7 +203,7 @@ impl Launch {
     /// Gives the child its word: its check's bounds, and to go.
     pub fn go(self, word: Go) -> Starting {
         let Launch { mut go, starting } = self;
-        // Sixteen bytes into an empty pipe: never blocks. If the child is
+        // A few bytes into an empty pipe: never blocks. If the child is
         // gone, its spawn's error or its report says why.
         let _ = go.write_all(&word.to_bytes());
         starting
@@ -345,6 +345,7 @@ impl Order {
             .prepare(child_dir.as_fd(), ARMED_CPU)
             .map_err(sanitised)?
             .with_memory(self.memory)
+            .with_file_size(crate::sandbox::rlimits::FILE_SIZE_MAX)
             .with_resolver(resolver_end.as_raw_fd())
             .held(hold);
         prepared.apply(&mut cmd);

@@ -498,6 +498,34 @@ pub fn settle(
     }
 }
 
+/// The verdict of a check whose first run wrote a file past the first
+/// file-size bound (killed by SIGXFSZ, `first`), run again under the
+/// larger one (`second`; `Err`: why it could not end): the second run is
+/// the verdict, said so. Past the larger bound too, it could not run.
+pub fn settle_file_size(first: CheckOutcome, second: Result<CheckOutcome, String>) -> CheckOutcome {
+    let (low, high) =
+        (bytes(crate::sandbox::rlimits::FILE_SIZE), bytes(crate::sandbox::rlimits::FILE_SIZE_MAX));
+    let hit = format!("the first run wrote a file past the check's file-size limit of {low}");
+    match second.unwrap_or_else(|reason| CheckOutcome::Unavailable { reason }) {
+        CheckOutcome::Passed { message } => CheckOutcome::Passed {
+            message: format!(
+                "{hit}; under {high} it passed{}",
+                if message.is_empty() { String::new() } else { format!(":\n{message}") }
+            ),
+        },
+        CheckOutcome::Refused { message } => CheckOutcome::Refused {
+            message: format!("{hit}; under {high} HAProxy refused the render:\n{message}"),
+        },
+        CheckOutcome::Unavailable { reason } => {
+            let first = match first {
+                CheckOutcome::Unavailable { reason } => reason,
+                other => format!("{other:?}"),
+            };
+            CheckOutcome::Unavailable { reason: format!("{first}\n(again under {high}: {reason})") }
+        }
+    }
+}
+
 /// A bound as the flags write it (`1GiB`).
 fn bytes(bound: u64) -> String {
     usize::try_from(bound).map_or_else(|_| format!("{bound}"), crate::size::format)
@@ -1062,6 +1090,28 @@ Configuration file has no error but will not start (no listener) => exit(2).
     }
 
     const BOUNDS: MemoryBounds = MemoryBounds { first: 1 << 30, second: 16 << 30 };
+
+    #[test]
+    fn a_file_past_the_first_bound_is_judged_under_the_second() {
+        let killed =
+            || unavailable("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)");
+        let passed = CheckOutcome::Passed { message: String::new() };
+        let CheckOutcome::Passed { message } = settle_file_size(killed(), Ok(passed)) else {
+            panic!("a pass under the larger bound is the verdict")
+        };
+        assert_eq!(
+            message,
+            "the first run wrote a file past the check's file-size limit of 16MiB; under 256MiB it passed"
+        );
+        let out = settle_file_size(killed(), Ok(refused("→ [ALERT] bogus")));
+        let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
+        assert!(message.ends_with("HAProxy refused the render:\n→ [ALERT] bogus"), "{message}");
+        let again =
+            unavailable("haproxy -c wrote a file past the check's limit of 256 MiB (SIGXFSZ)");
+        let out = settle_file_size(killed(), Ok(again));
+        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        assert!(reason.contains("16 MiB") && reason.contains("(again under 256MiB: "), "{reason}");
+    }
 
     fn refused(message: &str) -> CheckOutcome {
         CheckOutcome::Refused { message: message.into() }

@@ -37,22 +37,25 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 
 /// The word to go: the check's own bounds, to which the child lowers the
-/// limits it was made with (0: leave it). Sixteen bytes, one atomic pipe write.
+/// limits it was made with (0: leave it). 24 bytes, one atomic pipe write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Go {
     /// `RLIMIT_CPU` in seconds ([`super::rlimits::cpu_seconds`] of the time left).
     pub cpu_seconds: u64,
     /// `RLIMIT_AS` in bytes, the run's bound.
     pub memory: u64,
+    /// `RLIMIT_FSIZE` in bytes, the run's bound.
+    pub file_size: u64,
 }
 
 impl Go {
-    pub const LEN: usize = 16;
+    pub const LEN: usize = 24;
 
     pub fn to_bytes(self) -> [u8; Go::LEN] {
         let mut word = [0u8; Go::LEN];
         word[..8].copy_from_slice(&self.cpu_seconds.to_ne_bytes());
-        word[8..].copy_from_slice(&self.memory.to_ne_bytes());
+        word[8..16].copy_from_slice(&self.memory.to_ne_bytes());
+        word[16..].copy_from_slice(&self.file_size.to_ne_bytes());
         word
     }
 
@@ -62,7 +65,7 @@ impl Go {
             bytes.copy_from_slice(&word[at..at + 8]);
             u64::from_ne_bytes(bytes)
         };
-        Go { cpu_seconds: half(0), memory: half(8) }
+        Go { cpu_seconds: half(0), memory: half(8), file_size: half(16) }
     }
 }
 
@@ -254,9 +257,11 @@ impl Hold {
     /// Lowers the limits and execs; the error code when it could not.
     fn become_haproxy(&self, go: Go, limits: bool) -> i32 {
         if limits {
-            for (resource, value) in
-                [(libc::RLIMIT_CPU, go.cpu_seconds), (libc::RLIMIT_AS, go.memory)]
-            {
+            for (resource, value) in [
+                (libc::RLIMIT_CPU, go.cpu_seconds),
+                (libc::RLIMIT_AS, go.memory),
+                (libc::RLIMIT_FSIZE, go.file_size),
+            ] {
                 if value == 0 {
                     continue;
                 }
@@ -464,7 +469,7 @@ mod tests {
 
     #[test]
     fn the_word_is_read_as_written() {
-        let go = Go { cpu_seconds: 31, memory: 16 << 30 };
+        let go = Go { cpu_seconds: 31, memory: 16 << 30, file_size: 256 << 20 };
         assert_eq!(Go::from_bytes(&go.to_bytes()), go);
     }
 

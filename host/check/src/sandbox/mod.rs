@@ -295,6 +295,14 @@ impl Prepared<'_> {
         self
     }
 
+    /// The same sandbox with another file-size bound.
+    pub fn with_file_size(mut self, file_size: u64) -> Self {
+        if let Some(setup) = &mut self.setup {
+            setup.limits = setup.limits.with_file_size(file_size);
+        }
+        self
+    }
+
     /// The Landlock ruleset the child's setup names by number, for a caller
     /// that must keep it open until `spawn` returns without keeping `self`.
     pub fn into_ruleset(self) -> Option<OwnedFd> {
@@ -558,9 +566,13 @@ fn enter(dir: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// A check killed by SIGXFSZ wrote a file past [`rlimits::FILE_SIZE`]:
+/// A check killed by SIGXFSZ wrote a file past its file-size bound
+/// (`file_size`, [`rlimits::FILE_SIZE`] or [`rlimits::FILE_SIZE_MAX`]):
 /// said in those words (it stays could-not-run).
-pub fn explain_file_size(outcome: rendergate_core::CheckOutcome) -> rendergate_core::CheckOutcome {
+pub fn explain_file_size(
+    outcome: rendergate_core::CheckOutcome,
+    file_size: u64,
+) -> rendergate_core::CheckOutcome {
     const KILLED: &str = "haproxy was killed by signal 25";
     const NAMED: &str = " (SIGXFSZ: the check's file size limit)";
     match outcome {
@@ -569,7 +581,7 @@ pub fn explain_file_size(outcome: rendergate_core::CheckOutcome) -> rendergate_c
             rendergate_core::CheckOutcome::Unavailable {
                 reason: format!(
                     "haproxy -c wrote a file past the check's limit of {} MiB (SIGXFSZ){}",
-                    rlimits::FILE_SIZE >> 20,
+                    file_size >> 20,
                     rest.strip_prefix(NAMED).unwrap_or(rest)
                 ),
             }

@@ -14,9 +14,17 @@ pub const OPEN_FILES: u64 = 256;
 /// limit of 0, SIGXFSZ kills it when Landlock does not stop the
 /// `shm_open` first), and 3.2 writes an `acme` section's missing account
 /// key (a few KiB of PEM). 16 MiB is 256 times the largest of these, yet
-/// small next to any disk. Beyond it the writer is killed by SIGXFSZ
-/// (could not run, never refused).
+/// small next to any disk. Beyond it the writer is killed by SIGXFSZ, and
+/// the check runs again under [`FILE_SIZE_MAX`], as it does under
+/// `--check-memory-max`: the bound never decides a verdict.
 pub const FILE_SIZE: u64 = 16 << 20;
+
+/// The largest file a check's second run may write, 256 MiB: four times
+/// what a pod's `/dev/shm` holds (64 MiB, where a `ring`'s `backing-file`
+/// lies), and half the deployment kit's `TMPDIR` (an `emptyDir` of 512 MiB,
+/// which a file past it would make the kubelet evict the gate's pod for).
+/// Beyond it the check could not run.
+pub const FILE_SIZE_MAX: u64 = 256 << 20;
 
 /// The address space of a check's second run (`--check-memory-max`), 16
 /// GiB. A check whose first run, under `--check-memory`, did not pass runs
@@ -75,12 +83,22 @@ impl Limits {
 
     /// The same limits with another address space.
     pub fn with_memory(mut self, memory: u64) -> Limits {
+        self.set(libc::RLIMIT_AS, memory.min(address_space_ceiling()));
+        self
+    }
+
+    /// The same limits with another file size.
+    pub fn with_file_size(mut self, file_size: u64) -> Limits {
+        self.set(libc::RLIMIT_FSIZE, file_size);
+        self
+    }
+
+    fn set(&mut self, resource: libc::__rlimit_resource_t, value: u64) {
         for entry in &mut self.entries {
-            if entry.0 == libc::RLIMIT_AS {
-                entry.1 = memory.min(address_space_ceiling());
+            if entry.0 == resource {
+                entry.1 = value;
             }
         }
-        self
     }
 
     /// In the child: sets every limit (soft = hard, so they cannot be raised

@@ -457,7 +457,8 @@ async fn best_effort_without_landlock_passes_on_3_0() {
 }
 
 /// What a check writes stays in its directory and below the file-size
-/// limit; past the limit it could not run (killed by SIGXFSZ), never refused.
+/// limits: past the first, it runs again under the larger, which judges
+/// it; past that too, it could not run (killed by SIGXFSZ), never refused.
 #[tokio::test]
 async fn files_written_in_the_check_directory_are_bounded() {
     if !needs::lua(&haproxy()) {
@@ -482,11 +483,22 @@ async fn files_written_in_the_check_directory_are_bounded() {
     let (config, files) = writes(1);
     let out = check(&f, &config, files).await;
     assert!(passed(&out), "{out:?}");
+    // past the first bound, the check runs again under the larger one,
+    // which judges it: the bound never decides
     let (config, files) = writes(17);
+    let out = check(&f, &config, files).await;
+    let CheckOutcome::Passed { message } = &out else { panic!("{out:?}") };
+    assert!(
+        message.starts_with("the first run wrote a file past the check's file-size limit of 16MiB; under 256MiB it passed"),
+        "{message}"
+    );
+    // past the larger bound too, it could not run, saying both
+    let (config, files) = writes(257);
     let out = check(&f, &config, files).await;
     let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
     assert!(
-        reason.starts_with("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)"),
+        reason.starts_with("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)")
+            && reason.contains("(again under 256MiB: haproxy -c wrote a file past the check's limit of 256 MiB (SIGXFSZ)"),
         "{reason}"
     );
     // bare, the same render passes: the limit is the sandbox's, not the config's
