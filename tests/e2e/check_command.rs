@@ -164,3 +164,43 @@ fn a_closed_stdout_ends_check_and_replay_quietly_as_sigpipe_does() {
         assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{args:?}: {:?} {stderr}", out.status);
     }
 }
+
+/// A render's tree as it is (docs/checking.md, "rendergate check DIR"): an
+/// empty directory HAProxy needs (`issuers-chain-path`) and file names that
+/// are not UTF-8, one of them named by the config in the same bytes, get
+/// bare `haproxy -c`'s verdict; removing either the directory or the file
+/// makes both refuse.
+#[test]
+fn empty_directories_and_names_of_any_bytes_are_judged_as_bare_judges_them() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = b"global\n  issuers-chain-path ssl/issuers\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\nfrontend f\n  bind 127.0.0.1:18080\n  acl a path -f lists/\xe9t\xe9.lst\n  http-request deny if a\n".to_vec();
+    std::fs::write(dir.path().join("haproxy.cfg"), &config).unwrap();
+    std::fs::create_dir_all(dir.path().join("ssl/issuers")).unwrap();
+    std::fs::create_dir(dir.path().join("lists")).unwrap();
+    let named = dir.path().join("lists").join(std::ffi::OsStr::from_bytes(b"\xe9t\xe9.lst"));
+    std::fs::write(&named, "/admin\n").unwrap();
+    std::fs::write(dir.path().join(std::ffi::OsStr::from_bytes(b"unreferenced-\xff")), "x")
+        .unwrap();
+    let bare = |dir: &Path| {
+        std::process::Command::new(real_haproxy())
+            .args(["-dr", "-c", "-f", "haproxy.cfg"])
+            .current_dir(dir)
+            .env_clear()
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    let gate = |dir: &Path| check(&[], dir).status.code();
+    assert!(bare(dir.path()), "bare passes the tree as it is");
+    assert_eq!(gate(dir.path()), Some(0), "{:?}", check(&[], dir.path()));
+    // each part is needed: without the directory, and without the file, both refuse
+    std::fs::remove_dir(dir.path().join("ssl/issuers")).unwrap();
+    assert!(!bare(dir.path()));
+    assert_eq!(gate(dir.path()), Some(1));
+    std::fs::create_dir(dir.path().join("ssl/issuers")).unwrap();
+    std::fs::remove_file(&named).unwrap();
+    assert!(!bare(dir.path()));
+    assert_eq!(gate(dir.path()), Some(1));
+}

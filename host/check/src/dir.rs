@@ -2,7 +2,10 @@
 //!
 //! `DIR/haproxy.cfg` is the config; every other regular file becomes a
 //! general file at the same relative path (`./maps/a.map` lands at
-//! `maps/a.map` in the check directory). Nothing is followed: the walk goes
+//! `maps/a.map` in the check directory). What a render sent as NDJSON
+//! cannot hold — an empty directory, a name that is not UTF-8 — is kept as
+//! the render's tree ([`TreeEntry`]), laid out the same way: the tree as it
+//! is, as HAProxy would read it. Nothing is followed: the walk goes
 //! down by directory handles, opening each entry by its one name with
 //! `O_NOFOLLOW` ([`super::at`]), so a symlink anywhere in DIR is refused,
 //! never read, even one swapped in during the walk; special files are
@@ -16,9 +19,10 @@ use super::at;
 use super::layout::CONFIG_NAME;
 use super::limits::{MAX_PATH_BYTES, MAX_PATH_DEPTH, RenderLimits};
 use cap_std::fs::Dir;
-use rendergate_core::render::{FileKind, Render, RenderFile};
+use rendergate_core::render::{FileKind, Render, RenderFile, TreeEntry};
 use std::ffi::OsString;
 use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Why DIR cannot be read as a render. Every variant names the entry.
@@ -34,8 +38,6 @@ pub enum DirError {
     Special { path: PathBuf },
     #[error("{}: not a regular file", path.display())]
     NotAFile { path: PathBuf },
-    #[error("{}: the file name is not UTF-8", path.display())]
-    NameNotUtf8 { path: PathBuf },
     #[error("{}: {reason}", path.display())]
     Limit { path: PathBuf, reason: String },
 }
@@ -50,8 +52,15 @@ pub fn load(
     // DIR itself was named by the user and may be a symlink; nothing inside it may.
     let root = Dir::open_ambient_dir(dir, cap_std::ambient_authority())
         .map_err(|source| DirError::Io { path: dir.to_path_buf(), source })?;
-    let mut walk =
-        Walk { top: dir, limits, bytes: 0, files: Vec::new(), entries: 0, directories: 0 };
+    let mut walk = Walk {
+        top: dir,
+        limits,
+        bytes: 0,
+        files: Vec::new(),
+        tree: Vec::new(),
+        entries: 0,
+        directories: 0,
+    };
     let config_path = dir.join(CONFIG_NAME);
     let config = match root.symlink_metadata(CONFIG_NAME) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -62,7 +71,7 @@ pub fn load(
         Ok(meta) => walk.read(&root, CONFIG_NAME.as_ref(), &config_path, meta.file_type())?,
     };
     walk.directory(&root, Path::new(""))?;
-    Ok(Render::new(plan, render_id, config, walk.files))
+    Ok(Render::with_tree(plan, render_id, config, walk.files, walk.tree))
 }
 
 /// One walk over DIR: what it has read, and what the limits still allow.
@@ -72,6 +81,8 @@ struct Walk<'a> {
     /// Bytes read so far, the config's included.
     bytes: u64,
     files: Vec<RenderFile>,
+    /// Empty directories, and files whose path is not UTF-8.
+    tree: Vec<TreeEntry>,
     /// Entries other than directories listed so far: each is a file of the
     /// render or refused.
     entries: usize,
@@ -114,6 +125,9 @@ impl Walk<'_> {
             }
             names.push(name);
         }
+        if names.is_empty() && !relative.as_os_str().is_empty() {
+            self.tree.push(TreeEntry::Directory(relative.as_os_str().as_bytes().to_vec()));
+        }
         names.sort();
         for name in names {
             let rel = relative.join(&name);
@@ -133,19 +147,24 @@ impl Walk<'_> {
                 self.directory(&sub, &rel)?;
                 continue;
             }
-            let Some(rel_text) = rel.to_str() else {
-                return Err(DirError::NameNotUtf8 { path });
-            };
-            let render_path = format!("./{rel_text}");
-            if render_path.len() > MAX_PATH_BYTES {
+            let length = rel.as_os_str().len() + 2;
+            if length > MAX_PATH_BYTES {
                 let reason = format!(
-                    "the render path is {} bytes long, more than the {MAX_PATH_BYTES} a render path may have",
-                    render_path.len()
+                    "the render path is {length} bytes long, more than the {MAX_PATH_BYTES} a render path may have"
                 );
                 return Err(DirError::Limit { path, reason });
             }
             let content = self.read(here, &name, &path, meta.file_type())?;
-            self.files.push(RenderFile { kind: FileKind::General, path: render_path, content });
+            match rel.to_str() {
+                Some(text) => self.files.push(RenderFile {
+                    kind: FileKind::General,
+                    path: format!("./{text}"),
+                    content,
+                }),
+                None => self
+                    .tree
+                    .push(TreeEntry::File { path: rel.as_os_str().as_bytes().to_vec(), content }),
+            }
         }
         Ok(())
     }
@@ -340,15 +359,36 @@ mod tests {
         assert_eq!(fs::read(out.path().join("a.ocsp")).unwrap(), der);
     }
 
+    /// Empty directories and names that are not UTF-8 are carried as they
+    /// are, and laid out where HAProxy finds them.
     #[test]
-    fn non_utf8_names_are_named() {
+    fn empty_directories_and_any_name_bytes_are_carried_and_laid_out() {
         use std::os::unix::ffi::OsStrExt;
-        let tmp = tree(&[("haproxy.cfg", "global\n")]);
-        fs::write(tmp.path().join(std::ffi::OsStr::from_bytes(b"bad\xff")), "x").unwrap();
-        assert!(matches!(
-            load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(),
-            DirError::NameNotUtf8 { .. }
-        ));
+        let tmp = tree(&[("haproxy.cfg", "global\n"), ("maps/a.map", "x y\n")]);
+        let odd = std::ffi::OsStr::from_bytes(b"bad\xff");
+        fs::write(tmp.path().join(odd), "x").unwrap();
+        fs::create_dir_all(tmp.path().join(odd).with_extension("d").join("inner")).unwrap();
+        fs::create_dir_all(tmp.path().join("ssl/crts")).unwrap();
+        let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
+        assert_eq!(render.files().len(), 1, "{render:?}");
+        assert_eq!(
+            render.tree(),
+            [
+                TreeEntry::File { path: b"bad\xff".to_vec(), content: b"x".to_vec() },
+                TreeEntry::Directory(b"bad\xff.d/inner".to_vec()),
+                TreeEntry::Directory(b"ssl/crts".to_vec()),
+            ]
+        );
+        let out = tempfile::tempdir().unwrap();
+        let handle = Dir::open_ambient_dir(out.path(), cap_std::ambient_authority()).unwrap();
+        layout::arrange(&render, Path::new("/etc/haproxy"))
+            .unwrap()
+            .write(&handle, &mut |_| true)
+            .unwrap();
+        assert_eq!(fs::read(out.path().join(odd)).unwrap(), b"x");
+        assert!(out.path().join(odd).with_extension("d").join("inner").is_dir());
+        assert!(out.path().join("ssl/crts").is_dir());
+        assert_eq!(fs::read(out.path().join("maps/a.map")).unwrap(), b"x y\n");
     }
 
     #[test]

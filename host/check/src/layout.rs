@@ -11,9 +11,11 @@
 use super::at;
 use super::limits::{MAX_PATH_BYTES, MAX_PATH_DEPTH};
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
-use rendergate_core::render::{FileKind, Render};
+use rendergate_core::render::{FileKind, Render, TreeEntry};
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The config's own name in the check directory; no render file may take it.
@@ -61,6 +63,8 @@ pub struct PlacedFile<'a> {
 pub struct Arrangement<'a> {
     config: &'a [u8],
     files: Vec<PlacedFile<'a>>,
+    /// What only a directory holds, laid out after the files.
+    tree: &'a [TreeEntry],
     /// The check directory as a tree; the root is node 0.
     nodes: Vec<Node<'a>>,
 }
@@ -159,7 +163,7 @@ fn arrange_within<'a>(
         }
         files.push(PlacedFile { relative: components.iter().collect(), content: &file.content });
     }
-    Ok(Arrangement { config: render.config(), files, nodes })
+    Ok(Arrangement { config: render.config(), files, tree: render.tree(), nodes })
 }
 
 impl<'a> Node<'a> {
@@ -283,14 +287,22 @@ impl<'a> Arrangement<'a> {
             match node.file {
                 Some(file) => {
                     let content = self.files[file].content;
-                    create_file(here, node.name, content, &mut || go_on(written)).map_err(named)?;
+                    create_file(here, node.name.as_ref(), content, &mut || go_on(written))
+                        .map_err(named)?;
                     written += 1;
                 }
                 None => {
-                    let entered = create_dir(here, node.name).map_err(named)?;
+                    let entered = create_dir(here, node.name.as_ref()).map_err(named)?;
                     stack.push((Some(entered), node.children.iter()));
                 }
             }
+        }
+        for entry in self.tree {
+            if !go_on(written) {
+                return Err(stopped());
+            }
+            write_tree_entry(dir, entry, &mut || go_on(written))?;
+            written += 1;
         }
         Ok(())
     }
@@ -305,6 +317,42 @@ fn stopped() -> io::Error {
     io::Error::new(io::ErrorKind::Interrupted, "writing the check directory was stopped")
 }
 
+/// One entry of a render's tree ([`TreeEntry`], from `check DIR`): its
+/// directories made (or entered) one by one by handle, never through a
+/// symlink, then the empty directory or the new file. Its path is a
+/// directory walk's (names of one component each, none `.` or `..`).
+fn write_tree_entry(
+    dir: &Dir,
+    entry: &TreeEntry,
+    go_on: &mut dyn FnMut() -> bool,
+) -> io::Result<()> {
+    let (path, content) = match entry {
+        TreeEntry::Directory(path) => (path, None),
+        TreeEntry::File { path, content } => (path, Some(content)),
+    };
+    let relative = Path::new(OsStr::from_bytes(path));
+    let named = |e| naming(relative, e);
+    let mut names: Vec<&OsStr> = relative.iter().collect();
+    let last = match content {
+        Some(_) => names.pop(),
+        None => None,
+    };
+    let mut here: Option<Dir> = None;
+    for name in names {
+        if name == ".." || name == "." {
+            return Err(named(io::Error::new(io::ErrorKind::InvalidInput, "not a plain path")));
+        }
+        let entered = create_dir(here.as_ref().unwrap_or(dir), name).map_err(named)?;
+        here = Some(entered);
+    }
+    match (last, content) {
+        (Some(name), Some(content)) => {
+            create_file(here.as_ref().unwrap_or(dir), name, content, go_on).map_err(named)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Says which file failed, relative to the check directory (never a host path).
 fn naming(relative: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", relative.display()))
@@ -312,7 +360,7 @@ fn naming(relative: &Path, e: io::Error) -> io::Error {
 
 /// Creates the directory `name` in `parent` (mode 0700) and enters it by
 /// handle, refusing anything already there that is not a real directory.
-fn create_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
+fn create_dir(parent: &Dir, name: &OsStr) -> io::Result<Dir> {
     let mut builder = DirBuilder::new();
     builder.mode(0o700);
     match parent.create_dir_with(name, &builder) {
@@ -321,11 +369,11 @@ fn create_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    at::open_dir(parent, name.as_ref()).map_err(|e| {
+    at::open_dir(parent, name).map_err(|e| {
         if at::is_symlink_refusal(&e) || e.raw_os_error() == Some(libc::ENOTDIR) {
             io::Error::new(
                 io::ErrorKind::AlreadyExists,
-                format!("{name} exists and is not a directory"),
+                format!("{} exists and is not a directory", name.to_string_lossy()),
             )
         } else {
             e
@@ -347,7 +395,7 @@ fn fill_config(dir: &Dir, content: &[u8], go_on: &mut dyn FnMut() -> bool) -> io
     options.write(true).custom_flags(libc::O_NOFOLLOW);
     let file = match dir.open_with(CONFIG_NAME, &options) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return create_file(dir, CONFIG_NAME, content, go_on);
+            return create_file(dir, CONFIG_NAME.as_ref(), content, go_on);
         }
         other => other?,
     };
@@ -364,7 +412,7 @@ fn fill_config(dir: &Dir, content: &[u8], go_on: &mut dyn FnMut() -> bool) -> io
 /// asking `go_on` before each.
 fn create_file(
     dir: &Dir,
-    name: &str,
+    name: &OsStr,
     content: &[u8],
     go_on: &mut dyn FnMut() -> bool,
 ) -> io::Result<()> {

@@ -21,7 +21,9 @@ use super::layout;
 use super::limits::RenderLimits;
 use super::sandbox::world::StockFile;
 use super::verdict;
-use rendergate_core::render::Render;
+use rendergate_core::render::{Render, TreeEntry};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -169,7 +171,9 @@ impl Job {
     /// A config alone, small, into the haproxy.cfg made ahead (no file
     /// created): no disk wait to keep off the runtime.
     fn is_small(&self) -> bool {
-        self.render.files().is_empty() && self.render.config().len() <= SMALL_CONFIG
+        self.render.files().is_empty()
+            && self.render.tree().is_empty()
+            && self.render.config().len() <= SMALL_CONFIG
     }
 
     /// Runs on the blocking thread (or, [`Job::is_small`], the caller's).
@@ -206,6 +210,10 @@ impl Job {
             // the stock files were written ahead, with the directory: the render's win
             let mut render: Vec<&Path> = vec![Path::new(layout::CONFIG_NAME)];
             render.extend(arrangement.files().iter().map(|f| f.relative.as_path()));
+            render.extend(self.render.tree().iter().filter_map(|entry| match entry {
+                TreeEntry::File { path, .. } => Some(Path::new(OsStr::from_bytes(path))),
+                TreeEntry::Directory(_) => None,
+            }));
             clear_stock(dir.dir(), &self.stock, &render).map_err(sanitised)?;
         }
         let mut go_on_writing = |written| {

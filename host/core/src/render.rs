@@ -49,6 +49,18 @@ pub struct RenderFile {
     pub content: Vec<u8>,
 }
 
+/// What a render read from a directory (`rendergate check DIR`) holds that
+/// a render sent as NDJSON cannot: an empty directory (a `crt` directory,
+/// `issuers-chain-path`), or a file whose name is not UTF-8. Laid out at
+/// its path under the config directory, as HAProxy finds it there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TreeEntry {
+    /// An empty directory: its path's bytes, relative to the config directory.
+    Directory(Vec<u8>),
+    /// A file: its path's bytes, relative to the config directory, and content.
+    File { path: Vec<u8>, content: Vec<u8> },
+}
+
 /// The checksum over everything HAProxy reads: `sha256:<hex>`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Checksum(String);
@@ -83,6 +95,7 @@ pub struct Render {
 struct Content {
     config: Vec<u8>,
     files: Vec<RenderFile>,
+    tree: Vec<TreeEntry>,
     checksum: Checksum,
 }
 
@@ -93,9 +106,20 @@ impl Render {
         config: impl Into<Vec<u8>>,
         files: Vec<RenderFile>,
     ) -> Self {
+        Render::with_tree(plan, id, config, files, Vec::new())
+    }
+
+    /// A render with entries only a directory can hold ([`TreeEntry`]).
+    pub fn with_tree(
+        plan: impl Into<String>,
+        id: impl Into<String>,
+        config: impl Into<Vec<u8>>,
+        files: Vec<RenderFile>,
+        tree: Vec<TreeEntry>,
+    ) -> Self {
         let config = config.into();
-        let checksum = checksum(&config, &files);
-        let content = Arc::new(Content { config, files, checksum });
+        let checksum = checksum(&config, &files, &tree);
+        let content = Arc::new(Content { config, files, tree, checksum });
         Render { plan: plan.into(), id: id.into(), correlation: None, content }
     }
 
@@ -120,6 +144,10 @@ impl Render {
     pub fn files(&self) -> &[RenderFile] {
         &self.content.files
     }
+    /// What only a directory can hold; empty for a render sent as NDJSON.
+    pub fn tree(&self) -> &[TreeEntry] {
+        &self.content.tree
+    }
     pub fn checksum(&self) -> &Checksum {
         &self.content.checksum
     }
@@ -131,8 +159,10 @@ impl Render {
 /// one checksum, and a text file's bytes are its UTF-8, as before bytes.
 /// File order is part of the content (two paths that land on one file are
 /// refused by the checker, so order never changes what HAProxy reads, but
-/// hashing it keeps the checksum a plain function of the input).
-fn checksum(config: &[u8], files: &[RenderFile]) -> Checksum {
+/// hashing it keeps the checksum a plain function of the input). The tree
+/// follows the files, and only where there is one: a render without one
+/// keeps the checksum it always had.
+fn checksum(config: &[u8], files: &[RenderFile], tree: &[TreeEntry]) -> Checksum {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
         h.update((bytes.len() as u64).to_le_bytes());
@@ -144,6 +174,22 @@ fn checksum(config: &[u8], files: &[RenderFile]) -> Checksum {
         field(f.kind.as_str().as_bytes());
         field(f.path.as_bytes());
         field(&f.content);
+    }
+    if !tree.is_empty() {
+        field(b"tree");
+    }
+    for entry in tree {
+        match entry {
+            TreeEntry::Directory(path) => {
+                field(b"directory");
+                field(path);
+            }
+            TreeEntry::File { path, content } => {
+                field(b"file");
+                field(path);
+                field(content);
+            }
+        }
     }
     let digest = h.finalize();
     Checksum(format!("sha256:{}", crate::hex::hex(&digest)))
@@ -179,6 +225,26 @@ mod tests {
     /// The framing, computed apart from the gate (Python's hashlib over the
     /// same length-prefixed fields): a text render's checksum is what it
     /// was when content was text, so verdicts already kept stay valid.
+    #[test]
+    fn a_tree_changes_the_checksum_and_none_keeps_it() {
+        let files = || vec![file(FileKind::Map, "a.map", "x y")];
+        let plain = Render::new("p", "r", "global\n", files());
+        assert_eq!(plain, Render::with_tree("p", "r", "global\n", files(), vec![]));
+        let dir = |p: &[u8]| TreeEntry::Directory(p.to_vec());
+        let trees = [
+            vec![dir(b"ssl/crts")],
+            vec![dir(b"ssl/crt")],
+            vec![TreeEntry::File { path: b"ssl/crts".to_vec(), content: vec![] }],
+            vec![TreeEntry::File { path: b"\xff.map".to_vec(), content: b"x".to_vec() }],
+        ];
+        let mut seen = vec![plain.checksum().clone()];
+        for tree in trees {
+            let sum = Render::with_tree("p", "r", "global\n", files(), tree).checksum().clone();
+            assert!(!seen.contains(&sum), "{sum}");
+            seen.push(sum);
+        }
+    }
+
     #[test]
     fn checksums_are_pinned_for_text_and_for_bytes() {
         let text = Render::new("p", "r", "global\n", vec![file(FileKind::Map, "a.map", "x y")]);
