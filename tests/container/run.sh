@@ -25,7 +25,9 @@
 #           unlisted syscall);
 #        b. `rendergate check --explain` claims the world EXPECTED_WORLD says;
 #        c. kubernetes.yaml's preflight script exits 0, and
-#           `rendergate check /render` (examples/render) exits 0;
+#           `rendergate check /render` (examples/render) exits 0; a render
+#           whose Lua looks for processes (processes/) sees none outside its
+#           check, and in a root of its own HAProxy is pid 2;
 #        d. kubernetes.yaml's `rendergate serve` command line on
 #           examples/events.ndjson gives each render the verdict
 #           events.expected names;
@@ -271,6 +273,7 @@ for profile in "${profiles[@]}"; do
         -v "$volumes/tmp:/tmp" -v "$volumes/config-dir:/etc/haproxy"
         -v "$volumes/policy-cache:/var/cache/rendergate"
         -v "$repo/examples/render:/render:ro"
+        -v "$here/processes:/processes:ro"
         -v "$here:/harness:ro"
         -v "$corpora/realworld:/corpus:ro")
 
@@ -298,6 +301,19 @@ for profile in "${profiles[@]}"; do
     if ! check_out=$("${run[@]}" "$image" check --haproxy /usr/sbin/haproxy /render 2>&1 </dev/null); then
         checks=failed
         fail "$profile: \`rendergate check /render\` (examples/render) did not pass: $check_out"
+    fi
+
+    # A render's Lua sees no process outside its check (docs/checking.md,
+    # "The check's world"): no /proc entry of the gate, the container's pid 1;
+    # in a root of its own HAProxy runs as pid 2 of the check's PID namespace.
+    step "$profile: processes a render can see"
+    seen=$("${run[@]}" "$image" check --haproxy /usr/sbin/haproxy /processes 2>&1 </dev/null || true)
+    if ! grep -q 'outside=\[\]' <<<"$seen"; then
+        fail "$profile: a render's Lua saw processes outside its check: $(grep -o 'outside=\[[^]]*\]' <<<"$seen" || tail -n 3 <<<"$seen")"
+    elif [[ "$world" == root ]] && ! grep -q '\[ALERT\] *(2) :' <<<"$seen"; then
+        fail "$profile: HAProxy is not pid 2 of a PID namespace of the check's: $(grep -m1 ALERT <<<"$seen")"
+    else
+        echo "  no process outside the check seen$([[ "$world" == root ]] && echo '; HAProxy is pid 2')"
     fi
 
     step "$profile: ${serve_line[*]} < examples/events.ndjson"

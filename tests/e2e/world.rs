@@ -379,9 +379,13 @@ fn the_checks_processes_and_proc_are_its_own() {
          local seen = {{}}\n\
          for _, pid in ipairs({{ {}, {} }}) do if io.open('/proc/' .. pid .. '/stat') then seen[#seen + 1] = pid end end\n\
          local cgroup = slurp('/proc/self/cgroup'):gsub('\\n', ';')\n\
+         local open = {{}}\n\
+         for pid = 1, 16 do if pid ~= 2 then for _, what in ipairs({{'mem', 'environ'}}) do\n\
+           local f = io.open('/proc/' .. pid .. '/' .. what) if f then f:close() open[#open + 1] = pid .. ':' .. what end\n\
+         end end end\n\
          error('stat=[' .. (slurp('/proc/self/stat'):match('^%S+ %S+') or 'none') .. '] init=['\n\
            .. (slurp('/proc/1/stat'):match('^%S+') or 'none') .. '] cgroup=[' .. cgroup .. '] host=['\n\
-           .. table.concat(seen, ',') .. ']')\n",
+           .. table.concat(seen, ',') .. '] memory=[' .. table.concat(open, ',') .. ']')\n",
         host[0], host[1]
     );
     let render = config("  lua-load lua/proc.lua\n", "", "");
@@ -395,6 +399,9 @@ fn the_checks_processes_and_proc_are_its_own() {
         assert_eq!(field("stat"), "2 (haproxy)", "{message}");
         assert_eq!(field("init"), "1", "{message}");
         assert_eq!(field("host"), "", "host processes seen: {message}");
+        // the init and the keeper are copies of the gate: their memory and
+        // environment are not HAProxy's to read
+        assert_eq!(field("memory"), "", "another process's memory or environment opened: {message}");
         let cgroup = field("cgroup");
         assert!(
             !cgroup.is_empty()

@@ -290,6 +290,8 @@ impl Hold {
 extern "C" fn keeper_main(arg: *mut libc::c_void) -> libc::c_int {
     let read = arg as isize as RawFd;
     close_all_but(0, &[read]);
+    // SAFETY: a constant C string; names this thread only.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"rendergate-keep".as_ptr(), 0, 0, 0) };
     let mut byte = 0u8;
     // SAFETY: a valid one-byte buffer; returns at end-of-file.
     unsafe {

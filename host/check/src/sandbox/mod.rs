@@ -547,6 +547,14 @@ impl ChildSetup {
             step(Layer::Landlock, landlock::restrict_self(self.ruleset))?;
         }
         if let Some(hold) = hold {
+            // The keeper shares this memory, a copy of the gate's, and is
+            // a process of the check's own /proc: not dumpable, so HAProxy
+            // (no capability) cannot open its `mem` or `environ`. `execve`
+            // gives HAProxy's own memory back the usual dumpable flag.
+            // SAFETY: integer arguments only.
+            if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+                return step(Layer::Hold, landlock::errno());
+            }
             hold.keep()?;
         }
         if let Some(prog) = &self.seccomp {

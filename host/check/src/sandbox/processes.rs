@@ -20,9 +20,10 @@
 //! process group, haproxy among it).
 //!
 //! The init is a copy of the gate, and its `/proc/1/cmdline` would show the
-//! gate's command line to the render (its environment is refused to
-//! HAProxy, which holds fewer capabilities): both are blanked in the child
-//! before the forks ([`Exposed`]), and the init is named `rendergate-init`.
+//! gate's command line to the render: it and the environment are blanked
+//! in the child before the forks ([`Exposed`]); the init is not dumpable,
+//! so its memory is no process's of the check to read, and it is named
+//! `rendergate-init`.
 //!
 //! Raw system calls only, after the gate's fork and before `execve`.
 
@@ -119,6 +120,8 @@ fn init() -> ! {
     unsafe {
         libc::syscall(libc::SYS_close_range, 0 as libc::c_uint, libc::c_uint::MAX, 0);
         libc::prctl(libc::PR_SET_NAME, c"rendergate-init".as_ptr(), 0, 0, 0);
+        // a copy of the gate's memory: no process of the check may read it
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         loop {
             libc::pause();
         }
