@@ -401,7 +401,11 @@ fn the_checks_processes_and_proc_are_its_own() {
         assert_eq!(field("host"), "", "host processes seen: {message}");
         // the init and the keeper are copies of the gate: their memory and
         // environment are not HAProxy's to read
-        assert_eq!(field("memory"), "", "another process's memory or environment opened: {message}");
+        assert_eq!(
+            field("memory"),
+            "",
+            "another process's memory or environment opened: {message}"
+        );
         let cgroup = field("cgroup");
         assert!(
             !cgroup.is_empty()

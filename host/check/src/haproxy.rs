@@ -553,7 +553,9 @@ impl HaproxyChecker {
         let outcome = match self.run_once(setup, render, deadline, None).await {
             // the file-size bound, measured as the address space is
             Ok((outcome, Exit::Signal(libc::SIGXFSZ))) if sandboxed => {
-                let second = self.run_once(setup, render, deadline, Some(bounds.second)).await;
+                // never less room than the first run had
+                let memory = bounds.first.max(bounds.second);
+                let second = self.run_once(setup, render, deadline, Some(memory)).await;
                 verdict::settle_file_size(outcome, second.map(|(outcome, _)| outcome))
             }
             Ok((outcome, exit)) if measures && verdict::needs_second_run(&outcome, exit) => {
@@ -787,12 +789,13 @@ impl HaproxyChecker {
 }
 
 /// The file-size bound of a run: a second run (given its address space)
-/// raises it with the address space.
+/// raises it with the address space; neither above this process's own.
 fn file_size_of(second_run_memory: Option<u64>) -> u64 {
-    match second_run_memory {
+    let bound = match second_run_memory {
         Some(_) => sandbox::rlimits::FILE_SIZE_MAX,
         None => sandbox::rlimits::FILE_SIZE,
-    }
+    };
+    bound.min(sandbox::rlimits::file_size_ceiling())
 }
 
 /// How long a dropped checker waits for a thread still writing or removing

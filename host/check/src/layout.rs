@@ -332,6 +332,10 @@ fn write_tree_entry(
     };
     let relative = Path::new(OsStr::from_bytes(path));
     let named = |e| naming(relative, e);
+    let plain = relative.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !plain || relative.as_os_str().is_empty() {
+        return Err(named(io::Error::new(io::ErrorKind::InvalidInput, "not a plain path")));
+    }
     let mut names: Vec<&OsStr> = relative.iter().collect();
     let last = match content {
         Some(_) => names.pop(),
@@ -339,9 +343,6 @@ fn write_tree_entry(
     };
     let mut here: Option<Dir> = None;
     for name in names {
-        if name == ".." || name == "." {
-            return Err(named(io::Error::new(io::ErrorKind::InvalidInput, "not a plain path")));
-        }
         let entered = create_dir(here.as_ref().unwrap_or(dir), name).map_err(named)?;
         here = Some(entered);
     }

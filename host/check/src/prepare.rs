@@ -214,6 +214,16 @@ impl Job {
                 TreeEntry::File { path, .. } => Some(Path::new(OsStr::from_bytes(path))),
                 TreeEntry::Directory(_) => None,
             }));
+            // an empty directory of the render where a stock file lies, or
+            // under one: the file goes (stock files inside it stay, as an
+            // image's stay under a render's empty directory)
+            for entry in self.render.tree() {
+                if let TreeEntry::Directory(path) = entry {
+                    let at = Path::new(OsStr::from_bytes(path));
+                    let blocking = self.stock.iter().map(|f| f.relative.as_path());
+                    render.extend(blocking.filter(|stock| at.starts_with(stock)));
+                }
+            }
             clear_stock(dir.dir(), &self.stock, &render).map_err(sanitised)?;
         }
         let mut go_on_writing = |written| {

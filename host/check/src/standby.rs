@@ -460,9 +460,13 @@ fn held_namespaces(pid: u32) -> Vec<OwnedFd> {
 }
 
 /// Kills the check's process group (led by the child `pgid`), and waits
-/// until it is gone: the child, whom the runtime reaps (a child it still
-/// watches may be reaped here first: it then finds it gone), and its
-/// keeper ([`crate::sandbox::hold`]), the gate's child too, reaped here.
+/// until the gate's children in it are gone: the child, whom the runtime
+/// reaps (a child it still watches may be reaped here first: it then finds
+/// it gone), and without a PID namespace its keeper
+/// ([`crate::sandbox::hold`]), reaped here. In a PID namespace the child is
+/// the reaper ([`crate::sandbox::processes`]), whose own children, killed
+/// with it, go to whoever adopts orphans (this process, where it is a
+/// container's pid 1, reaps them here too).
 fn end_group(pgid: libc::pid_t) {
     // SAFETY: killpg has no memory effects; the group is our child's own.
     unsafe {

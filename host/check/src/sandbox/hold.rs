@@ -21,10 +21,11 @@
 //! the gate at the fork; were the child its only user, `execve` would tear
 //! it down there and then, about 0.2 ms of page tables on the way from a
 //! render to its verdict. Shared, it is torn down by the keeper as it
-//! exits, while haproxy starts. The keeper is the gate's child
-//! (`CLONE_PARENT`), never haproxy's, in the check's process group; it
-//! keeps no descriptor but its pipe's read end, whose write end closes on
-//! the child's `execve`.
+//! exits, while haproxy starts. The keeper is its maker's sibling
+//! (`CLONE_PARENT`), never haproxy's child: the gate's, or in a PID
+//! namespace the reaper's ([`super::processes`]), which reaps it; in the
+//! check's process group. It keeps no descriptor but its pipe's read end,
+//! whose write end closes on the child's `execve`.
 //!
 //! Raw system calls only, on memory prepared before the fork (the keeper
 //! runs on a stack allocated then). `close_range`, `read`, `write`,

@@ -7,28 +7,33 @@
 //! handler for, among them its own SIGXFSZ at the file-size bound, and a
 //! write past the bound would fail (a refusal) where it must stop the check
 //! (could not run; docs/checking.md). So the check's child, right after
-//! `unshare`, forks twice ([`split`]): an **init** (pid 1), which closes
-//! every descriptor and only waits for the namespace to end; then
+//! `unshare`, makes two processes ([`split`]): an **init** (pid 1), which
+//! shares its memory, closes every descriptor and only waits for the
+//! namespace to end; then
 //! **haproxy's process** (pid 2), which goes on to build the world — its
 //! `/proc` must be mounted from inside — and `execve`s. The child itself
 //! becomes the **reaper** ([`reap`]), which is what the gate spawned and
 //! waits for: it closes every descriptor at once (haproxy's output ends
 //! with haproxy, and `spawn` returns when haproxy's process `execve`s or
-//! reaches its hold), waits for haproxy, ends the namespace, and leaves as
-//! haproxy left: its exit status, or killed by its signal. Both children
-//! get SIGKILL should the reaper die first (the check's timeout kills its
-//! process group, haproxy among it).
+//! reaches its hold), waits for haproxy, ends the namespace, reaps every
+//! child it has (the init, the keeper), and leaves as haproxy left: its
+//! exit status, or killed by its signal. Should the reaper die first (the
+//! check's timeout kills its process group, haproxy among it), haproxy's
+//! process gets SIGKILL by its death signal, and the init leaves when its
+//! life line, a pipe only the reaper holds, ends; what is left is reaped by
+//! whoever adopts it.
 //!
 //! The init is a copy of the gate, and its `/proc/1/cmdline` would show the
 //! gate's command line to the render: it and the environment are blanked
-//! in the child before the forks ([`Exposed`]); the init is not dumpable,
-//! so its memory is no process's of the check to read, and it is named
-//! `rendergate-init`.
+//! in the child before the forks ([`Exposed`]); the init holds every
+//! capability of the check's user namespace, which HAProxy has dropped, so
+//! HAProxy may not read its memory; it is named `rendergate-init`.
 //!
 //! Raw system calls only, after the gate's fork and before `execve`.
 
 use super::{Layer, landlock, tagged};
 use std::io;
+use std::os::fd::RawFd;
 
 /// Where the gate's command line and environment lie in its memory
 /// (`/proc/self/stat`'s `arg_start` to `env_end`), read once in the gate.
@@ -79,13 +84,21 @@ impl Exposed {
 /// process (pid 2 of the new namespace); in the init and the reaper, never.
 pub fn split(exposed: Exposed) -> io::Result<()> {
     exposed.blank();
-    let init = match fork()? {
-        0 => init(),
-        pid => pid,
-    };
+    // The init's life line: it ends when the reaper's end closes, however
+    // the reaper ends (a death signal armed after the clone could come too
+    // late). haproxy's process drops its copy at its hold or `execve`.
+    let mut ends = [0; 2];
+    // SAFETY: a valid array of two descriptors.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(tagged(Layer::Namespaces, landlock::errno()));
+    }
+    let [alive, held] = ends;
+    let init = start_init(alive)?;
+    // SAFETY: our own descriptor; the init has its copy.
+    unsafe { libc::close(alive) };
     match fork() {
         Ok(0) => Ok(()),
-        Ok(haproxy) => reap(haproxy, init),
+        Ok(haproxy) => reap(haproxy, init, held),
         Err(e) => {
             // SAFETY: our own child.
             unsafe { libc::kill(init, libc::SIGKILL) };
@@ -99,7 +112,8 @@ pub fn split(exposed: Exposed) -> io::Result<()> {
 fn fork() -> io::Result<libc::pid_t> {
     // SAFETY: no stack given: the child runs on its copy of this one, as
     // after `fork`, but without the C library's at-fork handlers, which are
-    // not async-signal-safe.
+    // not async-signal-safe. (The C library's cached thread id is then
+    // stale in the child: nothing here raises or aborts by it.)
     let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
     if pid < 0 {
         return Err(tagged(Layer::Namespaces, landlock::errno()));
@@ -114,41 +128,102 @@ fn fork() -> io::Result<libc::pid_t> {
     Ok(pid as libc::pid_t)
 }
 
-/// Pid 1: holds nothing and waits; the namespace ends when it is killed.
-fn init() -> ! {
-    // SAFETY: raw system calls on integers.
+/// The init's stack: a static, so nothing is allocated after the gate's
+/// fork; each child has its own copy of it, and only its init uses it.
+#[repr(C, align(16))]
+struct InitStack(std::cell::UnsafeCell<[u8; InitStack::LEN]>);
+
+impl InitStack {
+    /// `close_range`, `prctl`, `sigprocmask` and `pause`: a few frames.
+    const LEN: usize = 16 * 1024;
+}
+
+// SAFETY: only an init, in a forked child's copy, ever touches it.
+unsafe impl Sync for InitStack {}
+
+static INIT_STACK: InitStack = InitStack(std::cell::UnsafeCell::new([0; InitStack::LEN]));
+
+/// Starts pid 1: it shares this process's memory (`CLONE_VM`), so it
+/// copies none of it and its end tears none down.
+fn start_init(alive: RawFd) -> io::Result<libc::pid_t> {
+    // SAFETY: the stack is this process's copy of a static nothing else
+    // uses; the init runs raw system calls on it and touches no other
+    // memory (it shares thread-local `errno` with this process, which only
+    // its last, failing `read` may set, as it leaves).
+    let pid = unsafe {
+        let top = INIT_STACK.0.get().cast::<u8>().add(InitStack::LEN);
+        let arg = alive as isize as *mut libc::c_void;
+        libc::clone(init_main, top.cast(), libc::CLONE_VM | libc::SIGCHLD, arg)
+    };
+    if pid < 0 {
+        return Err(tagged(Layer::Namespaces, landlock::errno()));
+    }
+    Ok(pid)
+}
+
+/// Pid 1: holds nothing but its life line, hears no signal (a namespace's
+/// init gets those it has handlers for, and its handlers are the gate's),
+/// and waits until the line's other end closes (the reaper is gone) or the
+/// reaper kills it, which ends the namespace.
+extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
+    let alive = arg as isize as RawFd;
+    // SAFETY: raw system calls on integers, a signal set and a byte on the
+    // stack.
     unsafe {
-        libc::syscall(libc::SYS_close_range, 0 as libc::c_uint, libc::c_uint::MAX, 0);
-        libc::prctl(libc::PR_SET_NAME, c"rendergate-init".as_ptr(), 0, 0, 0);
-        // a copy of the gate's memory: no process of the check may read it
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-        loop {
-            libc::pause();
+        if alive > 0 {
+            libc::syscall(libc::SYS_close_range, 0 as libc::c_uint, (alive - 1) as libc::c_uint, 0);
         }
+        libc::syscall(libc::SYS_close_range, (alive + 1) as libc::c_uint, libc::c_uint::MAX, 0);
+        libc::prctl(libc::PR_SET_NAME, c"rendergate-init".as_ptr(), 0, 0, 0);
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+        let mut byte = 0u8;
+        // nothing is ever written: end-of-file, or an error, is the end
+        while libc::read(alive, (&mut byte as *mut u8).cast(), 1) > 0 {}
+        libc::_exit(0)
     }
 }
 
 /// The reaper: holds nothing, waits for `haproxy`, kills `init` (the
-/// namespace ends with it), leaves as haproxy left.
-fn reap(haproxy: libc::pid_t, init: libc::pid_t) -> ! {
+/// namespace ends with it) and reaps every child it has (the init, and
+/// the keeper haproxy's process made its sibling), then leaves as haproxy
+/// left. Its memory, a copy of the gate's, is made not dumpable before it
+/// dies by haproxy's signal: no core of it may be written anywhere.
+fn reap(haproxy: libc::pid_t, init: libc::pid_t, held: RawFd) -> ! {
     // SAFETY: raw system calls on integers and a status on the stack; the
     // process ends here without running anything of the gate's.
     unsafe {
-        libc::syscall(libc::SYS_close_range, 0 as libc::c_uint, libc::c_uint::MAX, 0);
+        // every descriptor but the init's life line, which ends with this
+        if held > 0 {
+            libc::syscall(libc::SYS_close_range, 0 as libc::c_uint, (held - 1) as libc::c_uint, 0);
+        }
+        libc::syscall(libc::SYS_close_range, (held + 1) as libc::c_uint, libc::c_uint::MAX, 0);
         let mut status = 0;
+        let mut found = false;
         loop {
             let r = libc::waitpid(haproxy, &mut status, 0);
             if r == haproxy {
+                found = true;
                 break;
             }
             if r < 0 && landlock::errno() != libc::EINTR {
-                libc::kill(init, libc::SIGKILL);
-                libc::_exit(127);
+                break;
             }
         }
         libc::kill(init, libc::SIGKILL);
+        loop {
+            let mut other = 0;
+            if libc::waitpid(-1, &mut other, libc::__WALL) < 0 && landlock::errno() != libc::EINTR {
+                break; // ECHILD: none left
+            }
+        }
+        if !found {
+            libc::_exit(127);
+        }
         if libc::WIFSIGNALED(status) {
             let signal = libc::WTERMSIG(status);
+            libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
             // its own death by the same signal: the status the gate reads
             libc::signal(signal, libc::SIG_DFL);
             let mut set: libc::sigset_t = std::mem::zeroed();

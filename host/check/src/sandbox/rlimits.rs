@@ -51,6 +51,18 @@ pub fn address_space_ceiling() -> u64 {
     if limit.rlim_max == libc::RLIM_INFINITY { u64::MAX } else { limit.rlim_max }
 }
 
+/// The hard file-size limit this process runs under (`ulimit -f`,
+/// systemd's `LimitFSIZE=`), which no check can raise: both file-size
+/// bounds are held to it.
+pub fn file_size_ceiling() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } != 0 {
+        return u64::MAX;
+    }
+    if limit.rlim_max == libc::RLIM_INFINITY { u64::MAX } else { limit.rlim_max }
+}
+
 /// The CPU limit for a check with `time_left`: that, rounded up, plus one
 /// second, so the wall deadline usually speaks first with the clearer message.
 pub fn cpu_seconds(time_left: Duration) -> u64 {
@@ -73,7 +85,7 @@ impl Limits {
                 (libc::RLIMIT_AS, memory.min(address_space_ceiling())),
                 (libc::RLIMIT_CPU, cpu),
                 // what HAProxy writes during -c fits; more kills the writer (SIGXFSZ)
-                (libc::RLIMIT_FSIZE, FILE_SIZE),
+                (libc::RLIMIT_FSIZE, FILE_SIZE.min(file_size_ceiling())),
                 (libc::RLIMIT_NOFILE, OPEN_FILES),
                 // a crash must not write a core holding the render's secrets
                 (libc::RLIMIT_CORE, 0),
@@ -89,7 +101,7 @@ impl Limits {
 
     /// The same limits with another file size.
     pub fn with_file_size(mut self, file_size: u64) -> Limits {
-        self.set(libc::RLIMIT_FSIZE, file_size);
+        self.set(libc::RLIMIT_FSIZE, file_size.min(file_size_ceiling()));
         self
     }
 

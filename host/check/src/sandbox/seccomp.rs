@@ -59,24 +59,30 @@ const DENIED: &[(&str, libc::c_long)] = &[
     ("request_key", libc::SYS_request_key),
 ];
 
-/// `socket` is refused unless it makes an IPv4/IPv6 socket: without a
-/// network of the check's own, only a datagram one, which `resolvers`
-/// sections need at check time (and which can send nothing: connect and the
-/// address-carrying sends are refused); in its own network, any type, for
-/// HAProxy's own probes (3.x binds two stream sockets to learn whether
+/// `socket` is refused unless it makes an IPv4/IPv6 socket of its type's
+/// own protocol, TCP or UDP: without a network of the check's own, only a
+/// datagram one, which `resolvers` sections need at check time (and which
+/// can send nothing: connect and the address-carrying sends are refused);
+/// in its own network, a stream one too, for HAProxy's own probes (3.x binds two stream sockets to learn whether
 /// `SO_REUSEPORT` works, and disables `shards` with a warning when it
 /// cannot). A rule matches (refuses) when any of its conditions'
 /// conjunction holds: another family, or another type.
 fn socket_rules(own_network: bool) -> seccompiler::Result<Vec<SeccompRule>> {
-    let mut rules = vec![SeccompRule::new(vec![
-        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_INET as u64)?,
-        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_INET6 as u64)?,
-    ])?];
-    if own_network {
-        return Ok(rules);
-    }
+    let ne = |arg: u8, value: i32| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, value as u64)
+    };
+    let mut rules = vec![
+        SeccompRule::new(vec![ne(0, libc::AF_INET)?, ne(0, libc::AF_INET6)?])?,
+        // protocol 0 (the type's own), TCP or UDP: no other module loaded
+        // on demand (SCTP, DCCP, L2TP), no kernel surface a check needs not
+        SeccompRule::new(vec![ne(2, 0)?, ne(2, libc::IPPROTO_TCP)?, ne(2, libc::IPPROTO_UDP)?])?,
+    ];
+    let allowed: &[u64] = match own_network {
+        true => &[libc::SOCK_DGRAM as u64, libc::SOCK_STREAM as u64],
+        false => &[libc::SOCK_DGRAM as u64],
+    };
     // the type's low 4 bits (SOCK_NONBLOCK/SOCK_CLOEXEC live above them)
-    for kind in (0..16).filter(|k| *k != libc::SOCK_DGRAM as u64) {
+    for kind in (0..16).filter(|k| !allowed.contains(k)) {
         rules.push(SeccompRule::new(vec![SeccompCondition::new(
             1,
             SeccompCmpArgLen::Dword,
@@ -97,8 +103,8 @@ pub fn denied_names(own_network: bool) -> Vec<&'static str> {
         .collect();
     names.extend([
         match own_network {
-            true => "socket (but IPv4/IPv6)",
-            false => "socket (but IPv4/IPv6 datagram)",
+            true => "socket (but IPv4/IPv6 stream or datagram, TCP or UDP)",
+            false => "socket (but IPv4/IPv6 datagram, UDP)",
         },
         "clone (without CLONE_THREAD)",
         "clone3 (ENOSYS)",
