@@ -429,6 +429,18 @@ fn the_checks_processes_and_proc_are_its_own() {
     let verdict = gate.until("verdict").pop().unwrap();
     assert_eq!(kind_of(&verdict), "refused", "{verdict}");
     found(verdict["message"].as_str().unwrap());
+    // the check's mounts name the gate's directories, never its pid
+    let mounts = "error((io.open('/proc/self/mountinfo'):read('a'):gsub('\\n', ';')))\n";
+    let files = json!([{"kind": "general", "path": "lua/proc.lua", "content": mounts}]);
+    gate.send(&json!({"type": "rendered", "plan": "plan-2", "render": "r-2", "config": render, "files": files}));
+    let verdict = gate.until("verdict").pop().unwrap();
+    let message = verdict["message"].as_str().unwrap();
+    assert!(message.contains("/world."), "no mounts read: {message}");
+    let pid = gate.pid();
+    assert!(
+        !message.contains(&format!("/{pid}.")) && !message.contains(&format!(".{pid}.")),
+        "the gate's pid {pid} in the check's mounts: {message}"
+    );
     let (_, status) = gate.finish();
     assert!(status.success());
 }

@@ -140,15 +140,16 @@ impl Drop for FreshDir {
     }
 }
 
-/// A name no other check directory of this checker has: the process, a
-/// counter and the clock (a clash is made again).
+/// A name no other check directory of this checker has: a counter and the
+/// clock (a clash is made again). No pid: the path of a check directory
+/// shows in a check's own `/proc/self/mountinfo`.
 fn fresh_name() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    format!("check.{}.{}.{nanos:08x}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!("check.{}.{nanos:08x}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 impl BaseDir {
@@ -397,12 +398,18 @@ fn stale(base: &Dir, name: &OsStr, locking: bool) -> io::Result<bool> {
     })
 }
 
-/// Makes and locks `<pid>.<random>` in the base.
+/// Makes and locks `<random>` in the base; where the file system cannot
+/// lock, `<pid>.<random>`, by which [`stale`] tells its liveness. The pid
+/// is left out where it can be: the path shows in a check's own
+/// `/proc/self/mountinfo` (the root of each of its binds).
 fn make_own(base: &Dir, locking: bool) -> io::Result<(String, Dir)> {
     let mut builder = cap_std::fs::DirBuilder::new();
     cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
     loop {
-        let name = format!("{}.{}", std::process::id(), random_hex()?);
+        let name = match locking {
+            true => random_hex()?,
+            false => format!("{}.{}", std::process::id(), random_hex()?),
+        };
         match base.create_dir_with(&name, &builder) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -509,7 +516,8 @@ mod tests {
         assert_eq!(meta.uid(), euid());
         let own = names(base.path());
         assert_eq!(own.len(), 1, "{own:?}");
-        assert!(own[0].starts_with(&format!("{}.", std::process::id())), "{own:?}");
+        // locked, so no pid in its name: it shows in a check's mountinfo
+        assert!(own[0].len() == 16 && own[0].bytes().all(|b| b.is_ascii_hexdigit()), "{own:?}");
         assert_eq!(base.own_path(), base.path().join(&own[0]));
         assert_eq!(std::fs::metadata(base.own_path()).unwrap().mode() & 0o7777, 0o700);
         // a clean exit leaves nothing
