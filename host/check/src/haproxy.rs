@@ -1499,7 +1499,7 @@ exit 0",
         assert_eq!(lines.next(), Some("-dr -V -c -f haproxy.cfg"));
         let cwd = lines.next().unwrap();
         let work = std::fs::canonicalize(f.work.path()).unwrap();
-        let own = format!("{}/rendergate-{}/{}.", work.display(), euid(), std::process::id());
+        let own = format!("{}/rendergate-{}/", work.display(), euid());
         assert!(cwd.starts_with(&own), "{seen}");
         assert_eq!(Path::new(cwd).parent(), f.checker.check_dirs(), "{seen}");
         assert!(seen.contains("maps:\na.map"), "{seen}");
@@ -1601,13 +1601,9 @@ exit 0",
         assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777, 0o700);
         let own = f.checker.check_dirs().unwrap().to_path_buf();
         assert_eq!(own.parent(), Some(base.as_path()));
-        assert!(
-            own.file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .starts_with(&format!("{}.", std::process::id()))
-        );
+        // locked: named without the pid (it shows in a check's mountinfo)
+        let name = own.file_name().unwrap().to_str().unwrap();
+        assert!(name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
         assert_eq!(
             f.check(&render(VALID, vec![])).await,
             CheckOutcome::Passed { message: String::new() }
