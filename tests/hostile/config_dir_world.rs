@@ -24,6 +24,10 @@ const THE_ROOTS_OWN: &[(&str, &str)] = &[
     ("accounts_dir_names_resolve", "--accounts cannot apply"),
     ("check_hostname_names_the_peer", "--check-hostname cannot apply"),
     ("tmp_is_scratch", "no scratch /tmp"),
+    (
+        "native_counts_no_host_pids",
+        "no PID namespace: signal 0 tells host pids from absent ones (docs/checking.md)",
+    ),
     // /dev/stdin leads to the check's stdin, /dev/null (granted): an empty
     // errorfile, as bare reads it with stdin from /dev/null; a root has no /dev/stdin
     ("dev_stdin_errorfile", "/dev/stdin is /dev/null here"),

@@ -116,6 +116,7 @@ sandboxed! {
     native::native_loadlib,
     native::native_require,
     native::native_written_in_check_dir,
+    native::native_counts_no_host_pids,
     host::host_name_as_local_peer,
     host::check_hostname_names_the_peer,
     host::resolv_conf_and_hosts_are_stand_ins,

@@ -106,6 +106,18 @@ static int run(lua_State *L, int with_exec) {
     return 1;
 }
 
+/* Host pids by signal 0: one exists when it answers 0 or EPERM, not ESRCH
+   (pid 1 and the kernel's threads are always there on a host). */
+int pids(lua_State *L) {
+    int n = 0;
+    for (pid_t p = 1; p < 4096; p++) {
+        if (kill(p, 0) == 0 || errno == EPERM) n++;
+    }
+    snprintf(report, sizeof report, "PIDS-SEEN %d", n);
+    lua_pushstring(L, report);
+    return 1;
+}
+
 int probe(lua_State *L) { return run(L, 1); }
 int probe_noexec(lua_State *L) { return run(L, 0); }
 int luaopen_probe(lua_State *L) { return run(L, 1); }
@@ -346,4 +358,47 @@ error(fn())\n"
     )
     .arg("--check-read")
     .arg(victim.to_str().unwrap())
+}
+
+/// Native code a render carries (written into its directory, loaded from
+/// there) counts the pids that answer signal 0 below 4096: on a host, pid 1
+/// and the kernel's threads; in the check's PID namespace only its own
+/// (init, HAProxy, the keeper). Fails without the PID namespace.
+pub fn native_counts_no_host_pids(s: &mut Scene) -> Spec {
+    if !has_lua() {
+        return no_lua();
+    }
+    let listeners = Listeners::new(&s.tag);
+    let so = match build_module(s, &listeners) {
+        Ok(so) => so,
+        Err(why) => return Spec::missing(why),
+    };
+    let bytes = std::fs::read(&so).unwrap();
+    let escaped: String = bytes.iter().map(|b| format!("\\x{b:02x}")).collect();
+    let script = format!(
+        "local f = assert(io.open(\"pids-probe.so\", \"wb\"))\n\
+f:write(\"{escaped}\")\n\
+f:close()\n\
+local fn, err = package.loadlib(\"./pids-probe.so\", \"pids\")\n\
+if not fn then error(\"LOADLIB-FAILED: \" .. tostring(err)) end\n\
+error(fn())\n"
+    );
+    crate::lua::lua_render("lua-load", script).extra(|o| {
+        let all = o.all();
+        let Some(at) = all.find("PIDS-SEEN ") else {
+            return vec![format!(
+                "no pid count in the output: {}",
+                all.chars().take(400).collect::<String>()
+            )];
+        };
+        let count: usize = all[at + 10..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(usize::MAX);
+        match count {
+            0..=3 => vec![],
+            n => vec![format!("native code saw {n} pids below 4096 answer signal 0: the host's")],
+        }
+    })
 }
