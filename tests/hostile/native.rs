@@ -339,25 +339,9 @@ error(f())\n",
 /// it keeps its bytes.
 pub fn native_written_in_check_dir(s: &mut Scene) -> Spec {
     let victim = s.outside.join(VICTIM);
-    native_case(
-        s,
-        |so| {
-            let bytes = std::fs::read(so).unwrap();
-            let escaped: String = bytes.iter().map(|b| format!("\\x{b:02x}")).collect();
-            format!(
-                "local f = assert(io.open(\"written-probe.so\", \"wb\"))\n\
-f:write(\"{escaped}\")\n\
-f:close()\n\
-local fn, err = package.loadlib(\"./written-probe.so\", \"probe\")\n\
-if not fn then error(\"LOADLIB-FAILED: \" .. tostring(err)) end\n\
-error(fn())\n"
-            )
-        },
-        LOADED_PROBES,
-        true,
-    )
-    .arg("--check-read")
-    .arg(victim.to_str().unwrap())
+    native_case(s, |so| written_and_loaded(so, "written-probe.so", "probe"), LOADED_PROBES, true)
+        .arg("--check-read")
+        .arg(victim.to_str().unwrap())
 }
 
 /// Native code a render carries (written into its directory, loaded from
@@ -373,16 +357,7 @@ pub fn native_counts_no_host_pids(s: &mut Scene) -> Spec {
         Ok(so) => so,
         Err(why) => return Spec::missing(why),
     };
-    let bytes = std::fs::read(&so).unwrap();
-    let escaped: String = bytes.iter().map(|b| format!("\\x{b:02x}")).collect();
-    let script = format!(
-        "local f = assert(io.open(\"pids-probe.so\", \"wb\"))\n\
-f:write(\"{escaped}\")\n\
-f:close()\n\
-local fn, err = package.loadlib(\"./pids-probe.so\", \"pids\")\n\
-if not fn then error(\"LOADLIB-FAILED: \" .. tostring(err)) end\n\
-error(fn())\n"
-    );
+    let script = written_and_loaded(&so, "pids-probe.so", "pids");
     crate::lua::lua_render("lua-load", script).extra(|o| {
         let all = o.all();
         let Some(at) = all.find("PIDS-SEEN ") else {
@@ -401,4 +376,19 @@ error(fn())\n"
             n => vec![format!("native code saw {n} pids below 4096 answer signal 0: the host's")],
         }
     })
+}
+
+/// Lua that writes the module `so` into the check directory as `name`
+/// (carried in a string) and raises what its function `function` returns.
+fn written_and_loaded(so: &Path, name: &str, function: &str) -> String {
+    let bytes = std::fs::read(so).unwrap();
+    let escaped: String = bytes.iter().map(|b| format!("\\x{b:02x}")).collect();
+    format!(
+        "local f = assert(io.open(\"{name}\", \"wb\"))\n\
+f:write(\"{escaped}\")\n\
+f:close()\n\
+local fn, err = package.loadlib(\"./{name}\", \"{function}\")\n\
+if not fn then error(\"LOADLIB-FAILED: \" .. tostring(err)) end\n\
+error(fn())\n"
+    )
 }

@@ -349,14 +349,20 @@ mod tests {
         assert!(at(23).is_ok());
         assert!(matches!(at(22).unwrap_err(), DirError::Limit { .. }));
         // laid out byte for byte
+        let out = laid_out(&render);
+        assert_eq!(fs::read(out.path().join("haproxy.cfg")).unwrap(), config);
+        assert_eq!(fs::read(out.path().join("a.ocsp")).unwrap(), der);
+    }
+
+    /// `render` written into a new directory, as a check lays it out.
+    fn laid_out(render: &Render) -> tempfile::TempDir {
         let out = tempfile::tempdir().unwrap();
         let handle = Dir::open_ambient_dir(out.path(), cap_std::ambient_authority()).unwrap();
-        layout::arrange(&render, Path::new("/etc/haproxy"))
+        layout::arrange(render, Path::new("/etc/haproxy"))
             .unwrap()
             .write(&handle, &mut |_| true)
             .unwrap();
-        assert_eq!(fs::read(out.path().join("haproxy.cfg")).unwrap(), config);
-        assert_eq!(fs::read(out.path().join("a.ocsp")).unwrap(), der);
+        out
     }
 
     /// Empty directories and names that are not UTF-8 are carried as they
@@ -379,12 +385,7 @@ mod tests {
                 TreeEntry::Directory(b"ssl/crts".to_vec()),
             ]
         );
-        let out = tempfile::tempdir().unwrap();
-        let handle = Dir::open_ambient_dir(out.path(), cap_std::ambient_authority()).unwrap();
-        layout::arrange(&render, Path::new("/etc/haproxy"))
-            .unwrap()
-            .write(&handle, &mut |_| true)
-            .unwrap();
+        let out = laid_out(&render);
         assert_eq!(fs::read(out.path().join(odd)).unwrap(), b"x");
         assert!(out.path().join(odd).with_extension("d").join("inner").is_dir());
         assert!(out.path().join("ssl/crts").is_dir());

@@ -303,7 +303,7 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> libc::c_int {
 
 /// Closes every descriptor from `first` up but `keep`; 0 or an errno.
 /// Raw system calls only.
-fn close_all_but(first: RawFd, keep: &[RawFd]) -> i32 {
+pub(super) fn close_all_but(first: RawFd, keep: &[RawFd]) -> i32 {
     let mut from = first;
     // at most three kept, in any order: each step closes up to the lowest left
     let mut kept = [RawFd::MAX; 3];

@@ -31,6 +31,7 @@
 //!
 //! Raw system calls only, after the gate's fork and before `execve`.
 
+use super::hold::close_all_but;
 use super::{Layer, landlock, tagged};
 use std::io;
 use std::os::fd::RawFd;
@@ -170,10 +171,7 @@ extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: raw system calls on integers, a signal set and a byte on the
     // stack.
     unsafe {
-        if alive > 0 {
-            libc::syscall(libc::SYS_close_range, 0 as libc::c_uint, (alive - 1) as libc::c_uint, 0);
-        }
-        libc::syscall(libc::SYS_close_range, (alive + 1) as libc::c_uint, libc::c_uint::MAX, 0);
+        close_all_but(0, &[alive]);
         libc::prctl(libc::PR_SET_NAME, c"rendergate-init".as_ptr(), 0, 0, 0);
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
@@ -195,10 +193,7 @@ fn reap(haproxy: libc::pid_t, init: libc::pid_t, held: RawFd) -> ! {
     // process ends here without running anything of the gate's.
     unsafe {
         // every descriptor but the init's life line, which ends with this
-        if held > 0 {
-            libc::syscall(libc::SYS_close_range, 0 as libc::c_uint, (held - 1) as libc::c_uint, 0);
-        }
-        libc::syscall(libc::SYS_close_range, (held + 1) as libc::c_uint, libc::c_uint::MAX, 0);
+        close_all_but(0, &[held]);
         let mut status = 0;
         let mut found = false;
         loop {

@@ -43,21 +43,21 @@ pub const DEFAULT_MEMORY_MAX: u64 = 16 << 30;
 /// container's), which no check can raise: each bound is held to it, so a
 /// gate capped below `--check-memory-max` makes no second run it cannot make.
 pub fn address_space_ceiling() -> u64 {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: a valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0 {
-        return u64::MAX;
-    }
-    if limit.rlim_max == libc::RLIM_INFINITY { u64::MAX } else { limit.rlim_max }
+    hard_limit(libc::RLIMIT_AS)
 }
 
 /// The hard file-size limit this process runs under (`ulimit -f`,
 /// systemd's `LimitFSIZE=`), which no check can raise: both file-size
 /// bounds are held to it.
 pub fn file_size_ceiling() -> u64 {
+    hard_limit(libc::RLIMIT_FSIZE)
+}
+
+/// This process's hard limit of `resource` (`u64::MAX`: none, or unknown).
+fn hard_limit(resource: libc::__rlimit_resource_t) -> u64 {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: a valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } != 0 {
+    if unsafe { libc::getrlimit(resource, &mut limit) } != 0 {
         return u64::MAX;
     }
     if limit.rlim_max == libc::RLIM_INFINITY { u64::MAX } else { limit.rlim_max }

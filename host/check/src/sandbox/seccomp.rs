@@ -264,75 +264,83 @@ mod tests {
         assert!(prog.iter().any(|f| f.k == libc::SYS_connect as u32));
     }
 
-    /// Installs the filter in a forked child and checks what it answers.
-    #[test]
-    fn a_filtered_child_cannot_open_sockets_fork_clone3_or_ptrace() {
-        let prog = program().unwrap();
-        // SAFETY: the child uses raw system calls only and leaves with _exit.
+    /// Forks; the child sets `no_new_privs`, installs `prog` and leaves with
+    /// what `steps` returns (10: the filter could not be installed).
+    /// `steps` must make raw system calls only. The child's exit code.
+    fn filtered_child(prog: &[libc::sock_filter], steps: impl FnOnce() -> i32) -> i32 {
+        // SAFETY: the child makes raw system calls only and leaves with _exit.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            unsafe {
-                let code = (|| {
-                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                        || install(&prog) != 0
-                    {
-                        return 10;
-                    }
-                    if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1
-                        || super::super::landlock::errno() != libc::EPERM
-                    {
-                        return 11;
-                    }
-                    if libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) != -1 {
-                        return 16;
-                    }
-                    let udp =
-                        libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-                    if udp < 0 {
-                        return 17;
-                    }
-                    let addr: libc::sockaddr_in6 = std::mem::zeroed();
-                    let len = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-                    if libc::connect(udp, &addr as *const _ as *const libc::sockaddr, len) != -1
-                        || libc::sendto(
-                            udp,
-                            b"x".as_ptr().cast(),
-                            1,
-                            0,
-                            &addr as *const _ as *const libc::sockaddr,
-                            len,
-                        ) != -1
-                    {
-                        return 18;
-                    }
-                    if libc::syscall(libc::SYS_fork) != -1
-                        || super::super::landlock::errno() != libc::EPERM
-                    {
-                        return 12;
-                    }
-                    if libc::syscall(libc::SYS_clone3, 0usize, 0usize) != -1
-                        || super::super::landlock::errno() != libc::ENOSYS
-                    {
-                        return 13;
-                    }
-                    if libc::syscall(libc::SYS_clone, libc::SIGCHLD as u64, 0usize) != -1
-                        || super::super::landlock::errno() != libc::EPERM
-                    {
-                        return 14;
-                    }
-                    if libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) != -1 {
-                        return 15;
-                    }
-                    0
-                })();
-                libc::_exit(code);
-            }
+            // SAFETY: as above.
+            let code = unsafe {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || install(prog) != 0 {
+                    10
+                } else {
+                    steps()
+                }
+            };
+            // SAFETY: ends the child without running anything of the parent's.
+            unsafe { libc::_exit(code) };
         }
         let mut status = 0;
         // SAFETY: waiting for our own child.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         assert!(libc::WIFEXITED(status), "status {status:#x}");
-        assert_eq!(libc::WEXITSTATUS(status), 0, "step {} failed", libc::WEXITSTATUS(status));
+        libc::WEXITSTATUS(status)
+    }
+
+    /// Installs the filter in a forked child and checks what it answers.
+    #[test]
+    fn a_filtered_child_cannot_open_sockets_fork_clone3_or_ptrace() {
+        let prog = program().unwrap();
+        // SAFETY: raw system calls only, in the forked child.
+        let code = filtered_child(&prog, || unsafe {
+            if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1
+                || super::super::landlock::errno() != libc::EPERM
+            {
+                return 11;
+            }
+            if libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) != -1 {
+                return 16;
+            }
+            let udp = libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if udp < 0 {
+                return 17;
+            }
+            let addr: libc::sockaddr_in6 = std::mem::zeroed();
+            let len = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+            if libc::connect(udp, &addr as *const _ as *const libc::sockaddr, len) != -1
+                || libc::sendto(
+                    udp,
+                    b"x".as_ptr().cast(),
+                    1,
+                    0,
+                    &addr as *const _ as *const libc::sockaddr,
+                    len,
+                ) != -1
+            {
+                return 18;
+            }
+            if libc::syscall(libc::SYS_fork) != -1 || super::super::landlock::errno() != libc::EPERM
+            {
+                return 12;
+            }
+            if libc::syscall(libc::SYS_clone3, 0usize, 0usize) != -1
+                || super::super::landlock::errno() != libc::ENOSYS
+            {
+                return 13;
+            }
+            if libc::syscall(libc::SYS_clone, libc::SIGCHLD as u64, 0usize) != -1
+                || super::super::landlock::errno() != libc::EPERM
+            {
+                return 14;
+            }
+            if libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) != -1 {
+                return 15;
+            }
+            0
+        });
+        assert_eq!(code, 0, "step {code} failed");
     }
 
     /// In the world's own network the program lets HAProxy's probes make
@@ -340,44 +348,27 @@ mod tests {
     #[test]
     fn in_its_own_network_a_child_may_bind_stream_sockets_but_not_unix_ones() {
         let prog = program_in_own_network().unwrap();
-        // SAFETY: the child uses raw system calls only and leaves with _exit.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            unsafe {
-                let code = (|| {
-                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                        || install(&prog) != 0
-                    {
-                        return 10;
-                    }
-                    let tcp =
-                        libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-                    if tcp < 0 {
-                        return 11;
-                    }
-                    let mut addr: libc::sockaddr_in = std::mem::zeroed();
-                    addr.sin_family = libc::AF_INET as libc::sa_family_t;
-                    addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
-                    let len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-                    if libc::bind(tcp, &addr as *const _ as *const libc::sockaddr, len) != 0 {
-                        return 12;
-                    }
-                    if libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) != -1
-                    {
-                        return 13;
-                    }
-                    if libc::syscall(libc::SYS_fork) != -1 {
-                        return 14;
-                    }
-                    0
-                })();
-                libc::_exit(code);
+        // SAFETY: raw system calls only, in the forked child.
+        let code = filtered_child(&prog, || unsafe {
+            let tcp = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            if tcp < 0 {
+                return 11;
             }
-        }
-        let mut status = 0;
-        // SAFETY: waiting for our own child.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status), "status {status:#x}");
-        assert_eq!(libc::WEXITSTATUS(status), 0, "step {} failed", libc::WEXITSTATUS(status));
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+            let len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            if libc::bind(tcp, &addr as *const _ as *const libc::sockaddr, len) != 0 {
+                return 12;
+            }
+            if libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) != -1 {
+                return 13;
+            }
+            if libc::syscall(libc::SYS_fork) != -1 {
+                return 14;
+            }
+            0
+        });
+        assert_eq!(code, 0, "step {code} failed");
     }
 }
