@@ -25,6 +25,7 @@
 use super::aftercare::{Aftercare, Leftover, Next};
 use super::base::BaseDir;
 use super::config_dir::ConfigDir;
+pub use super::identity::Naming;
 use super::identity::{Binary, BinaryIdentity};
 use super::limits::RenderLimits;
 use super::prepare::{self, InFlight, Job, Prepared};
@@ -68,6 +69,10 @@ pub struct HaproxyOptions {
     /// [`crate::aftercare`]), so that the next render waits only for its own
     /// files: on for a gate; off for one check (`rendergate check`).
     pub standby: bool,
+    /// How the judge is named in each answer: by its content's hash for a
+    /// gate, whose verdict memory keys on it; by its stamp for one check
+    /// (`rendergate check`), which remembers nothing ([`Naming`]).
+    pub naming: Naming,
 }
 
 impl Default for HaproxyOptions {
@@ -81,6 +86,7 @@ impl Default for HaproxyOptions {
             memory_max: sandbox::rlimits::DEFAULT_MEMORY_MAX,
             limits: RenderLimits::default(),
             standby: true,
+            naming: Naming::Hash,
         }
     }
 }
@@ -342,7 +348,7 @@ impl HaproxyChecker {
         {
             tracing::error!("{problem}; every check will be could-not-run");
         }
-        let binary = BinaryIdentity::new(&opts.binary);
+        let binary = BinaryIdentity::new(&opts.binary, opts.naming);
         let in_flight = Arc::default();
         let choice = Mutex::new(Arc::new(Choice::new(&opts, probe, tried)));
         let sandbox = Mutex::new(None);

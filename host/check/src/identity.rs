@@ -5,7 +5,9 @@
 //! the gate runs is seen at the next check, for the price of a `stat`.
 //!
 //! The identity (`<path> sha256:<hash>`) is part of the verdict memory's key
-//! (docs/operations.md), so answers of an old binary are never reused.
+//! (docs/operations.md), so answers of an old binary are never reused. One
+//! check has no memory: it names the binary by its stamp
+//! (`<path> stamp:<hex>`), since hashing a 3 MB binary costs it some 3 ms.
 
 use sha2::{Digest, Sha256};
 use std::ffi::OsString;
@@ -21,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub struct Binary {
     /// Absolute: HAProxy runs in the check directory.
     pub path: PathBuf,
-    /// `<path> sha256:<hash>`.
+    /// `<path> sha256:<hash>`, or `<path> stamp:<hex>` ([`Naming::Stamp`]).
     pub identity: Arc<str>,
     stamp: Stamp,
 }
@@ -47,6 +49,11 @@ struct Stamp {
 }
 
 impl Stamp {
+    fn hex(&self) -> String {
+        let Stamp { dev, ino, size, mtime, ctime } = *self;
+        format!("{dev:x}.{ino:x}.{size:x}.{:x}.{:x}.{:x}.{:x}", mtime.0, mtime.1, ctime.0, ctime.1)
+    }
+
     fn of(meta: &Metadata) -> Stamp {
         Stamp {
             dev: meta.dev(),
@@ -58,10 +65,21 @@ impl Stamp {
     }
 }
 
-/// The configured binary and the last one hashed.
+/// How a binary is named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Naming {
+    /// By the SHA-256 of its content: the same name wherever the same file
+    /// is, as the verdict memory's key needs.
+    Hash,
+    /// By its stamp only: enough to tell a file replaced within one run.
+    Stamp,
+}
+
+/// The configured binary and the last one named.
 #[derive(Debug)]
 pub struct BinaryIdentity {
     configured: PathBuf,
+    naming: Naming,
     /// `PATH` for a bare name; `None`: the process's, read at every lookup.
     search: Option<OsString>,
     last: Mutex<Option<Arc<Binary>>>,
@@ -70,9 +88,10 @@ pub struct BinaryIdentity {
 }
 
 impl BinaryIdentity {
-    pub fn new(configured: &Path) -> Self {
+    pub fn new(configured: &Path, naming: Naming) -> Self {
         BinaryIdentity {
             configured: configured.to_path_buf(),
+            naming,
             search: None,
             last: Mutex::new(None),
             hashes: AtomicU64::new(0),
@@ -95,20 +114,23 @@ impl BinaryIdentity {
         let path = resolve_binary(&self.configured, self.search.as_deref())?;
         let meta = std::fs::metadata(&path)
             .map_err(|e| format!("haproxy binary not found: {}: {e}", path.display()))?;
-        let stamp = Stamp::of(&meta);
+        let mut stamp = Stamp::of(&meta);
         // Held while hashing: a second caller waits for this hash, not a second one.
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(known) = last.as_ref().filter(|b| b.path == path && b.stamp == stamp) {
             return Ok(known.clone());
         }
-        self.hashes.fetch_add(1, Ordering::Relaxed);
-        let (hash, stamp) = hash_file(&path)
-            .map_err(|e| format!("haproxy binary not readable: {}: {e}", path.display()))?;
-        let binary = Arc::new(Binary {
-            identity: format!("{} sha256:{hash}", path.display()).into(),
-            path,
-            stamp,
-        });
+        let identity = match self.naming {
+            Naming::Stamp => format!("{} stamp:{}", path.display(), stamp.hex()),
+            Naming::Hash => {
+                self.hashes.fetch_add(1, Ordering::Relaxed);
+                let (hash, hashed) = hash_file(&path)
+                    .map_err(|e| format!("haproxy binary not readable: {}: {e}", path.display()))?;
+                stamp = hashed; // what was read, should it differ from the stat
+                format!("{} sha256:{hash}", path.display())
+            }
+        };
+        let binary = Arc::new(Binary { identity: identity.into(), path, stamp });
         *last = Some(binary.clone());
         Ok(binary)
     }
@@ -197,7 +219,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("haproxy");
         write(&path, "one");
-        let ids = BinaryIdentity::new(&path);
+        let ids = BinaryIdentity::new(&path, Naming::Hash);
         let first = ids.current().unwrap();
         assert_eq!(&*first.identity, format!("{} sha256:{}", path.display(), sha("one")));
         for _ in 0..3 {
@@ -213,7 +235,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("haproxy");
         write(&path, "one");
-        let ids = BinaryIdentity::new(&path);
+        let ids = BinaryIdentity::new(&path, Naming::Hash);
         let one = ids.current().unwrap();
 
         // touched: the same content, hashed again, the same identity
@@ -252,10 +274,32 @@ mod tests {
     }
 
     #[test]
+    fn a_stamp_names_a_binary_unread_and_another_file_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("haproxy");
+        write(&path, "one");
+        let ids = BinaryIdentity::new(&path, Naming::Stamp);
+        let one = ids.current().unwrap();
+        assert!(
+            one.identity.starts_with(&format!("{} stamp:", path.display())),
+            "{}",
+            one.identity
+        );
+        assert_eq!(ids.identity(), one.identity);
+        assert_eq!(hashes(&ids), 0);
+        // replaced by rename: another inode, another name
+        let new = dir.path().join("haproxy.new");
+        write(&new, "one");
+        std::fs::rename(&new, &path).unwrap();
+        assert_ne!(ids.identity(), one.identity);
+        assert_eq!(hashes(&ids), 0);
+    }
+
+    #[test]
     fn a_missing_binary_is_found_once_installed_and_lost_once_removed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("haproxy");
-        let ids = BinaryIdentity::new(&path);
+        let ids = BinaryIdentity::new(&path, Naming::Hash);
         let problem = ids.current().unwrap_err();
         assert!(
             problem.starts_with(&format!("haproxy binary not found: {}: ", path.display())),
@@ -276,8 +320,10 @@ mod tests {
         let early = tempfile::tempdir().unwrap();
         let late = tempfile::tempdir().unwrap();
         let search = std::env::join_paths([early.path(), late.path()]).unwrap();
-        let ids =
-            BinaryIdentity { search: Some(search), ..BinaryIdentity::new(Path::new("haproxy")) };
+        let ids = BinaryIdentity {
+            search: Some(search),
+            ..BinaryIdentity::new(Path::new("haproxy"), Naming::Hash)
+        };
         assert_eq!(ids.current().unwrap_err(), "haproxy binary not found: no haproxy on PATH");
         assert_eq!(&*ids.identity(), "haproxy missing");
 
@@ -305,12 +351,12 @@ mod tests {
     #[test]
     fn an_explicit_path_is_taken_as_given_and_made_absolute() {
         let dir = tempfile::tempdir().unwrap();
-        let ids = BinaryIdentity::new(dir.path());
+        let ids = BinaryIdentity::new(dir.path(), Naming::Hash);
         assert_eq!(
             ids.current().unwrap_err(),
             format!("haproxy binary not found: {} is not a file", dir.path().display())
         );
-        let relative = BinaryIdentity::new(Path::new("./no-such-haproxy"));
+        let relative = BinaryIdentity::new(Path::new("./no-such-haproxy"), Naming::Hash);
         let problem = relative.current().unwrap_err();
         let absolute = std::env::current_dir().unwrap().join("no-such-haproxy");
         assert!(
@@ -318,7 +364,7 @@ mod tests {
             "{problem}"
         );
         assert_eq!(
-            BinaryIdentity::new(Path::new("")).current().unwrap_err(),
+            BinaryIdentity::new(Path::new(""), Naming::Hash).current().unwrap_err(),
             "haproxy binary not found: no binary configured"
         );
     }

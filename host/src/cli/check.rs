@@ -2,7 +2,7 @@
 //! as one `verdict` object.
 
 use super::HaproxyArgs;
-use rendergate::check::haproxy::WorldKind;
+use rendergate::check::haproxy::{Naming, WorldKind};
 use rendergate::check::sandbox::Mode;
 use rendergate::check::{Checker, dir};
 use rendergate::core::Verdict;
@@ -139,8 +139,9 @@ pub async fn run(args: Args) -> ExitCode {
         Ok(signals) => signals,
         Err(e) => return super::fail(&e, 2),
     };
-    // one check: no child made ahead for a next one
-    let options = HaproxyOptions { standby: false, ..args.haproxy.options() };
+    // one check: no child made ahead for a next one, no memory to key
+    let options =
+        HaproxyOptions { standby: false, naming: Naming::Stamp, ..args.haproxy.options() };
     let limits = options.limits;
     if args.explain {
         // the world as a gate would decide it: tried
