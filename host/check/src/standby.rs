@@ -87,10 +87,11 @@ pub struct Order {
     /// The checker's blocking work, which the thread is part of for its
     /// whole life.
     pub in_flight: Arc<InFlight>,
-    /// Made ahead of its check (not for a check already waiting): the gate
-    /// is then given its own copies of the memory the fork shares
+    /// Made ahead of its check (not for a check already waiting) by a gate
+    /// that copies its pages ahead ([`crate::HaproxyOptions::copy_ahead`]):
+    /// it is then given its own copies of the memory the fork shares
     /// ([`own_copies`]), which a check waiting for its child would wait for.
-    pub ahead: bool,
+    pub copy_ahead: bool,
 }
 
 /// A check's child being made, or made and waiting, for the binary the
@@ -264,7 +265,7 @@ impl Order {
             _ => None,
         };
         let pid = spawned.as_ref().ok().and_then(|child| child.id());
-        if pid.is_some() && self.ahead {
+        if pid.is_some() && self.copy_ahead {
             own_copies();
         }
         // The child's namespaces, held here: HAProxy is then not the last in
@@ -412,7 +413,10 @@ fn answer_for(
 /// `MADV_POPULATE_WRITE` (Linux 5.14) breaks the sharing of a whole range
 /// at once, as writes would, without touching the data, while the gate is
 /// idle. Best effort: an older kernel, or a range gone meanwhile, leaves
-/// the pages shared.
+/// the pages shared. The price is that memory again while the standby is
+/// held, so only a gate whose heap is its own and small asks for it
+/// (`rendergate serve`); a controller embedding the library shares its
+/// pages with the child and copies only those it writes meanwhile.
 fn own_copies() {
     for range in hot_ranges() {
         own(range);

@@ -150,6 +150,8 @@ impl HaproxyArgs {
                 files: self.max_render_files,
                 bytes: self.max_render_size as u64,
             },
+            // this process's heap is the gate's own, and small
+            copy_ahead: true,
             ..HaproxyOptions::default()
         }
     }
