@@ -429,13 +429,16 @@ fn the_checks_processes_and_proc_are_its_own() {
     let verdict = gate.until("verdict").pop().unwrap();
     assert_eq!(kind_of(&verdict), "refused", "{verdict}");
     found(verdict["message"].as_str().unwrap());
-    // the check's mounts name the gate's directories, never its pid
+    // the check's root is a tmpfs of its own: its mount names no gate
+    // directory (the render's bind still shows its own), never the gate's pid
     let mounts = "error((io.open('/proc/self/mountinfo'):read('a'):gsub('\\n', ';')))\n";
     let files = json!([{"kind": "general", "path": "lua/proc.lua", "content": mounts}]);
     gate.send(&json!({"type": "rendered", "plan": "plan-2", "render": "r-2", "config": render, "files": files}));
     let verdict = gate.until("verdict").pop().unwrap();
     let message = verdict["message"].as_str().unwrap();
-    assert!(message.contains("/world."), "no mounts read: {message}");
+    assert!(message.contains(" / / ro,nosuid,nodev,"), "no mounts read: {message}");
+    assert!(message.contains("- tmpfs tmpfs rw,size=16384k"), "the root is no tmpfs: {message}");
+    assert!(!message.contains("/world."), "the world's host path shows: {message}");
     let pid = gate.pid();
     assert!(
         !message.contains(&format!("/{pid}.")) && !message.contains(&format!(".{pid}.")),

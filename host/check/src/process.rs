@@ -54,10 +54,19 @@ pub fn image(
     sandbox::hold::Image::new(binary, &args, env)
 }
 
+/// What a check's child becomes: the binary, and the world it enters
+/// (whose failed operation a failed start names).
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub binary: std::path::PathBuf,
+    pub world: Option<std::sync::Arc<sandbox::world::World>>,
+}
+
 /// The message for a failed `spawn` of `binary`: the sandbox layer that
 /// failed, when one did.
-pub fn spawn_failure(binary: &Path, e: &io::Error) -> String {
-    sandbox::spawn_failure(e).unwrap_or_else(|| format!("cannot start {}: {e}", binary.display()))
+pub fn spawn_failure(program: &Program, e: &io::Error) -> String {
+    sandbox::spawn_failure(e, program.world.as_deref())
+        .unwrap_or_else(|| format!("cannot start {}: {e}", program.binary.display()))
 }
 
 /// A started `haproxy -c`: its process group, the child, and the read end
@@ -70,17 +79,17 @@ pub struct Running {
     output: tokio::net::unix::pipe::Receiver,
     /// A held child's report: an error code written when it could not become haproxy.
     report: OwnedFd,
-    binary: std::path::PathBuf,
+    program: Program,
     _starter: std::sync::mpsc::Sender<()>,
 }
 
 impl Running {
-    /// `child` of `binary`, started by [`command`] with the write end of
+    /// `child` of `program`, started by [`command`] with the write end of
     /// `output`'s pipe, held ([`sandbox::Hold`]) with `report`'s; `starter`
     /// keeps the thread that forked it until the group is dead.
     pub fn new(
         child: tokio::process::Child,
-        binary: &Path,
+        program: Program,
         output: OwnedFd,
         report: OwnedFd,
         starter: std::sync::mpsc::Sender<()>,
@@ -91,8 +100,7 @@ impl Running {
         let group = GroupGuard { pgid: Some(pid as libc::pid_t) };
         let output = tokio::net::unix::pipe::Receiver::from_owned_fd(output)
             .map_err(|e| format!("cannot read haproxy's output: {e}"))?;
-        let binary = binary.to_path_buf();
-        Ok(Running { group, child, output, report, binary, _starter: starter })
+        Ok(Running { group, child, output, report, program, _starter: starter })
     }
 }
 
@@ -137,7 +145,7 @@ pub async fn collect_output(
     }
     // a held child that never became haproxy said why before it exited
     if let Some(e) = sandbox::hold::reported(running.report.as_raw_fd()) {
-        return Err(spawn_failure(&running.binary, &e));
+        return Err(spawn_failure(&running.program, &e));
     }
     let exit = Exit::from(status.expect("the loop ends once haproxy has exited"));
     // the group is dead: only the thread is kept

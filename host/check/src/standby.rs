@@ -130,7 +130,7 @@ pub struct Starting {
     report: OwnedFd,
     started: oneshot::Receiver<std::io::Result<tokio::process::Child>>,
     starter: mpsc::Sender<()>,
-    binary: PathBuf,
+    program: process::Program,
 }
 
 impl std::fmt::Debug for Standby {
@@ -214,11 +214,11 @@ impl Launch {
 impl Starting {
     /// The child started as haproxy, by `deadline`; or why it could not.
     pub async fn running(self, deadline: Instant) -> Result<Running, String> {
-        let Starting { output, report, started, starter, binary } = self;
+        let Starting { output, report, started, starter, program } = self;
         let budget = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout_at(deadline, started).await {
-            Ok(Ok(Ok(child))) => Running::new(child, &binary, output, report, starter),
-            Ok(Ok(Err(e))) => Err(process::spawn_failure(&binary, &e)),
+            Ok(Ok(Ok(child))) => Running::new(child, program, output, report, starter),
+            Ok(Ok(Err(e))) => Err(process::spawn_failure(&program, &e)),
             Ok(Err(_)) => Err("starting haproxy failed: its thread ended without an answer".into()),
             Err(_) => {
                 Err(format!("the check timed out after {budget:.1?} while haproxy was started"))
@@ -362,8 +362,9 @@ impl Order {
             _report_end: report_end,
             _keeper: keeper,
         };
-        let binary = self.binary.clone();
-        let starting = Starting { output, report, started, starter, binary };
+        let program =
+            process::Program { binary: self.binary.clone(), world: self.sandbox.world().cloned() };
+        let starting = Starting { output, report, started, starter, program };
         let launch = Launch { go: std::fs::File::from(word), starting };
         Ok((Armed { dir, launch }, cmd, held))
     }

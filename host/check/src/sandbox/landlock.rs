@@ -152,8 +152,9 @@ impl Grants {
         Grants { rules, bind_in_own_network: false }
     }
 
-    /// Adds what `world` shows: its read-only parts and its skeleton (the
-    /// stand-ins) read, its devices read and write.
+    /// Adds what `world` shows: its read-only parts read, its devices read
+    /// and write (its root, a tmpfs made in the child, is granted there:
+    /// [`grant_world`]).
     ///
     /// Every rule here also grants `TRUNCATE`, which can do nothing in this
     /// world: all it shows is mounted read-only (truncating is `EROFS`) but
@@ -170,7 +171,6 @@ impl Grants {
         for path in world.exposed() {
             self.rules.push((path.clone(), FS_READ_FILE | FS_READ_DIR));
         }
-        self.rules.push((world.skeleton().to_path_buf(), FS_READ_FILE | FS_READ_DIR));
         for device in world.devices() {
             self.rules.push((device.clone(), FS_READ_FILE | FS_WRITE_FILE | FS_IOCTL_DEV));
         }
@@ -197,11 +197,16 @@ impl Grants {
 /// The world's scratch directories, tmpfs mounted in the child.
 const SCRATCH: [&std::ffi::CStr; 2] = [c"/tmp", c"/dev/shm"];
 
-/// In the child, in the world's root: grants the scratch directories, and
-/// `/proc` read-only where it is the check's own (a `proc` mount of its PID
-/// namespace; not the host's `/proc/self` shown for the loader alone).
-/// 0 or an errno.
-pub fn grant_scratch(ruleset_fd: RawFd, abi: u32) -> i32 {
+/// In the child, in the world's root: grants the root read-only (a tmpfs
+/// made in the child: its directories and stand-ins), the scratch
+/// directories, and `/proc` read-only where it is the check's own (a `proc`
+/// mount of its PID namespace; not the host's `/proc/self` shown for the
+/// loader alone). 0 or an errno.
+pub fn grant_world(ruleset_fd: RawFd, abi: u32) -> i32 {
+    let e = grant_dir(ruleset_fd, abi, c"/", FS_READ_FILE | FS_READ_DIR | FS_TRUNCATE);
+    if e != 0 {
+        return e;
+    }
     for dir in SCRATCH {
         let e = grant_dir(ruleset_fd, abi, dir, SCRATCH_ACCESS);
         if e != 0 {

@@ -3,7 +3,7 @@
 //!
 //! Everything that allocates or reads files happens in the parent before
 //! `fork`: the Landlock ruleset fd, the seccomp program, the limits, the
-//! world's skeleton and mounts. The child then runs `ChildSetup::run`, in
+//! world's operations. The child then runs `ChildSetup::run`, in
 //! this order: (process group, set by `Command::process_group(0)` before it)
 //! `fchdir` to the check directory's descriptor (the child needs no path
 //! string; with the sandbox off too), parent-death signal, rlimits,
@@ -127,8 +127,8 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// The sandbox for checks running `binary`, given this host's probe
-    /// (tests pass one with layers forced absent); its world's skeleton is
-    /// built in `private`, the checker's own directory.
+    /// (tests pass one with layers forced absent); its world's root mount
+    /// point is made in `private`, the checker's own directory.
     pub fn with_probe(
         opts: SandboxOptions,
         binary: &Path,
@@ -433,32 +433,38 @@ impl Layer {
     }
 }
 
-/// The child's error codes are `layer << 20 | step << 12 | errno`: std hands
-/// the raw code of a `pre_exec` error back to `spawn`'s caller unchanged,
-/// errnos stay far below 2^12, and a layer's step (the world's operations,
-/// [`world::Step`]) below 2^8.
-const LAYER_SHIFT: i32 = 20;
-const STEP_SHIFT: i32 = 12;
+/// The child's error codes are `layer << 24 | op << 14 | step << 10 |
+/// errno`: std hands the raw code of a `pre_exec` error back to `spawn`'s
+/// caller unchanged, errnos stay below 2^10, a layer's step ([`world::Step`])
+/// below 2^4, and `op` is the failed world operation's index + 1 (0: none).
+const LAYER_SHIFT: i32 = 24;
+const OP_SHIFT: i32 = 14;
+const STEP_SHIFT: i32 = 10;
 
 pub(crate) fn tagged(layer: Layer, errno: i32) -> io::Error {
-    tagged_step(layer, 0, errno)
+    tagged_step(layer, 0, None, errno)
 }
 
-/// As [`tagged`], naming the layer's step that failed (0: none).
-fn tagged_step(layer: Layer, step: i32, errno: i32) -> io::Error {
+/// As [`tagged`], naming the layer's step that failed (0: none), and the
+/// world's operation.
+fn tagged_step(layer: Layer, step: i32, op: Option<usize>, errno: i32) -> io::Error {
+    let op = op.map_or(0, |i| (i + 1).min((1 << (LAYER_SHIFT - OP_SHIFT)) - 1) as i32);
     io::Error::from_raw_os_error(
         ((layer as i32) << LAYER_SHIFT)
-            | ((step & 0xff) << STEP_SHIFT)
+            | (op << OP_SHIFT)
+            | ((step & 0xf) << STEP_SHIFT)
             | (errno & ((1 << STEP_SHIFT) - 1)),
     )
 }
 
-/// The operator's message for a failed `spawn`, when a sandbox layer failed.
-pub fn spawn_failure(e: &io::Error) -> Option<String> {
+/// The operator's message for a failed `spawn`, when a sandbox layer
+/// failed: in the world, the operation that failed (`world`'s).
+pub fn spawn_failure(e: &io::Error, world: Option<&world::World>) -> Option<String> {
     let code = e.raw_os_error()?;
     let layer = Layer::ALL.into_iter().find(|l| *l as i32 == code >> LAYER_SHIFT)?;
     let errno = code & ((1 << STEP_SHIFT) - 1);
-    let step = (code >> STEP_SHIFT) & 0xff;
+    let step = (code >> STEP_SHIFT) & 0xf;
+    let op = (code >> OP_SHIFT) & ((1 << (LAYER_SHIFT - OP_SHIFT)) - 1);
     if layer == Layer::CheckDirectory {
         // not a sandbox layer: it happens with the sandbox off too
         return Some(format!(
@@ -467,8 +473,10 @@ pub fn spawn_failure(e: &io::Error) -> Option<String> {
             probe::errno_name(errno)
         ));
     }
-    let at = match world::Step::ALL.into_iter().find(|s| *s as i32 == step) {
-        Some(step) if layer == Layer::World => format!(" at {}", step.name()),
+    let op = world.zip(op.checked_sub(1)).and_then(|(w, i)| w.describe(i as usize));
+    let at = match (world::Step::ALL.into_iter().find(|s| *s as i32 == step), op) {
+        (Some(step), Some(op)) if layer == Layer::World => format!(" at {} ({op})", step.name()),
+        (Some(step), None) if layer == Layer::World => format!(" at {}", step.name()),
         _ => String::new(),
     };
     Some(format!(
@@ -532,7 +540,7 @@ impl ChildSetup {
         {
             world
                 .enter(self.unshare & libc::CLONE_NEWUSER != 0, own_processes, self.resolver)
-                .map_err(|(at, errno)| tagged_step(Layer::World, at as i32, errno))?;
+                .map_err(|(at, op, errno)| tagged_step(Layer::World, at as i32, op, errno))?;
         }
         step(Layer::Capabilities, caps::drop_all())?;
         // SAFETY: integer arguments only.
@@ -541,8 +549,9 @@ impl ChildSetup {
         }
         if self.ruleset >= 0 {
             if self.world.is_some() && self.unshare & libc::CLONE_NEWNS != 0 {
-                // the scratch /tmp and the own /proc exist only now, in the new root
-                step(Layer::Landlock, landlock::grant_scratch(self.ruleset, self.abi))?;
+                // the world's root, the scratch /tmp and the own /proc exist
+                // only now, in the new root
+                step(Layer::Landlock, landlock::grant_world(self.ruleset, self.abi))?;
             }
             step(Layer::Landlock, landlock::restrict_self(self.ruleset))?;
         }

@@ -217,16 +217,16 @@ async fn a_failing_layer_is_named_and_could_not_run() {
     // the tag carries the layer back through spawn's error
     let e = tagged(Layer::Landlock, libc::E2BIG);
     assert_eq!(
-        spawn_failure(&e).unwrap(),
+        spawn_failure(&e, None).unwrap(),
         format!(
             "sandbox setup failed in layer 'landlock': {} (E2BIG)",
             io::Error::from_raw_os_error(libc::E2BIG)
         )
     );
-    assert_eq!(spawn_failure(&io::Error::from_raw_os_error(libc::ENOENT)), None);
+    assert_eq!(spawn_failure(&io::Error::from_raw_os_error(libc::ENOENT), None), None);
     // entering the check directory is no sandbox layer (it runs with the sandbox off too)
     assert_eq!(
-        spawn_failure(&tagged(Layer::CheckDirectory, libc::EBADF)).unwrap(),
+        spawn_failure(&tagged(Layer::CheckDirectory, libc::EBADF), None).unwrap(),
         format!(
             "cannot enter the check directory: {} (EBADF)",
             io::Error::from_raw_os_error(libc::EBADF)
@@ -281,7 +281,7 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
     prepared.apply(&mut cmd);
     let e = cmd.spawn().unwrap_err();
     assert_eq!(
-        spawn_failure(&e).unwrap(),
+        spawn_failure(&e, None).unwrap(),
         format!(
             "cannot enter the check directory: {} (EBADF)",
             io::Error::from_raw_os_error(libc::EBADF)

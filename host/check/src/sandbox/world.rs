@@ -1,12 +1,14 @@
 //! The check's world: what HAProxy finds at each path, built like a pod's
 //! (docs/checking.md, "The check's world"). As in bubblewrap, a world is a
-//! list of mounts: prepared once per binary in the parent ([`World::build`]),
-//! made in the forked child with raw system calls only ([`World::enter`]).
+//! list of operations ([`Op`]): planned once per binary in the parent
+//! ([`World::build`]), applied by one loop in the forked child with raw
+//! system calls only ([`World::enter`]); a failed one is named by its index.
 //!
-//! The root is a skeleton directory in the checker's private directory:
-//! empty mount points, the symlinks the host has on the way to each exposed
-//! path (`/lib64 -> usr/lib64`), and the stand-ins (`/etc/hosts`,
-//! `/etc/resolv.conf`, `/etc/passwd`, `/etc/group`, `/etc/nsswitch.conf`).
+//! The root is a tmpfs the child mounts on an empty directory in the
+//! checker's private directory, and fills: empty mount points, the symlinks
+//! the host has on the way to each exposed path (`/lib64 -> usr/lib64`), and
+//! the stand-ins (`/etc/hosts`, `/etc/resolv.conf`, `/etc/passwd`,
+//! `/etc/group`, `/etc/nsswitch.conf`).
 //! In fresh user and mount namespaces the child binds onto it, read-only,
 //! the public parts a check needs (the binary, the directories its loader
 //! loads from — glibc opens more there at run time: `libgcc_s`, NSS and
@@ -16,7 +18,7 @@
 //! directory at the config directory (`--config-dir`, writable); a bounded
 //! tmpfs at `/tmp` and one at `/dev/shm`; where the binary's loader expands
 //! `$ORIGIN` (it reads `/proc/self/exe`), its own `/proc/<pid>` at
-//! `/proc/self`, read-only, and otherwise nothing of `/proc`; then it makes the skeleton its root (`chroot`, or `pivot_root` where a
+//! `/proc/self`, read-only, and otherwise nothing of `/proc`; then it makes that tmpfs its root (`chroot`, or `pivot_root` where a
 //! container refuses `chroot`, in its own mount namespace; see
 //! [`World::enter`]'s steps). Every other path does not exist: a render cannot
 //! learn whether a host path exists, nor what kind of file it is.
@@ -29,7 +31,7 @@ use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Where HAProxy's pods keep the render (HAPTIC's, and a packaged HAProxy's).
@@ -74,6 +76,9 @@ const HOST_FILES: [&str; 7] = [
 ];
 /// The scratch `/tmp`: bounded, discarded with the namespace.
 const TMP_OPTIONS: &str = "size=64m,nr_inodes=4096,mode=1777";
+/// The world's root: its directories, mount points and stand-ins (the
+/// accounts of a large directory among them).
+const ROOT_OPTIONS: &str = "size=16m,nr_inodes=4096,mode=755";
 /// How many symlinks one exposed path may go through (the kernel's own bound).
 const MAX_LINKS: usize = 40;
 /// The largest stock file copied into each check directory.
@@ -182,14 +187,121 @@ fn plain_absolute(path: &Path) -> bool {
         && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
 }
 
-/// One bind mount of a host path into the root.
+/// One operation of a world, in the order [`World::enter`] applies them
+/// in the child: the whole world is this list, made in the parent.
 #[derive(Debug)]
-struct Bind {
-    source: CString,
-    /// The mount point in the skeleton.
-    target: CString,
-    /// Flags of the read-only remount; `None` for a device (bound as it is).
-    remount: Option<libc::c_ulong>,
+pub enum Op {
+    /// A tmpfs: the world's root (read-only at [`Op::ReadOnly`]), the
+    /// scratch `/tmp` and `/dev/shm`.
+    Tmpfs { target: CString, flags: libc::c_ulong, options: CString },
+    /// An empty directory (0755), on the way to a shown path or a mount point.
+    Dir { path: CString },
+    /// A file (0444) with this content: a stand-in, or empty to bind onto.
+    File { path: CString, content: Vec<u8> },
+    /// A symlink the host has on the way to a shown path (`/lib64 -> usr/lib64`).
+    Symlink { path: CString, target: CString },
+    /// A host path shown: remounted read-only with these flags (its own
+    /// file system's locked flags kept), or a device as it is (`None`).
+    Bind { source: CString, target: CString, remount: Option<libc::c_ulong> },
+    /// The check's own `/proc` (a PID namespace's). A container whose
+    /// `/proc` hides parts of the host's refuses a fresh one (EPERM): then
+    /// the world has none, as without a PID namespace.
+    Proc { target: CString },
+    /// This process's `/proc/<pid>` at `/proc/self`, read-only, for the
+    /// loader's `$ORIGIN`; skipped where [`Op::Proc`] mounted a `/proc`.
+    ProcSelf { target: CString, remount: libc::c_ulong },
+    /// The render: the working directory, bound where a pod keeps it.
+    Render { target: CString },
+    /// Read-only from here on (the root, last).
+    ReadOnly { target: CString, flags: libc::c_ulong },
+}
+
+impl Op {
+    /// What the operation makes, for an operator: `bind /usr/lib`.
+    pub fn describe(&self, root: &Path) -> String {
+        let inside = |c: &CString| {
+            let path = Path::new(OsStr::from_bytes(c.as_bytes()));
+            let inside =
+                path.strip_prefix(root).map_or(path.to_path_buf(), |p| Path::new("/").join(p));
+            inside.display().to_string()
+        };
+        match self {
+            Op::Tmpfs { target, .. } => format!("tmpfs {}", inside(target)),
+            Op::Dir { path } => format!("directory {}", inside(path)),
+            Op::File { path, .. } => format!("file {}", inside(path)),
+            Op::Symlink { path, .. } => format!("symlink {}", inside(path)),
+            Op::Bind { source, .. } => format!("bind {}", source.to_string_lossy()),
+            Op::Proc { .. } => "proc /proc".into(),
+            Op::ProcSelf { .. } => "bind /proc/self".into(),
+            Op::Render { target } => format!("render at {}", inside(target)),
+            Op::ReadOnly { target, .. } => format!("read-only {}", inside(target)),
+        }
+    }
+
+    /// In the child: 0 or an errno. `own_proc`: an [`Op::Proc`] mounted.
+    fn apply(&self, own_proc: &mut bool) -> i32 {
+        // SAFETY (every call): C strings and buffers prepared in the parent.
+        match self {
+            Op::Tmpfs { target, flags, options } => check(unsafe {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    *flags,
+                    options.as_ptr().cast(),
+                )
+            }),
+            Op::Dir { path } => check(unsafe { libc::mkdir(path.as_ptr(), 0o755) }),
+            Op::File { path, content } => {
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC;
+                let fd = unsafe { libc::open(path.as_ptr(), flags, 0o444) };
+                if fd < 0 {
+                    return super::landlock::errno();
+                }
+                let n = unsafe { libc::write(fd, content.as_ptr().cast(), content.len()) };
+                let e = if n == content.len() as isize {
+                    0
+                } else {
+                    super::landlock::errno().max(libc::EIO)
+                };
+                unsafe { libc::close(fd) };
+                e
+            }
+            Op::Symlink { path, target } => {
+                check(unsafe { libc::symlink(target.as_ptr(), path.as_ptr()) })
+            }
+            Op::Bind { source, target, remount: flags } => match bind(source, target) {
+                0 => flags.map_or(0, |flags| remount(target, flags)),
+                e => e,
+            },
+            Op::Proc { target } => {
+                let r = unsafe {
+                    libc::mount(
+                        c"proc".as_ptr(),
+                        target.as_ptr(),
+                        c"proc".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
+                        std::ptr::null(),
+                    )
+                };
+                match r {
+                    0 => {
+                        *own_proc = true;
+                        0
+                    }
+                    _ if super::landlock::errno() == libc::EPERM => 0,
+                    _ => super::landlock::errno(),
+                }
+            }
+            Op::ProcSelf { .. } if *own_proc => 0,
+            Op::ProcSelf { target, remount: flags } => match bind(c"/proc/self", target) {
+                0 => remount(target, *flags),
+                e => e,
+            },
+            Op::Render { target } => bind(c".", target),
+            Op::ReadOnly { target, flags } => remount(target, *flags),
+        }
+    }
 }
 
 /// A stock file under the config directory: copied into each check
@@ -201,29 +313,16 @@ pub struct StockFile {
     pub content: Vec<u8>,
 }
 
-/// A world, prepared: the skeleton on disk and the mounts the child makes.
+/// A world, prepared: its operations, and what they show.
 #[derive(Debug)]
 pub struct World {
-    /// Holds `root/`; removed with the world.
+    /// Holds `root/`, the empty mount point of the world's root tmpfs.
     _dir: tempfile::TempDir,
     root_path: PathBuf,
     root: CString,
-    binds: Vec<Bind>,
-    /// Flags of the skeleton's read-only remount (its file system's locked flags kept).
-    root_remount: libc::c_ulong,
-    /// The config directory's mount point in the skeleton, and its path inside.
-    config_target: CString,
+    /// The world, applied in order in the child's own mount namespace.
+    ops: Vec<Op>,
     config_inside: CString,
-    tmp_target: CString,
-    tmp_options: CString,
-    /// `/dev/shm`'s mount point: a scratch tmpfs as a pod's container has
-    /// (a `ring`'s `backing-file`, HAProxy's own shared memory).
-    shm_target: CString,
-    /// `/proc/self`'s mount point, and the flags of its read-only remount,
-    /// where the loader needs it (`$ORIGIN`); otherwise nothing of `/proc`.
-    proc_self: Option<(CString, libc::c_ulong)>,
-    /// `/proc`'s mount point, for the check's own (a PID namespace's).
-    proc_target: CString,
     /// `/proc/self/uid_map` and friends, written after `unshare`.
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
@@ -231,12 +330,10 @@ pub struct World {
     /// `--check-hostname` was given: the only case `sethostname` is called.
     set_hostname: bool,
     stock: Vec<StockFile>,
-    /// Mount points to make in the scratch `/tmp` (after its tmpfs is
-    /// mounted) for the binds that land under it, in order: path, directory?
-    under_tmp: Vec<(CString, bool)>,
     /// Every host path the world shows, for Landlock's read grants.
     exposed: Vec<PathBuf>,
     devices: Vec<PathBuf>,
+    proc_self: bool,
     options: WorldOptions,
 }
 
@@ -249,10 +346,11 @@ enum Kind {
 }
 
 impl World {
-    /// Builds the skeleton in a new directory under `private` (the checker's
-    /// own, owner-only) for checks running `binary`; `libraries` are the
-    /// loader's (their directories are shown whole), `loader_data` the
-    /// other files it reads (its cache).
+    /// Plans the world in a new directory under `private` (the checker's
+    /// own, owner-only), where only its root's empty mount point is made,
+    /// for checks running `binary`; `libraries` are the loader's (their
+    /// directories are shown whole), `loader_data` the other files it
+    /// reads (its cache).
     pub fn build(
         private: &Path,
         binary: &Path,
@@ -265,7 +363,7 @@ impl World {
         let dir = tempfile::Builder::new().prefix("world.").tempdir_in(private)?;
         let root = dir.path().join("root");
         std::fs::DirBuilder::new().mode(0o755).create(&root)?;
-        let mut skeleton = Skeleton { root: root.clone(), found: BTreeMap::new() };
+        let mut skeleton = Skeleton::new(&root);
 
         let mut public: Vec<PathBuf> = vec![binary.to_path_buf()];
         public.extend(libraries.iter().filter_map(|l| l.parent()).map(Path::to_path_buf));
@@ -277,31 +375,52 @@ impl World {
         // render's files win); those elsewhere are shown read-only
         public.extend(stock_outside(options));
         let stock = stock_files(options)?;
-        for path in &public {
+        for path in public.iter().chain(&DEVICES.map(PathBuf::from)) {
             skeleton.expose(path)?;
         }
-        for device in DEVICES {
-            skeleton.expose(Path::new(device))?;
-        }
         let found = skeleton.outermost();
-        let mut binds = Vec::new();
-        let mut exposed = Vec::new();
-        let mut devices = Vec::new();
-        let mut under_tmp = Vec::new();
+        if found.iter().any(|(p, _)| options.config_dir.starts_with(p)) {
+            return Err(io::Error::other(format!(
+                "--config-dir {} lies inside a read-only part of the check's world",
+                options.config_dir.display()
+            )));
+        }
+        // the scratch tmpfs covers the root's /tmp: what lands under it
+        // is made once it is mounted
+        let under_tmp = |p: &Path| p.starts_with("/tmp");
+        for (path, kind) in found.iter().filter(|(p, _)| !under_tmp(p)) {
+            skeleton.mount_point(path, *kind)?;
+        }
+        if !under_tmp(&options.config_dir) {
+            skeleton.dirs(&options.config_dir)?;
+        }
+        for scratch in ["/tmp", "/dev/shm", "/proc"] {
+            skeleton.dirs(Path::new(scratch))?;
+        }
+        if proc_self {
+            skeleton.dirs(Path::new("/proc/self"))?;
+        }
+        let hostname = match &options.hostname {
+            Some(name) => name.clone(),
+            None => host_name()?,
+        };
+        let accounts = options.accounts.as_deref().unwrap_or(Path::new("/etc"));
+        for (name, content) in stand_ins(&hostname, accounts, options.hosts.as_deref())? {
+            skeleton.stand_in(&Path::new("/etc").join(name), content)?;
+        }
+        for (at, flags) in [("tmp", 0), ("dev/shm", libc::MS_NOEXEC)] {
+            let flags = libc::MS_NOSUID | libc::MS_NODEV | flags;
+            skeleton.ops.push(tmpfs(&root.join(at), flags, TMP_OPTIONS)?);
+        }
+        for (path, kind) in found.iter().filter(|(p, _)| under_tmp(p)) {
+            skeleton.mount_point(path, *kind)?;
+        }
+        if under_tmp(&options.config_dir) {
+            skeleton.dirs(&options.config_dir)?;
+        }
+
+        let (mut exposed, mut devices) = (Vec::new(), Vec::new());
         for (path, kind) in &found {
-            match path.strip_prefix("/tmp") {
-                // the scratch tmpfs covers the skeleton's /tmp: made in the child
-                Ok(rest) => {
-                    let mut at = root.join("tmp");
-                    let parts: Vec<_> = rest.components().collect();
-                    for (i, part) in parts.iter().enumerate() {
-                        at.push(part);
-                        let dir = i + 1 < parts.len() || *kind == Kind::Dir;
-                        under_tmp.push((c_path(&at)?, dir));
-                    }
-                }
-                Err(_) => skeleton.mount_point(path, *kind)?,
-            }
             let remount = match kind {
                 Kind::Device => {
                     devices.push(path.clone());
@@ -312,86 +431,52 @@ impl World {
                     Some(locked_flags(path)? | libc::MS_RDONLY | libc::MS_NOSUID)
                 }
             };
-            binds.push(Bind {
-                source: c_path(path)?,
-                target: c_path(&skeleton.inside(path))?,
-                remount,
-            });
+            let (source, target) = (c_path(path)?, c_path(&skeleton.inside(path))?);
+            skeleton.ops.push(Op::Bind { source, target, remount });
         }
-        // the render's directory, and the scratch /tmp
         let config_target = skeleton.inside(&options.config_dir);
-        if found.iter().any(|(p, _)| options.config_dir.starts_with(p)) {
-            return Err(io::Error::other(format!(
-                "--config-dir {} lies inside a read-only part of the check's world",
-                options.config_dir.display()
-            )));
+        let mut ops = skeleton.ops;
+        ops.push(Op::Proc { target: c_path(&root.join("proc"))? });
+        if proc_self {
+            let remount = locked_flags(Path::new("/proc/self"))?
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV
+                | libc::MS_NOEXEC;
+            ops.push(Op::ProcSelf { target: c_path(&root.join("proc/self"))?, remount });
         }
-        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&config_target)?;
-        if let Ok(rest) = options.config_dir.strip_prefix("/tmp") {
-            // under the scratch tmpfs, which covers the skeleton's: made in the child
-            let mut at = root.join("tmp");
-            for part in rest.components() {
-                at.push(part);
-                under_tmp.push((c_path(&at)?, true));
-            }
-        }
-        let tmp_target = root.join("tmp");
-        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&tmp_target)?;
-        let shm_target = root.join("dev/shm");
-        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&shm_target)?;
-        let proc_target = root.join("proc");
-        std::fs::DirBuilder::new().mode(0o755).create(&proc_target)?;
-        let proc_self = match proc_self {
-            true => {
-                let target = root.join("proc/self");
-                std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&target)?;
-                let flags = locked_flags(Path::new("/proc/self"))?
-                    | libc::MS_RDONLY
-                    | libc::MS_NOSUID
-                    | libc::MS_NODEV
-                    | libc::MS_NOEXEC;
-                Some((c_path(&target)?, flags))
-            }
-            false => None,
-        };
-
-        let hostname = match &options.hostname {
-            Some(name) => name.clone(),
-            None => host_name()?,
-        };
-        let accounts = options.accounts.as_deref().unwrap_or(Path::new("/etc"));
-        write_stand_ins(&root, &hostname, accounts, options.hosts.as_deref())?;
+        ops.push(Op::Render { target: c_path(&config_target)? });
+        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+        ops.push(Op::ReadOnly { target: c_path(&root)?, flags });
 
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Ok(World {
-            root_remount: locked_flags(&root)? | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
             root: c_path(&root)?,
             root_path: root,
-            binds,
-            config_target: c_path(&config_target)?,
+            ops,
             config_inside: c_path(&options.config_dir)?,
-            tmp_target: c_path(&tmp_target)?,
-            shm_target: c_path(&shm_target)?,
-            tmp_options: CString::new(TMP_OPTIONS).expect("no NUL in a constant"),
-            proc_self,
-            proc_target: c_path(&proc_target)?,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             hostname: hostname.into_bytes(),
             set_hostname: options.hostname.is_some(),
-            under_tmp,
             stock,
             exposed,
             devices,
+            proc_self,
             options: options.clone(),
             _dir: dir,
         })
     }
 
-    /// The skeleton: the root's own directories, symlinks and stand-ins.
-    pub fn skeleton(&self) -> &Path {
-        &self.root_path
+    /// The world's operations, in order.
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// What operation `index` makes (`bind /usr/lib`), for a failure's reason.
+    pub fn describe(&self, index: usize) -> Option<String> {
+        self.ops.get(index).map(|op| op.describe(&self.root_path))
     }
 
     /// The host paths shown read-only (real paths, symlinks followed).
@@ -415,7 +500,7 @@ impl World {
 
     /// Whether the world shows `/proc/self` (the loader expands `$ORIGIN`).
     pub fn proc_self(&self) -> bool {
-        self.proc_self.is_some()
+        self.proc_self
     }
 
     /// The host name checks see.
@@ -431,13 +516,15 @@ impl World {
     /// filter refuses `sethostname` without `CAP_SYS_ADMIN`). `own_users`:
     /// the namespaces include a user namespace whose ids are still to be
     /// mapped. Raw system calls on memory prepared before the fork only.
-    /// Returns the step that failed and its errno.
+    /// Returns the step that failed, the operation's index for
+    /// [`Step::Mount`], and its errno.
     pub fn enter(
         &self,
         own_users: bool,
         own_processes: bool,
         resolver: RawFd,
-    ) -> Result<(), (Step, i32)> {
+    ) -> Result<(), (Step, Option<usize>, i32)> {
+        let failed_op = std::cell::Cell::new(None);
         let steps: [(Step, &dyn Fn() -> i32); 9] = [
             (Step::MapIds, &|| if own_users { self.map_ids() } else { 0 }),
             (Step::Loopback, &super::network::loopback_up),
@@ -446,7 +533,13 @@ impl World {
                 if resolver < 0 { 0 } else { super::network::hand_over_resolver(resolver) }
             }),
             (Step::PrivateMounts, &|| super::namespaces::private_mounts()),
-            (Step::Mount, &|| self.mount_all(own_processes)),
+            (Step::Mount, &|| match self.apply(own_processes) {
+                Ok(()) => 0,
+                Err((index, e)) => {
+                    failed_op.set(Some(index));
+                    e
+                }
+            }),
             (Step::Chroot, &|| self.pivot()),
             // SAFETY (both): pointers to buffers prepared in the parent.
             (Step::Chdir, &|| check(unsafe { libc::chdir(self.config_inside.as_ptr()) })),
@@ -464,7 +557,7 @@ impl World {
             if e != 0 {
                 // the root's two ways are told apart by which one answered
                 let step = if e & PIVOT_FAILED != 0 { Step::PivotRoot } else { step };
-                return Err((step, e & !PIVOT_FAILED));
+                return Err((step, failed_op.get(), e & !PIVOT_FAILED));
             }
         }
         Ok(())
@@ -485,98 +578,23 @@ impl World {
         0
     }
 
-    fn mount_all(&self, own_processes: bool) -> i32 {
-        // the skeleton becomes a mount of its own, to be remounted read-only
-        let e = bind(&self.root, &self.root);
-        if e != 0 {
-            return e;
-        }
-        // SAFETY: C strings prepared in the parent.
-        let r = unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                self.tmp_target.as_ptr(),
-                c"tmpfs".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV,
-                self.tmp_options.as_ptr().cast(),
-            )
-        };
-        if r != 0 {
-            return super::landlock::errno();
-        }
-        // SAFETY: C strings prepared in the parent.
-        let r = unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                self.shm_target.as_ptr(),
-                c"tmpfs".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                self.tmp_options.as_ptr().cast(),
-            )
-        };
-        if r != 0 {
-            return super::landlock::errno();
-        }
-        for (path, dir) in &self.under_tmp {
-            let e = make_mount_point(path, *dir);
-            if e != 0 {
-                return e;
-            }
-        }
-        for b in &self.binds {
-            let e = bind(&b.source, &b.target);
-            if e != 0 {
-                return e;
-            }
-            if let Some(flags) = b.remount {
-                let e = remount(&b.target, flags);
-                if e != 0 {
-                    return e;
-                }
-            }
-        }
-        // the check's own /proc: its processes, its cgroup `/`. A container
-        // whose /proc hides parts of the host's refuses a fresh, unhidden
-        // one (EPERM): then, as without a PID namespace, ...
+    /// Applies the world's operations in order; the index of the one that
+    /// failed, and its errno.
+    fn apply(&self, own_processes: bool) -> Result<(), (usize, i32)> {
         let mut own_proc = false;
-        if own_processes {
-            // SAFETY: C strings prepared in the parent.
-            let r = unsafe {
-                libc::mount(
-                    c"proc".as_ptr(),
-                    self.proc_target.as_ptr(),
-                    c"proc".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
-                    std::ptr::null(),
-                )
-            };
-            match r {
-                0 => own_proc = true,
-                _ if super::landlock::errno() == libc::EPERM => {}
-                _ => return super::landlock::errno(),
+        for (index, op) in self.ops.iter().enumerate() {
+            if matches!(op, Op::Proc { .. }) && !own_processes {
+                continue;
+            }
+            match op.apply(&mut own_proc) {
+                0 => {}
+                e => return Err((index, e)),
             }
         }
-        // ... this process's own /proc entry (the magic link resolves to
-        // it now), for the loader's `$ORIGIN` only
-        if let Some((target, flags)) = self.proc_self.as_ref().filter(|_| !own_proc) {
-            let e = bind(c"/proc/self", target);
-            if e != 0 {
-                return e;
-            }
-            let e = remount(target, *flags);
-            if e != 0 {
-                return e;
-            }
-        }
-        // the render: the working directory, bound where a pod keeps it
-        let e = bind(c".", &self.config_target);
-        if e != 0 {
-            return e;
-        }
-        remount(&self.root, self.root_remount)
+        Ok(())
     }
 
-    /// Makes the skeleton the root. `chroot` first: detaching the old root
+    /// Makes the world's root the root. `chroot` first: detaching the old root
     /// after `pivot_root` waits for an RCU grace period (17 to 60 ms
     /// measured here), and the old root's mounts stay unreachable all the
     /// same (no descriptor leads out: all are close-on-exec, the check
@@ -666,21 +684,51 @@ impl Step {
     }
 }
 
-/// The skeleton being built: every exposed host path found, with its kind.
+/// A tmpfs mount at `target`.
+fn tmpfs(target: &Path, flags: libc::c_ulong, options: &str) -> io::Result<Op> {
+    let options = CString::new(options).expect("no NUL in a constant");
+    Ok(Op::Tmpfs { target: c_path(target)?, flags, options })
+}
+
+/// What the planned world has at a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Made {
+    Dir,
+    File,
+    Symlink,
+}
+
+/// The world being planned: every exposed host path found, with its kind,
+/// and the operations that make the root's own entries.
 struct Skeleton {
     root: PathBuf,
     /// Real host paths (symlinks followed) and what they are.
     found: BTreeMap<PathBuf, Kind>,
+    /// The root's entries planned so far, by their path in the world.
+    made: BTreeMap<PathBuf, Made>,
+    ops: Vec<Op>,
 }
 
 impl Skeleton {
-    /// The place of a host path in the skeleton.
+    /// A root tmpfs of its own: nothing of the gate's host paths in it,
+    /// and nothing to remove after the check.
+    fn new(root: &Path) -> Skeleton {
+        let root_tmpfs = tmpfs(root, libc::MS_NOSUID | libc::MS_NODEV, ROOT_OPTIONS);
+        Skeleton {
+            root: root.to_path_buf(),
+            found: BTreeMap::new(),
+            made: BTreeMap::from([(PathBuf::from("/"), Made::Dir)]),
+            ops: root_tmpfs.into_iter().collect(),
+        }
+    }
+
+    /// The place of a host path in the world's root.
     fn inside(&self, path: &Path) -> PathBuf {
         self.root.join(path.strip_prefix("/").unwrap_or(path))
     }
 
     /// Follows `path` on the host component by component, mirroring each
-    /// symlink on the way into the skeleton, and records the real path it
+    /// symlink on the way into the world, and records the real path it
     /// ends at. A path that does not exist is left out.
     fn expose(&mut self, path: &Path) -> io::Result<()> {
         let mut pending: Vec<PathBuf> = vec![path.to_path_buf()];
@@ -742,16 +790,16 @@ impl Skeleton {
         Ok(())
     }
 
-    /// The same symlink at the same place in the skeleton (once).
-    fn mirror_link(&self, at: &Path, target: &Path) -> io::Result<()> {
-        let place = self.inside(at);
-        if std::fs::symlink_metadata(&place).is_ok() {
+    /// The same symlink at the same place in the world (once).
+    fn mirror_link(&mut self, at: &Path, target: &Path) -> io::Result<()> {
+        if self.made.contains_key(at) {
             return Ok(());
         }
-        if let Some(parent) = place.parent() {
-            std::fs::DirBuilder::new().recursive(true).mode(0o755).create(parent)?;
-        }
-        std::os::unix::fs::symlink(target, &place)
+        self.parents(at)?;
+        let (path, target) = (c_path(&self.inside(at))?, c_path(target)?);
+        self.ops.push(Op::Symlink { path, target });
+        self.made.insert(at.to_path_buf(), Made::Symlink);
+        Ok(())
     }
 
     /// The paths to bind: those found, but none inside another found
@@ -768,21 +816,61 @@ impl Skeleton {
     }
 
     /// An empty directory or file to bind `path` onto.
-    fn mount_point(&self, path: &Path, kind: Kind) -> io::Result<()> {
-        let place = self.inside(path);
-        let mut dirs = std::fs::DirBuilder::new();
-        dirs.recursive(true).mode(0o755);
-        if kind == Kind::Dir {
-            return dirs.create(&place);
+    fn mount_point(&mut self, path: &Path, kind: Kind) -> io::Result<()> {
+        match kind {
+            Kind::Dir => self.dirs(path),
+            Kind::File | Kind::Device => self.file(path, Vec::new()),
         }
-        if let Some(parent) = place.parent() {
-            dirs.create(parent)?;
+    }
+
+    /// A stand-in file, unless an exposed path's symlink took its name (the
+    /// host's then wins).
+    fn stand_in(&mut self, path: &Path, content: Vec<u8>) -> io::Result<()> {
+        match self.made.get(path) {
+            Some(_) => Ok(()),
+            None => self.file(path, content),
         }
-        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&place) {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(e),
+    }
+
+    fn file(&mut self, path: &Path, content: Vec<u8>) -> io::Result<()> {
+        if self.made.contains_key(path) {
+            return Ok(());
         }
+        self.parents(path)?;
+        self.ops.push(Op::File { path: c_path(&self.inside(path))?, content });
+        self.made.insert(path.to_path_buf(), Made::File);
+        Ok(())
+    }
+
+    fn parents(&mut self, path: &Path) -> io::Result<()> {
+        match path.parent() {
+            Some(parent) => self.dirs(parent),
+            None => Ok(()),
+        }
+    }
+
+    /// `path` and the directories on the way to it. A world's directory
+    /// never lies through one of its symlinks (those lead to the host's).
+    fn dirs(&mut self, path: &Path) -> io::Result<()> {
+        let mut at = PathBuf::from("/");
+        for part in path.components().filter(|c| matches!(c, Component::Normal(_))) {
+            at.push(part);
+            match self.made.get(&at) {
+                Some(Made::Dir) => {}
+                Some(_) => {
+                    return Err(io::Error::other(format!(
+                        "{} lies through {}, which is not a directory in the check's world",
+                        path.display(),
+                        at.display()
+                    )));
+                }
+                None => {
+                    self.ops.push(Op::Dir { path: c_path(&self.inside(&at))? });
+                    self.made.insert(at.clone(), Made::Dir);
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -924,15 +1012,12 @@ pub fn stand_in_sources(options: &WorldOptions) -> StandInSources {
 /// nameservers never (the gate answers at 127.0.0.1).
 const RESOLV_CONF: &str = "/etc/resolv.conf";
 
-/// The stand-ins, written into the skeleton (read-only once it is the root).
-fn write_stand_ins(
-    root: &Path,
+/// The stand-ins under `/etc`: names and their content.
+fn stand_ins(
     hostname: &str,
     accounts: &Path,
     extra_hosts: Option<&Path>,
-) -> io::Result<()> {
-    let etc = root.join("etc");
-    std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&etc)?;
+) -> io::Result<Vec<(&'static str, Vec<u8>)>> {
     let mut hosts = format!(
         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{hostname}\n"
     );
@@ -946,25 +1031,13 @@ fn write_stand_ins(
         }
     }
     let resolv = resolv_conf(&std::fs::read_to_string(RESOLV_CONF).unwrap_or_default());
-    let passwd = names_and_ids(&accounts.join("passwd"), 4)?;
-    let group = names_and_ids(&accounts.join("group"), 3)?;
-    let files: [(&str, &[u8]); 5] = [
-        ("hosts", hosts.as_bytes()),
-        ("resolv.conf", resolv.as_bytes()),
-        ("nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files dns\n"),
-        ("passwd", passwd.as_bytes()),
-        ("group", group.as_bytes()),
-    ];
-    for (name, content) in files {
-        let path = etc.join(name);
-        if std::fs::symlink_metadata(&path).is_ok() {
-            continue; // an exposed path's symlink took the name: the host's wins
-        }
-        let mut file =
-            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&path)?;
-        io::Write::write_all(&mut file, content)?;
-    }
-    Ok(())
+    Ok(vec![
+        ("hosts", hosts.into_bytes()),
+        ("resolv.conf", resolv.into_bytes()),
+        ("nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files dns\n".to_vec()),
+        ("passwd", names_and_ids(&accounts.join("passwd"), 4)?.into_bytes()),
+        ("group", names_and_ids(&accounts.join("group"), 3)?.into_bytes()),
+    ])
 }
 
 /// The world's `resolv.conf`: the gate's own resolver at 127.0.0.1, with
@@ -1075,26 +1148,6 @@ fn remount(target: &std::ffi::CStr, flags: libc::c_ulong) -> i32 {
     })
 }
 
-/// In the child: an empty directory or file at `path` (one already there is
-/// fine). 0 or an errno. Raw system calls.
-fn make_mount_point(path: &std::ffi::CStr, dir: bool) -> i32 {
-    // SAFETY: a C string prepared in the parent; the fd is closed.
-    unsafe {
-        if dir {
-            if libc::mkdir(path.as_ptr(), 0o755) != 0 && super::landlock::errno() != libc::EEXIST {
-                return super::landlock::errno();
-            }
-            return 0;
-        }
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC, 0o444);
-        if fd < 0 {
-            return super::landlock::errno();
-        }
-        libc::close(fd);
-    }
-    0
-}
-
 /// Writes `content` to `path` whole: 0 or an errno. Raw system calls.
 fn write_file(path: &std::ffi::CStr, content: &[u8]) -> i32 {
     // SAFETY: a C string and a buffer of the length given; the fd is closed.
@@ -1162,15 +1215,59 @@ mod tests {
         std::fs::create_dir_all(h.join("usr/lib/x")).unwrap();
         std::fs::write(h.join("usr/lib/x/a.so"), "a").unwrap();
         std::os::unix::fs::symlink("usr/lib", h.join("lib")).unwrap();
-        let root = tempfile::tempdir().unwrap();
-        let mut s = Skeleton { root: root.path().to_path_buf(), found: BTreeMap::new() };
+        let mut s = Skeleton::new(Path::new("/world"));
         s.expose(&h.join("lib/x/a.so")).unwrap();
         s.expose(&h.join("usr/lib/x")).unwrap();
         s.expose(&h.join("does/not/exist")).unwrap();
         let real = h.join("usr/lib/x");
         assert_eq!(s.outermost(), vec![(real, Kind::Dir)]);
-        let mirrored = std::fs::read_link(s.inside(&h.join("lib"))).unwrap();
-        assert_eq!(mirrored, Path::new("usr/lib"));
+        let link = s.ops.iter().find_map(|op| match op {
+            Op::Symlink { path, target } => Some((path.clone(), target.clone())),
+            _ => None,
+        });
+        let place = c_path(&s.inside(&h.join("lib"))).unwrap();
+        assert_eq!(link, Some((place, c"usr/lib".to_owned())));
+    }
+
+    #[test]
+    fn the_world_is_one_list_and_a_failed_operation_is_named() {
+        let private = tempfile::tempdir().unwrap();
+        let binary = Path::new("/bin/sh");
+        let world = World::build(private.path(), binary, &[], &[], false, &WorldOptions::default())
+            .unwrap();
+        let described: Vec<String> =
+            (0..world.ops().len()).map(|i| world.describe(i).unwrap()).collect();
+        // the root's tmpfs first, read-only last; the render bound before
+        assert_eq!(described.first().unwrap(), "tmpfs /");
+        assert_eq!(described.last().unwrap(), "read-only /");
+        let at = |what: &str| {
+            described
+                .iter()
+                .position(|d| d == what)
+                .unwrap_or_else(|| panic!("{what}: {described:?}"))
+        };
+        assert!(at("directory /etc") < at("file /etc/passwd"));
+        assert!(at("tmpfs /tmp") < at("render at /etc/haproxy"));
+        assert!(at("directory /dev") < at("file /dev/null"));
+        assert!(at("file /dev/null") < at("bind /dev/null"));
+        // nothing but the root's mount point on disk
+        let on_disk: Vec<_> = std::fs::read_dir(&world.root_path).unwrap().collect();
+        assert!(on_disk.is_empty(), "{on_disk:?}");
+        // a failure names the operation
+        let index = at("bind /dev/null");
+        let e = super::super::tagged_step(
+            super::super::Layer::World,
+            Step::Mount as i32,
+            Some(index),
+            libc::EPERM,
+        );
+        let message = super::super::spawn_failure(&e, Some(&world)).unwrap();
+        assert!(
+            message
+                .starts_with("sandbox setup failed in layer 'world' at mount (bind /dev/null): "),
+            "{message}"
+        );
+        assert!(message.ends_with("(EPERM)"), "{message}");
     }
 
     #[test]
