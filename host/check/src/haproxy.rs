@@ -274,12 +274,14 @@ impl HaproxyChecker {
         Self::decided(opts, probe, tried).trying_again()
     }
 
-    /// As [`HaproxyChecker::new`] without the trial: the world the probe
-    /// gives. For one check that tries the world itself (`rendergate check
-    /// DIR` runs [`HaproxyChecker::new`]'s trial only when its check could
-    /// not set up the sandbox).
+    /// As [`HaproxyChecker::new`] without the probe's trial children nor
+    /// the worlds' trial: the strongest world, assumed ([`Probe::assumed`]).
+    /// For one check that tries the world itself (`rendergate check DIR`
+    /// probes and runs [`HaproxyChecker::new`]'s trial only when its check
+    /// could not set up the sandbox).
     pub fn untried(opts: HaproxyOptions) -> Self {
-        Self::with_probe(opts, Probe::current().clone()).trying_again()
+        let disable = std::env::var(sandbox::probe::DISABLE_VAR).unwrap_or_default();
+        Self::with_probe(opts, Probe::assumed(&disable)).trying_again()
     }
 
     /// This checker tries the worlds again, from a fresh probe of the host,
@@ -518,6 +520,7 @@ impl HaproxyChecker {
             *retried = Some(std::time::Instant::now());
         }
         let before = self.world_kind();
+        let assumed = self.choice().probe.assumed;
         {
             let mut choice = self.choice.lock().unwrap_or_else(PoisonError::into_inner);
             let probe = choice.probe.clone();
@@ -544,11 +547,20 @@ impl HaproxyChecker {
         };
         *self.choice.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(choice);
         let after = self.world_kind();
-        tracing::warn!(
-            "checks could not set up their sandbox ({}); the worlds were tried again: {}",
-            trial::short(reason),
-            self.sandbox_report()
-        );
+        if assumed {
+            // one check, which tried the strongest world first: no news
+            tracing::info!(
+                "the strongest world could not be set up ({}); the worlds were tried: {}",
+                trial::short(reason),
+                self.sandbox_report()
+            );
+        } else {
+            tracing::warn!(
+                "checks could not set up their sandbox ({}); the worlds were tried again: {}",
+                trial::short(reason),
+                self.sandbox_report()
+            );
+        }
         tracing::debug!(before = before.name(), after = after.name(), "world");
         !matches!(after, WorldKind::None)
     }

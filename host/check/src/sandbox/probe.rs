@@ -32,6 +32,22 @@ pub fn check_disable(value: &str) -> Result<(), String> {
     }
 }
 
+/// Landlock's ABI and whether seccomp filters: asked of the kernel, no
+/// child needed. `knob` says why a layer is off by [`DISABLE_VAR`].
+fn filters(knob: &dyn Fn(&str) -> Option<String>) -> (Result<u32, String>, Result<(), String>) {
+    let landlock = match knob("landlock") {
+        Some(why) => Err(why),
+        None => landlock::abi().map_err(errno_name),
+    };
+    let seccomp = match knob("seccomp") {
+        Some(why) => Err(why),
+        None => {
+            seccomp::available().map_err(errno_name).and_then(|()| seccomp::program().map(drop))
+        }
+    };
+    (landlock, seccomp)
+}
+
 /// What this host supports. Each `Err` holds why not, for the report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Probe {
@@ -52,6 +68,8 @@ pub struct Probe {
     /// check gets no mount namespace, and the config-directory world.
     pub root_world: Result<(), String>,
     pub root: bool,
+    /// The namespaces were assumed, not tried ([`Probe::assumed`]).
+    pub assumed: bool,
 }
 
 impl Probe {
@@ -66,16 +84,7 @@ impl Probe {
     pub fn detect(disable: &str) -> Probe {
         let off: Vec<&str> = disable.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
         let knob = |name: &str| off.contains(&name).then(|| format!("disabled by {DISABLE_VAR}"));
-        let landlock = match knob("landlock") {
-            Some(why) => Err(why),
-            None => landlock::abi().map_err(errno_name),
-        };
-        let seccomp = match knob("seccomp") {
-            Some(why) => Err(why),
-            None => {
-                seccomp::available().map_err(errno_name).and_then(|()| seccomp::program().map(drop))
-            }
-        };
+        let (landlock, seccomp) = filters(&knob);
         let userns = match knob("userns") {
             Some(why) => Err(why),
             None => namespaces::try_in_child(namespaces::WITH_USER).map_err(errno_name),
@@ -95,6 +104,7 @@ impl Probe {
             pidns: Err("no mount namespace".to_owned()),
             root_world: Ok(()),
             root: false,
+            assumed: false,
         };
         let base = probe.namespace_flags();
         probe.mountns = match knob("mountns") {
@@ -125,6 +135,33 @@ impl Probe {
         // SAFETY: geteuid cannot fail.
         probe.root = unsafe { libc::geteuid() } == 0;
         probe
+    }
+
+    /// The probe one check starts from without a trial child: Landlock and
+    /// seccomp asked of the kernel as [`Probe::detect`] does, every
+    /// namespace assumed. The check's own child tries them (two trial
+    /// children cost a one-shot check some 2 ms); where its sandbox cannot
+    /// be set up, the checker probes and tries the worlds in turn
+    /// ([`crate::HaproxyChecker::untried`]). `disable` as for `detect`.
+    pub fn assumed(disable: &str) -> Probe {
+        let off: Vec<&str> = disable.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        if ["userns", "netns", "mountns", "pidns"].iter().any(|n| off.contains(n)) {
+            return Probe::detect(disable); // a knob asks for the real answer
+        }
+        let knob = |name: &str| off.contains(&name).then(|| format!("disabled by {DISABLE_VAR}"));
+        let (landlock, seccomp) = filters(&knob);
+        Probe {
+            landlock,
+            seccomp,
+            userns: Ok(()),
+            netns: Ok(()),
+            mountns: Ok(()),
+            pidns: Ok(namespaces::PROCESSES),
+            root_world: Ok(()),
+            // SAFETY: geteuid cannot fail.
+            root: unsafe { libc::geteuid() } == 0,
+            assumed: true,
+        }
     }
 
     /// The namespaces a check gets, with a mount namespace where it may mount.
