@@ -14,40 +14,12 @@
 //! gives `serve` more flags (`--no-sandbox`: what the sandbox costs). Prints
 //! one row per case: medians, their difference and ratio.
 
+mod common;
+
+use common::{bare, config, haproxy, median, ms};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// `RENDERGATE_TEST_HAPROXY`, else `haproxy` on PATH, else /usr/sbin/haproxy.
-fn haproxy() -> String {
-    if let Ok(path) = std::env::var("RENDERGATE_TEST_HAPROXY") {
-        return path;
-    }
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|dir| dir.join("haproxy"))
-        .find(|p| p.is_file());
-    on_path.map_or_else(|| "/usr/sbin/haproxy".into(), |p| p.display().to_string())
-}
-
-/// `backends` backends of one server each behind one frontend; `refused`
-/// adds a `use_backend` HAProxy refuses (the last line, so the whole config
-/// is parsed). `round` makes each round's content new, so no verdict comes
-/// from memory.
-fn config(backends: usize, refused: bool, round: usize) -> String {
-    let mut cfg = format!(
-        "# round {round}\nglobal\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n\
-frontend f\n  bind 127.0.0.1:18080\n  default_backend b0\n"
-    );
-    if refused {
-        cfg.push_str("  use_backend nope if { path /nope }\n");
-    }
-    for i in 0..backends {
-        cfg.push_str(&format!("backend b{i}\n  server s 127.0.0.1:{}\n", 10_000 + i % 50_000));
-    }
-    cfg
-}
 
 struct Gate {
     child: Child,
@@ -106,49 +78,13 @@ impl Drop for Gate {
     }
 }
 
-/// Bare haproxy over the same config, laid out on its own.
-fn bare(config: &str) -> (Duration, bool) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
-    let started = Instant::now();
-    let status = Command::new(haproxy())
-        .args(["-dr", "-c", "-f", "haproxy.cfg"])
-        .current_dir(dir.path())
-        .env_clear()
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run haproxy");
-    (started.elapsed(), matches!(status.code(), Some(0 | 2)))
-}
-
 /// The quiet before each measurement: the gate makes the next check's
 /// child a moment after a verdict (a few milliseconds of work), which a
 /// bare run started at once would share the cores with.
 const PAUSE: Duration = Duration::from_millis(20);
 
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let asked =
-        args.iter().position(|a| a == "--rounds").and_then(|i| args.get(i + 1)?.parse().ok());
-    let rounds = asked.unwrap_or(if quick { 11 } else { 31 });
-    // `--backends 10000` (or `100,1000`): only these sizes
-    let sizes: Vec<usize> = args
-        .iter()
-        .position(|a| a == "--backends")
-        .and_then(|i| args.get(i + 1))
-        .map(|list| list.split(',').filter_map(|n| n.parse().ok()).collect())
-        .unwrap_or_else(|| vec![100, 1_000, 10_000]);
+    let (rounds, sizes) = common::rounds_and_sizes(&[100, 1_000, 10_000]);
     let mut gate = Gate::start();
     println!(
         "serve rendered → verdict against bare haproxy -dr -c, medians of {rounds}, {}",
