@@ -26,8 +26,9 @@
 //! The uid and gid are mapped to themselves, so HAProxy runs as the ids bare
 //! `haproxy -c` runs as on this host.
 
+use rustix::mount::MountFlags;
 use std::collections::BTreeMap;
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -193,7 +194,7 @@ fn plain_absolute(path: &Path) -> bool {
 pub enum Op {
     /// A tmpfs: the world's root (read-only at [`Op::ReadOnly`]), the
     /// scratch `/tmp` and `/dev/shm`.
-    Tmpfs { target: CString, flags: libc::c_ulong, options: CString },
+    Tmpfs { target: CString, flags: MountFlags, options: CString },
     /// An empty directory (0755), on the way to a shown path or a mount point.
     Dir { path: CString },
     /// A file (0444) with this content: a stand-in, or empty to bind onto.
@@ -202,18 +203,18 @@ pub enum Op {
     Symlink { path: CString, target: CString },
     /// A host path shown: remounted read-only with these flags (its own
     /// file system's locked flags kept), or a device as it is (`None`).
-    Bind { source: CString, target: CString, remount: Option<libc::c_ulong> },
+    Bind { source: CString, target: CString, remount: Option<MountFlags> },
     /// The check's own `/proc` (a PID namespace's). A container whose
     /// `/proc` hides parts of the host's refuses a fresh one (EPERM): then
     /// the world has none, as without a PID namespace.
     Proc { target: CString },
     /// This process's `/proc/<pid>` at `/proc/self`, read-only, for the
     /// loader's `$ORIGIN`; skipped where [`Op::Proc`] mounted a `/proc`.
-    ProcSelf { target: CString, remount: libc::c_ulong },
+    ProcSelf { target: CString, remount: MountFlags },
     /// The render: the working directory, bound where a pod keeps it.
     Render { target: CString },
     /// Read-only from here on (the root, last).
-    ReadOnly { target: CString, flags: libc::c_ulong },
+    ReadOnly { target: CString, flags: MountFlags },
 }
 
 impl Op {
@@ -238,68 +239,43 @@ impl Op {
         }
     }
 
-    /// In the child: 0 or an errno. `own_proc`: an [`Op::Proc`] mounted.
-    fn apply(&self, own_proc: &mut bool) -> i32 {
-        // SAFETY (every call): C strings and buffers prepared in the parent.
+    /// In the child: `own_proc`, an [`Op::Proc`] mounted. System calls
+    /// only, on what the parent prepared.
+    fn apply(&self, own_proc: &mut bool) -> rustix::io::Result<()> {
+        use rustix::fs::{Mode, OFlags};
         match self {
-            Op::Tmpfs { target, flags, options } => check(unsafe {
-                libc::mount(
-                    c"tmpfs".as_ptr(),
-                    target.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    *flags,
-                    options.as_ptr().cast(),
-                )
-            }),
-            Op::Dir { path } => check(unsafe { libc::mkdir(path.as_ptr(), 0o755) }),
+            Op::Tmpfs { target, flags, options } => {
+                mount(c"tmpfs", target.as_c_str(), c"tmpfs", *flags, options.as_c_str())
+            }
+            Op::Dir { path } => rustix::fs::mkdir(path.as_c_str(), Mode::from_raw_mode(0o755)),
             Op::File { path, content } => {
-                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC;
-                let fd = unsafe { libc::open(path.as_ptr(), flags, 0o444) };
-                if fd < 0 {
-                    return super::landlock::errno();
-                }
-                let n = unsafe { libc::write(fd, content.as_ptr().cast(), content.len()) };
-                let e = if n == content.len() as isize {
-                    0
-                } else {
-                    super::landlock::errno().max(libc::EIO)
-                };
-                unsafe { libc::close(fd) };
-                e
+                let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC;
+                let file = rustix::fs::open(path.as_c_str(), flags, Mode::from_raw_mode(0o444))?;
+                write_all(&file, content)
             }
-            Op::Symlink { path, target } => {
-                check(unsafe { libc::symlink(target.as_ptr(), path.as_ptr()) })
+            Op::Symlink { path, target } => rustix::fs::symlink(target.as_c_str(), path.as_c_str()),
+            Op::Bind { source, target, remount } => {
+                mount_bind(source, target)?;
+                remount.map_or(Ok(()), |flags| read_only(target, flags))
             }
-            Op::Bind { source, target, remount: flags } => match bind(source, target) {
-                0 => flags.map_or(0, |flags| remount(target, flags)),
-                e => e,
-            },
             Op::Proc { target } => {
-                let r = unsafe {
-                    libc::mount(
-                        c"proc".as_ptr(),
-                        target.as_ptr(),
-                        c"proc".as_ptr(),
-                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
-                        std::ptr::null(),
-                    )
-                };
-                match r {
-                    0 => {
+                let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+                match mount(c"proc", target.as_c_str(), c"proc", flags | MountFlags::RDONLY, None) {
+                    Ok(()) => {
                         *own_proc = true;
-                        0
+                        Ok(())
                     }
-                    _ if super::landlock::errno() == libc::EPERM => 0,
-                    _ => super::landlock::errno(),
+                    Err(rustix::io::Errno::PERM) => Ok(()),
+                    Err(e) => Err(e),
                 }
             }
-            Op::ProcSelf { .. } if *own_proc => 0,
-            Op::ProcSelf { target, remount: flags } => match bind(c"/proc/self", target) {
-                0 => remount(target, *flags),
-                e => e,
-            },
-            Op::Render { target } => bind(c".", target),
-            Op::ReadOnly { target, flags } => remount(target, *flags),
+            Op::ProcSelf { .. } if *own_proc => Ok(()),
+            Op::ProcSelf { target, remount } => {
+                mount_bind(c"/proc/self", target)?;
+                read_only(target, *remount)
+            }
+            Op::Render { target } => mount_bind(c".", target),
+            Op::ReadOnly { target, flags } => read_only(target, *flags),
         }
     }
 }
@@ -402,14 +378,14 @@ impl World {
         }
         let hostname = match &options.hostname {
             Some(name) => name.clone(),
-            None => host_name()?,
+            None => host_name(),
         };
         let accounts = options.accounts.as_deref().unwrap_or(Path::new("/etc"));
         for (name, content) in stand_ins(&hostname, accounts, options.hosts.as_deref())? {
             skeleton.stand_in(&Path::new("/etc").join(name), content)?;
         }
-        for (at, flags) in [("tmp", 0), ("dev/shm", libc::MS_NOEXEC)] {
-            let flags = libc::MS_NOSUID | libc::MS_NODEV | flags;
+        for (at, flags) in [("tmp", MountFlags::empty()), ("dev/shm", MountFlags::NOEXEC)] {
+            let flags = MountFlags::NOSUID | MountFlags::NODEV | flags;
             skeleton.ops.push(tmpfs(&root.join(at), flags, TMP_OPTIONS)?);
         }
         for (path, kind) in found.iter().filter(|(p, _)| under_tmp(p)) {
@@ -428,7 +404,7 @@ impl World {
                 }
                 _ => {
                     exposed.push(path.clone());
-                    Some(locked_flags(path)? | libc::MS_RDONLY | libc::MS_NOSUID)
+                    Some(locked_flags(path)? | MountFlags::RDONLY | MountFlags::NOSUID)
                 }
             };
             let (source, target) = (c_path(path)?, c_path(&skeleton.inside(path))?);
@@ -439,18 +415,17 @@ impl World {
         ops.push(Op::Proc { target: c_path(&root.join("proc"))? });
         if proc_self {
             let remount = locked_flags(Path::new("/proc/self"))?
-                | libc::MS_RDONLY
-                | libc::MS_NOSUID
-                | libc::MS_NODEV
-                | libc::MS_NOEXEC;
+                | MountFlags::RDONLY
+                | MountFlags::NOSUID
+                | MountFlags::NODEV
+                | MountFlags::NOEXEC;
             ops.push(Op::ProcSelf { target: c_path(&root.join("proc/self"))?, remount });
         }
         ops.push(Op::Render { target: c_path(&config_target)? });
-        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+        let flags = MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV;
         ops.push(Op::ReadOnly { target: c_path(&root)?, flags });
 
-        // SAFETY: getuid/getgid cannot fail.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
         Ok(World {
             root: c_path(&root)?,
             root_path: root,
@@ -541,15 +516,10 @@ impl World {
                 }
             }),
             (Step::Chroot, &|| self.pivot()),
-            // SAFETY (both): pointers to buffers prepared in the parent.
-            (Step::Chdir, &|| check(unsafe { libc::chdir(self.config_inside.as_ptr()) })),
-            (Step::Hostname, &|| {
-                if !self.set_hostname {
-                    return 0;
-                }
-                check(unsafe {
-                    libc::sethostname(self.hostname.as_ptr().cast(), self.hostname.len())
-                })
+            (Step::Chdir, &|| errno(rustix::process::chdir(self.config_inside.as_c_str()))),
+            (Step::Hostname, &|| match self.set_hostname {
+                true => errno(rustix::system::sethostname(&self.hostname)),
+                false => 0,
             }),
         ];
         for (step, run) in steps {
@@ -570,9 +540,11 @@ impl World {
             (c"/proc/self/gid_map", &self.gid_map),
         ];
         for (path, content) in files {
-            let e = write_file(path, content);
-            if e != 0 {
-                return e;
+            let written =
+                rustix::fs::open(path, rustix::fs::OFlags::WRONLY, rustix::fs::Mode::empty())
+                    .and_then(|file| write_all(&file, content));
+            if let Err(e) = written {
+                return e.raw_os_error();
             }
         }
         0
@@ -586,10 +558,7 @@ impl World {
             if matches!(op, Op::Proc { .. }) && !own_processes {
                 continue;
             }
-            match op.apply(&mut own_proc) {
-                0 => {}
-                e => return Err((index, e)),
-            }
+            op.apply(&mut own_proc).map_err(|e| (index, e.raw_os_error()))?;
         }
         Ok(())
     }
@@ -605,31 +574,24 @@ impl World {
     /// CRI-O's default profile), while `pivot_root` is allowed there: then
     /// the root is pivoted and the old one detached.
     fn pivot(&self) -> i32 {
-        // SAFETY: raw system calls on prepared C strings.
-        unsafe {
-            if libc::chdir(self.root.as_ptr()) != 0 {
-                return super::landlock::errno();
-            }
-            if libc::chroot(c".".as_ptr()) == 0 {
-                return 0;
-            }
-            let refused = super::landlock::errno();
-            if refused != libc::EPERM {
-                return refused;
-            }
-            // `pivot_root(".", ".")` stacks the old root on the new one
-            // (pivot_root(2), "NOTES"); detaching it leaves the new alone.
-            if libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0 {
-                return PIVOT_FAILED | super::landlock::errno();
-            }
-            if libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0 {
-                return PIVOT_FAILED | super::landlock::errno();
-            }
-            if libc::chdir(c"/".as_ptr()) != 0 {
-                return PIVOT_FAILED | super::landlock::errno();
-            }
+        use rustix::io::Errno;
+        if let Err(e) = rustix::process::chdir(self.root.as_c_str()) {
+            return e.raw_os_error();
         }
-        0
+        match rustix::process::chroot(c".") {
+            Ok(()) => return 0,
+            Err(Errno::PERM) => {}
+            Err(e) => return e.raw_os_error(),
+        }
+        // `pivot_root(".", ".")` stacks the old root on the new one
+        // (pivot_root(2), "NOTES"); detaching it leaves the new alone.
+        let pivoted = rustix::process::pivot_root(c".", c".")
+            .and_then(|()| rustix::mount::unmount(c".", rustix::mount::UnmountFlags::DETACH))
+            .and_then(|()| rustix::process::chdir(c"/"));
+        match pivoted {
+            Ok(()) => 0,
+            Err(e) => PIVOT_FAILED | e.raw_os_error(),
+        }
     }
 }
 
@@ -685,7 +647,7 @@ impl Step {
 }
 
 /// A tmpfs mount at `target`.
-fn tmpfs(target: &Path, flags: libc::c_ulong, options: &str) -> io::Result<Op> {
+fn tmpfs(target: &Path, flags: MountFlags, options: &str) -> io::Result<Op> {
     let options = CString::new(options).expect("no NUL in a constant");
     Ok(Op::Tmpfs { target: c_path(target)?, flags, options })
 }
@@ -713,7 +675,7 @@ impl Skeleton {
     /// A root tmpfs of its own: nothing of the gate's host paths in it,
     /// and nothing to remove after the check.
     fn new(root: &Path) -> Skeleton {
-        let root_tmpfs = tmpfs(root, libc::MS_NOSUID | libc::MS_NODEV, ROOT_OPTIONS);
+        let root_tmpfs = tmpfs(root, MountFlags::NOSUID | MountFlags::NODEV, ROOT_OPTIONS);
         Skeleton {
             root: root.to_path_buf(),
             found: BTreeMap::new(),
@@ -1002,7 +964,7 @@ pub fn stand_in_sources(options: &WorldOptions) -> StandInSources {
         .collect();
     let hostname = match options.hostname {
         Some(_) => None,
-        None => host_name().ok(),
+        None => Some(host_name()),
     };
     StandInSources { files, hostname }
 }
@@ -1088,84 +1050,59 @@ fn names_and_ids(path: &Path, fields: usize) -> io::Result<String> {
     Ok(out)
 }
 
-fn host_name() -> io::Result<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: a buffer of the size given.
-    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+fn host_name() -> String {
+    rustix::system::uname().nodename().to_string_lossy().into_owned()
 }
 
 /// The flags a bind of `path` cannot drop in a user namespace (they are
 /// locked to those of the mount it comes from); a remount must repeat them.
-fn locked_flags(path: &Path) -> io::Result<libc::c_ulong> {
-    let c = c_path(path)?;
-    // SAFETY: an all-zero statvfs is a valid value to be overwritten.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a C string and an out-pointer.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+fn locked_flags(path: &Path) -> io::Result<MountFlags> {
+    use rustix::fs::StatVfsMountFlags as St;
+    let st = rustix::fs::statvfs(path)?;
     let pairs = [
-        (libc::ST_NOSUID, libc::MS_NOSUID),
-        (libc::ST_NODEV, libc::MS_NODEV),
-        (libc::ST_NOEXEC, libc::MS_NOEXEC),
-        (libc::ST_NOATIME, libc::MS_NOATIME),
-        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (libc::ST_RELATIME, libc::MS_RELATIME),
+        (St::NOSUID, MountFlags::NOSUID),
+        (St::NODEV, MountFlags::NODEV),
+        (St::NOEXEC, MountFlags::NOEXEC),
+        (St::NOATIME, MountFlags::NOATIME),
+        (St::NODIRATIME, MountFlags::NODIRATIME),
+        (St::RELATIME, MountFlags::RELATIME),
     ];
     Ok(pairs
         .iter()
-        .filter(|(st_flag, _)| st.f_flag & st_flag != 0)
-        .fold(0, |acc, (_, ms)| acc | ms))
+        .filter(|(st_flag, _)| st.f_flag.contains(*st_flag))
+        .fold(MountFlags::empty(), |acc, (_, ms)| acc | *ms))
 }
 
-fn bind(source: &std::ffi::CStr, target: &std::ffi::CStr) -> i32 {
-    // SAFETY: C strings prepared in the parent.
-    check(unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND,
-            std::ptr::null(),
-        )
-    })
+fn mount_bind(source: &CStr, target: &CStr) -> rustix::io::Result<()> {
+    rustix::mount::mount_bind(source, target)
 }
 
-fn remount(target: &std::ffi::CStr, flags: libc::c_ulong) -> i32 {
-    // SAFETY: a C string prepared in the parent.
-    check(unsafe {
-        libc::mount(
-            std::ptr::null(),
-            target.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REMOUNT | libc::MS_BIND | flags,
-            std::ptr::null(),
-        )
-    })
+/// A bind mount made read-only, with `flags` (its locked flags among them).
+fn read_only(target: &CStr, flags: MountFlags) -> rustix::io::Result<()> {
+    rustix::mount::mount_remount(target, MountFlags::BIND | flags, c"")
 }
 
-/// Writes `content` to `path` whole: 0 or an errno. Raw system calls.
-fn write_file(path: &std::ffi::CStr, content: &[u8]) -> i32 {
-    // SAFETY: a C string and a buffer of the length given; the fd is closed.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return super::landlock::errno();
-        }
-        let n = libc::write(fd, content.as_ptr().cast(), content.len());
-        let e =
-            if n == content.len() as isize { 0 } else { super::landlock::errno().max(libc::EIO) };
-        libc::close(fd);
-        e
+fn mount<'a>(
+    source: &CStr,
+    target: &CStr,
+    fs: &CStr,
+    flags: MountFlags,
+    data: impl Into<Option<&'a CStr>>,
+) -> rustix::io::Result<()> {
+    rustix::mount::mount(source, target, fs, flags, data)
+}
+
+/// Writes `content` whole, in the child: a short write is `EIO`.
+fn write_all(file: &impl std::os::fd::AsFd, content: &[u8]) -> rustix::io::Result<()> {
+    match rustix::io::write(file, content)? {
+        n if n == content.len() => Ok(()),
+        _ => Err(rustix::io::Errno::IO),
     }
 }
 
-fn check(r: libc::c_int) -> i32 {
-    if r != 0 { super::landlock::errno() } else { 0 }
+/// 0 or the errno of `result`, as the child's steps report it.
+fn errno(result: rustix::io::Result<()>) -> i32 {
+    result.map_or_else(|e| e.raw_os_error(), |()| 0)
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {
