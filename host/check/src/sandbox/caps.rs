@@ -27,7 +27,7 @@ pub fn drop_all() -> i32 {
         // SAFETY: prctl with integer arguments. EINVAL past the kernel's
         // last capability is expected and ends the loop.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
-            let e = super::landlock::errno();
+            let e = super::errno();
             if e == libc::EINVAL {
                 break;
             }
@@ -45,7 +45,7 @@ pub fn drop_all() -> i32 {
     let data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
     // SAFETY: header and the two data words are valid for the call.
     if unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) } != 0 {
-        return super::landlock::errno();
+        return super::errno();
     }
     0
 }

@@ -31,7 +31,7 @@
 //! runs on a stack allocated then). `close_range`, `read`, `write`,
 //! `setrlimit` and `execve` all pass the seccomp filter.
 
-use super::{Layer, landlock, tagged};
+use super::{Layer, tagged};
 use std::ffi::{CString, c_char};
 use std::io;
 use std::os::fd::RawFd;
@@ -182,7 +182,7 @@ impl Keeper {
             libc::clone(keeper_main, self.stack.top(), KEEPER_FLAGS, self.read as isize as *mut _)
         };
         if pid < 0 {
-            return Err(tagged(Layer::Hold, landlock::errno()));
+            return Err(tagged(Layer::Hold, super::errno()));
         }
         Ok(pid)
     }
@@ -248,7 +248,7 @@ impl Hold {
             if n == Go::LEN as isize {
                 return Ok(Go::from_bytes(&word));
             }
-            if n < 0 && landlock::errno() == libc::EINTR {
+            if n < 0 && super::errno() == libc::EINTR {
                 continue;
             }
             return Err(());
@@ -269,7 +269,7 @@ impl Hold {
                 let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
                 // SAFETY: a valid rlimit struct on the stack.
                 if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-                    return code(tagged(Layer::Rlimits, landlock::errno()));
+                    return code(tagged(Layer::Rlimits, super::errno()));
                 }
             }
         }
@@ -279,7 +279,7 @@ impl Hold {
             libc::execve(image.path.as_ptr(), image.argv.as_ptr(), image.envp.as_ptr());
         }
         // as `spawn` reports a failed exec: the plain errno
-        landlock::errno()
+        super::errno()
     }
 }
 
@@ -322,7 +322,7 @@ pub(super) fn close_all_but(first: RawFd, keep: &[RawFd]) -> i32 {
                 libc::syscall(libc::SYS_close_range, from as libc::c_uint, last as libc::c_uint, 0)
             };
             if r != 0 {
-                return landlock::errno();
+                return super::errno();
             }
         }
         if fd == RawFd::MAX {

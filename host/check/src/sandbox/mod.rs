@@ -441,6 +441,12 @@ const LAYER_SHIFT: i32 = 24;
 const OP_SHIFT: i32 = 14;
 const STEP_SHIFT: i32 = 10;
 
+/// This thread's errno, after a raw system call failed (reading it
+/// allocates nothing: safe in a forked child).
+pub(crate) fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
 pub(crate) fn tagged(layer: Layer, errno: i32) -> io::Error {
     tagged_step(layer, 0, None, errno)
 }
@@ -521,7 +527,7 @@ impl ChildSetup {
         // checks are spawned from runtime worker threads, which outlive them.
         // SAFETY: integer arguments only.
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-            return step(Layer::DeathSignal, landlock::errno());
+            return step(Layer::DeathSignal, errno());
         }
         // the gate died before the signal was armed
         // SAFETY: getppid cannot fail.
@@ -545,7 +551,7 @@ impl ChildSetup {
         step(Layer::Capabilities, caps::drop_all())?;
         // SAFETY: integer arguments only.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-            return step(Layer::NoNewPrivs, landlock::errno());
+            return step(Layer::NoNewPrivs, errno());
         }
         if self.ruleset >= 0 {
             if self.world.is_some() && self.unshare & libc::CLONE_NEWNS != 0 {
@@ -562,7 +568,7 @@ impl ChildSetup {
             // gives HAProxy's own memory back the usual dumpable flag.
             // SAFETY: integer arguments only.
             if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-                return step(Layer::Hold, landlock::errno());
+                return step(Layer::Hold, errno());
             }
             hold.keep()?;
         }
@@ -578,7 +584,7 @@ impl ChildSetup {
 fn enter(dir: RawFd) -> io::Result<()> {
     // SAFETY: a plain system call on a descriptor the parent keeps open.
     if unsafe { libc::fchdir(dir) } != 0 {
-        return Err(tagged(Layer::CheckDirectory, landlock::errno()));
+        return Err(tagged(Layer::CheckDirectory, errno()));
     }
     Ok(())
 }

@@ -34,7 +34,7 @@ pub fn private_mounts() -> i32 {
             std::ptr::null(),
         )
     };
-    if r != 0 { super::landlock::errno() } else { 0 }
+    if r != 0 { super::errno() } else { 0 }
 }
 
 /// In the child: 0 or an errno. Raw system call only.
@@ -43,7 +43,7 @@ pub fn unshare(flags: libc::c_int) -> i32 {
         return 0;
     }
     // SAFETY: unshare has no memory effects.
-    if unsafe { libc::unshare(flags) } != 0 { super::landlock::errno() } else { 0 }
+    if unsafe { libc::unshare(flags) } != 0 { super::errno() } else { 0 }
 }
 
 /// Tries `unshare(flags)` in a throw-away child (with [`MOUNT`], also making
@@ -54,7 +54,7 @@ pub fn try_in_child(flags: libc::c_int) -> Result<(), i32> {
     // so forking a multi-threaded process is fine.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(super::landlock::errno());
+        return Err(super::errno());
     }
     if pid == 0 {
         let mut e = unshare(flags);
@@ -71,8 +71,8 @@ pub fn try_in_child(flags: libc::c_int) -> Result<(), i32> {
         if r == pid {
             break;
         }
-        if r < 0 && super::landlock::errno() != libc::EINTR {
-            return Err(super::landlock::errno());
+        if r < 0 && super::errno() != libc::EINTR {
+            return Err(super::errno());
         }
     }
     match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {

@@ -140,7 +140,7 @@ pub fn loopback_up() -> i32 {
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {
-            return super::landlock::errno();
+            return super::errno();
         }
         let mut req: libc::ifreq = std::mem::zeroed();
         for (i, b) in b"lo\0".iter().enumerate() {
@@ -148,11 +148,11 @@ pub fn loopback_up() -> i32 {
         }
         let mut e = 0;
         if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) != 0 {
-            e = super::landlock::errno();
+            e = super::errno();
         } else {
             req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
             if libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) != 0 {
-                e = super::landlock::errno();
+                e = super::errno();
             }
         }
         libc::close(fd);
@@ -173,7 +173,7 @@ pub fn default_routes() -> i32 {
             libc::NETLINK_ROUTE,
         );
         if fd < 0 {
-            return super::landlock::errno();
+            return super::errno();
         }
         let mut e = route(fd, &ROUTE_V4);
         if e == 0 {
@@ -196,13 +196,13 @@ unsafe fn route(fd: libc::c_int, message: &[u8; 36]) -> i32 {
     // SAFETY: the caller's socket; the buffers are valid for their lengths.
     unsafe {
         if libc::send(fd, message.as_ptr().cast(), message.len(), 0) < 0 {
-            return super::landlock::errno();
+            return super::errno();
         }
         // nlmsghdr (16 bytes), then the error: 0 is the acknowledgement
         let mut answer = [0u8; 128];
         let n = libc::recv(fd, answer.as_mut_ptr().cast(), answer.len(), 0);
         if n < 0 {
-            return super::landlock::errno();
+            return super::errno();
         }
         if n < 20 {
             return libc::EIO;

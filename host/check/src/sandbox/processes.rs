@@ -32,7 +32,7 @@
 //! Raw system calls only, after the gate's fork and before `execve`.
 
 use super::hold::close_all_but;
-use super::{Layer, landlock, tagged};
+use super::{Layer, tagged};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -91,7 +91,7 @@ pub fn split(exposed: Exposed) -> io::Result<()> {
     let mut ends = [0; 2];
     // SAFETY: a valid array of two descriptors.
     if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(tagged(Layer::Namespaces, landlock::errno()));
+        return Err(tagged(Layer::Namespaces, super::errno()));
     }
     let [alive, held] = ends;
     let init = start_init(alive)?;
@@ -117,13 +117,13 @@ fn fork() -> io::Result<libc::pid_t> {
     // stale in the child: nothing here raises or aborts by it.)
     let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
     if pid < 0 {
-        return Err(tagged(Layer::Namespaces, landlock::errno()));
+        return Err(tagged(Layer::Namespaces, super::errno()));
     }
     if pid == 0 {
         // SAFETY: integer arguments only. This process cannot have died
         // yet but by SIGKILL to the whole group, which the child gets too.
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-            return Err(tagged(Layer::DeathSignal, landlock::errno()));
+            return Err(tagged(Layer::DeathSignal, super::errno()));
         }
     }
     Ok(pid as libc::pid_t)
@@ -157,7 +157,7 @@ fn start_init(alive: RawFd) -> io::Result<libc::pid_t> {
         libc::clone(init_main, top.cast(), libc::CLONE_VM | libc::SIGCHLD, arg)
     };
     if pid < 0 {
-        return Err(tagged(Layer::Namespaces, landlock::errno()));
+        return Err(tagged(Layer::Namespaces, super::errno()));
     }
     Ok(pid)
 }
@@ -202,14 +202,14 @@ fn reap(haproxy: libc::pid_t, init: libc::pid_t, held: RawFd) -> ! {
                 found = true;
                 break;
             }
-            if r < 0 && landlock::errno() != libc::EINTR {
+            if r < 0 && super::errno() != libc::EINTR {
                 break;
             }
         }
         libc::kill(init, libc::SIGKILL);
         loop {
             let mut other = 0;
-            if libc::waitpid(-1, &mut other, libc::__WALL) < 0 && landlock::errno() != libc::EINTR {
+            if libc::waitpid(-1, &mut other, libc::__WALL) < 0 && super::errno() != libc::EINTR {
                 break; // ECHILD: none left
             }
         }

@@ -120,7 +120,7 @@ impl Limits {
             let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
             // SAFETY: a valid rlimit struct on the stack.
             if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-                return super::landlock::errno();
+                return super::errno();
             }
         }
         0

@@ -236,17 +236,13 @@ pub fn install(prog: &[libc::sock_filter]) -> i32 {
             &fprog as *const libc::sock_fprog,
         )
     };
-    if r != 0 { super::landlock::errno() } else { 0 }
+    if r != 0 { super::errno() } else { 0 }
 }
 
 /// Whether this kernel has seccomp filters (`PR_GET_SECCOMP` answers).
 pub fn available() -> Result<(), i32> {
     // SAFETY: a query with no memory effects.
-    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } < 0 {
-        Err(super::landlock::errno())
-    } else {
-        Ok(())
-    }
+    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } < 0 { Err(super::errno()) } else { Ok(()) }
 }
 
 #[cfg(test)]
@@ -296,7 +292,7 @@ mod tests {
         // SAFETY: raw system calls only, in the forked child.
         let code = filtered_child(&prog, || unsafe {
             if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1
-                || super::super::landlock::errno() != libc::EPERM
+                || super::super::errno() != libc::EPERM
             {
                 return 11;
             }
@@ -321,17 +317,16 @@ mod tests {
             {
                 return 18;
             }
-            if libc::syscall(libc::SYS_fork) != -1 || super::super::landlock::errno() != libc::EPERM
-            {
+            if libc::syscall(libc::SYS_fork) != -1 || super::super::errno() != libc::EPERM {
                 return 12;
             }
             if libc::syscall(libc::SYS_clone3, 0usize, 0usize) != -1
-                || super::super::landlock::errno() != libc::ENOSYS
+                || super::super::errno() != libc::ENOSYS
             {
                 return 13;
             }
             if libc::syscall(libc::SYS_clone, libc::SIGCHLD as u64, 0usize) != -1
-                || super::super::landlock::errno() != libc::EPERM
+                || super::super::errno() != libc::EPERM
             {
                 return 14;
             }

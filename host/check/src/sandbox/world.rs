@@ -516,9 +516,9 @@ impl World {
                 }
             }),
             (Step::Chroot, &|| self.pivot()),
-            (Step::Chdir, &|| errno(rustix::process::chdir(self.config_inside.as_c_str()))),
+            (Step::Chdir, &|| errno_of(rustix::process::chdir(self.config_inside.as_c_str()))),
             (Step::Hostname, &|| match self.set_hostname {
-                true => errno(rustix::system::sethostname(&self.hostname)),
+                true => errno_of(rustix::system::sethostname(&self.hostname)),
                 false => 0,
             }),
         ];
@@ -1101,7 +1101,7 @@ fn write_all(file: &impl std::os::fd::AsFd, content: &[u8]) -> rustix::io::Resul
 }
 
 /// 0 or the errno of `result`, as the child's steps report it.
-fn errno(result: rustix::io::Result<()>) -> i32 {
+fn errno_of(result: rustix::io::Result<()>) -> i32 {
     result.map_or_else(|e| e.raw_os_error(), |()| 0)
 }
 
