@@ -194,8 +194,8 @@ pub fn grant_world(ruleset_fd: RawFd, abi: u32) -> i32 {
 /// Whether `/proc` is a `proc` file system (mounted for the check's own
 /// processes).
 fn own_proc() -> bool {
-    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
-    rustix::fs::statfs(c"/proc").is_ok_and(|fs| fs.f_type as i64 == PROC_SUPER_MAGIC)
+    const PROC_SUPER_MAGIC: u32 = 0x9fa0;
+    rustix::fs::statfs(c"/proc").is_ok_and(|fs| fs.f_type as u32 == PROC_SUPER_MAGIC)
 }
 
 /// In the child: one rule, by a raw `landlock_add_rule` on memory of its own
