@@ -36,11 +36,10 @@
 //! and starts over.
 
 use cap_std::fs::Dir;
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -161,8 +160,7 @@ impl BaseDir {
             format!("cannot create a check directory in {}: {what}", parent.display())
         };
         let parent_real = std::fs::canonicalize(parent).map_err(|e| fail(e.to_string()))?;
-        // SAFETY: geteuid cannot fail.
-        let euid = unsafe { libc::geteuid() };
+        let euid = rustix::process::geteuid().as_raw();
         let path = parent_real.join(format!("rendergate-{euid}"));
         for _ in 0..ATTEMPTS {
             let created = match std::fs::DirBuilder::new().mode(0o700).create(&path) {
@@ -172,7 +170,7 @@ impl BaseDir {
             };
             // None: removed by a process shutting down between the two steps
             let Some(file) = open_private(&path, euid, created).map_err(fail)? else { continue };
-            let locking = match flock(file.as_fd(), libc::LOCK_EX) {
+            let locking = match flock(file.as_fd(), rustix::fs::FlockOperation::LockExclusive) {
                 Ok(()) => true,
                 Err(e) if unsupported(&e) => false,
                 Err(e) => return Err(fail(format!("cannot lock {}: {e}", path.display()))),
@@ -191,7 +189,7 @@ impl BaseDir {
             let (own_name, own) =
                 make_own(&base, locking).map_err(|e| fail(format!("{}: {e}", path.display())))?;
             if locking {
-                let _ = flock(base.as_fd(), libc::LOCK_UN);
+                let _ = flock(base.as_fd(), rustix::fs::FlockOperation::Unlock);
             }
             let own_path = path.join(&own_name);
             return Ok(BaseDir { path, base, locking, own_name, own: Some(own), own_path });
@@ -241,7 +239,7 @@ impl Drop for BaseDir {
     /// checker), then the base if nobody else is in it.
     fn drop(&mut self) {
         if self.locking {
-            let _ = flock(self.base.as_fd(), libc::LOCK_EX);
+            let _ = flock(self.base.as_fd(), rustix::fs::FlockOperation::LockExclusive);
         }
         drop(self.own.take());
         let _ = crate::remove::remove_dir_all(&self.base, self.own_name.as_ref());
@@ -313,20 +311,14 @@ const SETGID: u32 = 0o2000;
 /// Opens the directory `path` for reading (a lockable descriptor), never
 /// through a symlink at its last component (ELOOP or ENOTDIR then).
 pub(crate) fn open_dir_nofollow(path: &Path) -> io::Result<File> {
-    let c_path = c_string(path.as_os_str())?;
-    // SAFETY: c_path is NUL-terminated.
-    let fd = unsafe {
-        libc::open(
-            c_path.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: open returned a fresh descriptor nobody else owns.
-    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    Ok(File::from(rustix::fs::open(path, DIR_NOFOLLOW, rustix::fs::Mode::empty())?))
 }
+
+/// A directory for reading, never through a symlink.
+const DIR_NOFOLLOW: rustix::fs::OFlags = rustix::fs::OFlags::RDONLY
+    .union(rustix::fs::OFlags::DIRECTORY)
+    .union(rustix::fs::OFlags::NOFOLLOW)
+    .union(rustix::fs::OFlags::CLOEXEC);
 
 /// Whether `path` still names the directory `file` has open.
 fn same_file(path: &Path, file: &File) -> bool {
@@ -378,7 +370,7 @@ fn wipe(base: &Dir, locking: bool) -> Vec<String> {
 fn stale(base: &Dir, name: &OsStr, locking: bool) -> io::Result<bool> {
     if locking {
         let dir = open_dir_at(base, name)?;
-        match flock(dir.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
+        match flock(dir.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => return Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => return Ok(false),
             Err(e) if unsupported(&e) => {}
@@ -389,9 +381,8 @@ fn stale(base: &Dir, name: &OsStr, locking: bool) -> io::Result<bool> {
         name.to_str().and_then(|n| n.split('.').next()).and_then(|p| p.parse::<libc::pid_t>().ok());
     Ok(match pid {
         Some(pid) if pid > 0 => {
-            // SAFETY: signal 0 only checks that the process exists.
-            let r = unsafe { libc::kill(pid, 0) };
-            r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+            let pid = rustix::process::Pid::from_raw(pid).expect("a positive pid");
+            rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
         }
         // not a name we make: nobody's
         _ => true,
@@ -417,7 +408,7 @@ fn make_own(base: &Dir, locking: bool) -> io::Result<(String, Dir)> {
         }
         let dir = open_dir_at(base, OsStr::new(&name))?;
         if locking {
-            flock(dir.as_fd(), libc::LOCK_EX | libc::LOCK_NB)?;
+            flock(dir.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
         }
         return Ok((name, Dir::from_std_file(dir)));
     }
@@ -426,31 +417,14 @@ fn make_own(base: &Dir, locking: bool) -> io::Result<(String, Dir)> {
 /// Opens `name` in `base` for reading (a lockable descriptor, unlike cap-std's
 /// `O_PATH` directories), never through a symlink.
 fn open_dir_at(base: &Dir, name: &OsStr) -> io::Result<File> {
-    let c_name = c_string(name)?;
-    // SAFETY: base is an open directory; c_name is NUL-terminated.
-    let fd = unsafe {
-        libc::openat(
-            base.as_raw_fd(),
-            c_name.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: openat returned a fresh descriptor nobody else owns.
-    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    Ok(File::from(rustix::fs::openat(base, name, DIR_NOFOLLOW, rustix::fs::Mode::empty())?))
 }
 
-pub(crate) fn flock(fd: BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
+pub(crate) fn flock(fd: BorrowedFd<'_>, op: rustix::fs::FlockOperation) -> io::Result<()> {
     loop {
-        // SAFETY: a plain system call on an open descriptor.
-        if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match rustix::fs::flock(fd, op) {
+            Err(rustix::io::Errno::INTR) => continue,
+            done => return Ok(done?),
         }
     }
 }
@@ -460,18 +434,9 @@ fn unsupported(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::EINVAL))
 }
 
-pub(crate) fn c_string(name: &OsStr) -> io::Result<CString> {
-    CString::new(name.as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a name"))
-}
-
 fn random_hex() -> io::Result<String> {
     let mut bytes = [0u8; 8];
-    // SAFETY: bytes is a valid buffer of the length given.
-    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if n != bytes.len() as isize {
-        return Err(io::Error::last_os_error());
-    }
+    io::Read::read_exact(&mut File::open("/dev/urandom")?, &mut bytes)?;
     Ok(rendergate_core::hex::hex(&bytes))
 }
 
@@ -661,8 +626,8 @@ mod tests {
     /// descriptor is opened and locked between fork and exec, without
     /// close-on-exec, so the lock lives exactly as long as the child.
     fn hold_lock(dir: &Path) -> std::process::Child {
-        use std::os::unix::process::CommandExt;
-        let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        use std::os::unix::{ffi::OsStrExt, process::CommandExt};
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
         let mut cmd = std::process::Command::new("sleep");
         cmd.arg("60");
         // SAFETY: only raw system calls on memory made before the fork.

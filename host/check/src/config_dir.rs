@@ -14,11 +14,11 @@
 //! file system has no user xattrs there is no mark, and such leftovers are
 //! refused as any other content is.
 
-use crate::base::{c_string, flock, open_dir_nofollow};
+use crate::base::{flock, open_dir_nofollow};
 use cap_std::fs::Dir;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -43,7 +43,6 @@ impl ConfigDir {
     /// Claims `path`, or says why it cannot be the check directory.
     pub fn claim(path: &Path) -> Result<ConfigDir, String> {
         let shown = path.display();
-        let c_path = c_string(path.as_os_str()).map_err(|e| format!("{shown}: {e}"))?;
         let file = open_dir_nofollow(path).map_err(|e| {
             let symlink = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
             match e.raw_os_error() {
@@ -54,16 +53,16 @@ impl ConfigDir {
                 _ => format!("{shown}: {e}"),
             }
         })?;
-        match flock(file.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
+        match flock(file.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
                 return Err(format!("{shown} is in use by another rendergate process"));
             }
             Err(e) => return Err(format!("cannot lock {shown}: {e}")),
         }
-        // SAFETY: a plain system call on a NUL-terminated path.
-        if unsafe { libc::access(c_path.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-            return Err(format!("{shown} is not writable: {}", io::Error::last_os_error()));
+        let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
+        if let Err(e) = rustix::fs::access(path, access) {
+            return Err(format!("{shown} is not writable: {}", io::Error::from(e)));
         }
         let mode = file.metadata().map_err(|e| format!("{shown}: {e}"))?.mode() & 0o7777;
         let slot = Arc::new(Semaphore::new(1));
@@ -107,26 +106,19 @@ impl ConfigDir {
         if !self.entries().is_ok_and(|names| names.is_empty()) {
             self.empty()?;
         }
-        // SAFETY: a valid fd, a NUL-terminated name, a one-byte value.
-        let r = unsafe {
-            libc::fsetxattr(self.file.as_raw_fd(), MARK.as_ptr(), c"1".as_ptr().cast(), 1, 0)
-        };
-        if r != 0 {
-            let e = io::Error::last_os_error();
+        let set = rustix::fs::fsetxattr(&self.file, MARK, b"1", rustix::fs::XattrFlags::empty());
+        match set {
             // a file system without user xattrs: no mark (see the module's doc)
-            if !matches!(e.raw_os_error(), Some(libc::ENOTSUP | libc::EPERM)) {
-                return Err(e);
-            }
+            Ok(()) | Err(rustix::io::Errno::NOTSUP | rustix::io::Errno::PERM) => {}
+            Err(e) => return Err(e.into()),
         }
         let dir = Dir::from_std_file(self.file.try_clone()?);
         Ok(InConfigDir { dir, owner: self.file.try_clone()?, mode: self.mode, _permit: permit })
     }
 
     fn marked(&self) -> bool {
-        // SAFETY: a valid fd and name; size 0 asks only whether it exists.
-        unsafe {
-            libc::fgetxattr(self.file.as_raw_fd(), MARK.as_ptr(), std::ptr::null_mut(), 0) >= 0
-        }
+        // an empty buffer asks only whether it exists
+        rustix::fs::fgetxattr(&self.file, MARK, &mut [0u8; 0][..]).is_ok()
     }
 
     fn entries(&self) -> io::Result<Vec<String>> {
@@ -194,14 +186,13 @@ fn empty(dir: &Dir, owner: &File, mode: u32) -> io::Result<()> {
             _ => {}
         }
     }
-    // SAFETY: a valid fd and a NUL-terminated name.
-    if unsafe { libc::fremovexattr(owner.as_raw_fd(), MARK.as_ptr()) } != 0 {
-        let e = io::Error::last_os_error();
-        if !matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ENOTSUP | libc::EPERM)) {
-            return Err(e);
+    match rustix::fs::fremovexattr(owner, MARK) {
+        Ok(())
+        | Err(rustix::io::Errno::NODATA | rustix::io::Errno::NOTSUP | rustix::io::Errno::PERM) => {
+            Ok(())
         }
+        Err(e) => Err(e.into()),
     }
-    Ok(())
 }
 
 /// At most a few names, for a message.
@@ -220,18 +211,15 @@ mod tests {
     use super::*;
 
     fn marks(dir: &Path) -> bool {
-        let c = c_string(dir.as_os_str()).unwrap();
-        // SAFETY: NUL-terminated strings; size 0 asks whether it exists.
-        unsafe { libc::getxattr(c.as_ptr(), MARK.as_ptr(), std::ptr::null_mut(), 0) >= 0 }
+        rustix::fs::getxattr(dir, MARK, &mut [0u8; 0][..]).is_ok()
+    }
+
+    fn mark(dir: &Path, name: &std::ffi::CStr) -> bool {
+        rustix::fs::setxattr(dir, name, b"1", rustix::fs::XattrFlags::empty()).is_ok()
     }
 
     fn xattrs_work(dir: &Path) -> bool {
-        let c = c_string(dir.as_os_str()).unwrap();
-        // SAFETY: as above.
-        let r = unsafe {
-            libc::setxattr(c.as_ptr(), c"user.probe".as_ptr(), c"1".as_ptr().cast(), 1, 0)
-        };
-        r == 0
+        mark(dir, c"user.probe")
     }
 
     #[tokio::test]
@@ -281,12 +269,7 @@ mod tests {
             return;
         }
         std::fs::write(tmp.path().join("haproxy.cfg"), "global\n").unwrap();
-        let c = c_string(tmp.path().as_os_str()).unwrap();
-        // SAFETY: NUL-terminated strings and a one-byte value.
-        assert_eq!(
-            unsafe { libc::setxattr(c.as_ptr(), MARK.as_ptr(), c"1".as_ptr().cast(), 1, 0) },
-            0
-        );
+        assert!(mark(tmp.path(), MARK));
         ConfigDir::claim(tmp.path()).unwrap();
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     }

@@ -473,17 +473,13 @@ fn held_namespaces(pid: u32) -> Vec<OwnedFd> {
 /// with it, go to whoever adopts orphans (this process, where it is a
 /// container's pid 1, reaps them here too).
 fn end_group(pgid: libc::pid_t) {
-    // SAFETY: killpg has no memory effects; the group is our child's own.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
-    }
+    use rustix::process::{Pid, Signal, WaitOptions};
+    let Some(pgid) = Pid::from_raw(pgid) else { return };
+    let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
     loop {
-        let mut status = 0;
-        // SAFETY: a valid out-pointer; the group's members are our children.
-        let r = unsafe { libc::waitpid(-pgid, &mut status, 0) };
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            // ECHILD: none left
-            return;
+        match rustix::process::waitpgid(pgid, WaitOptions::empty()) {
+            Err(rustix::io::Errno::INTR) | Ok(_) => {}
+            Err(_) => return, // ECHILD: none left
         }
     }
 }
