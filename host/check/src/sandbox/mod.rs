@@ -117,7 +117,7 @@ pub struct Sandbox {
     probe: Probe,
     /// Strict mode on a host without Landlock or seccomp: every check's reason.
     refusal: Option<String>,
-    seccomp: Option<Arc<Vec<libc::sock_filter>>>,
+    seccomp: Option<Arc<Vec<seccompiler::sock_filter>>>,
     grants: landlock::Grants,
     /// The root checks see, when the host gives user and mount namespaces.
     world: Option<Arc<world::World>>,
@@ -257,8 +257,7 @@ impl Sandbox {
         };
         let setup = ChildSetup {
             dir: check_dir.as_raw_fd(),
-            // SAFETY: getpid cannot fail.
-            parent: unsafe { libc::getpid() },
+            parent: rustix::process::getpid().as_raw_nonzero().get(),
             limits: rlimits::Limits::new(self.opts.memory, time_left),
             unshare: self.probe.unshare_flags(),
             ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
@@ -503,7 +502,7 @@ struct ChildSetup {
     unshare: libc::c_int,
     /// -1: no Landlock.
     ruleset: RawFd,
-    seccomp: Option<Arc<Vec<libc::sock_filter>>>,
+    seccomp: Option<Arc<Vec<seccompiler::sock_filter>>>,
     /// Entered when `unshare` makes a mount namespace.
     world: Option<Arc<world::World>>,
     /// The Landlock ABI (0: none), for the scratch `/tmp`'s rule.
@@ -525,13 +524,12 @@ impl ChildSetup {
         enter(self.dir)?;
         // Die with the gate. PDEATHSIG fires when the forking *thread* ends:
         // checks are spawned from runtime worker threads, which outlive them.
-        // SAFETY: integer arguments only.
-        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-            return step(Layer::DeathSignal, errno());
+        let signal = Some(rustix::process::Signal::KILL);
+        if let Err(e) = rustix::process::set_parent_process_death_signal(signal) {
+            return step(Layer::DeathSignal, e.raw_os_error());
         }
         // the gate died before the signal was armed
-        // SAFETY: getppid cannot fail.
-        if unsafe { libc::getppid() } != self.parent {
+        if rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) != Some(self.parent) {
             return step(Layer::DeathSignal, libc::ESRCH);
         }
         step(Layer::Rlimits, self.limits.apply())?;
@@ -549,9 +547,8 @@ impl ChildSetup {
                 .map_err(|(at, op, errno)| tagged_step(Layer::World, at as i32, op, errno))?;
         }
         step(Layer::Capabilities, caps::drop_all())?;
-        // SAFETY: integer arguments only.
-        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-            return step(Layer::NoNewPrivs, errno());
+        if let Err(e) = rustix::thread::set_no_new_privs(true) {
+            return step(Layer::NoNewPrivs, e.raw_os_error());
         }
         if self.ruleset >= 0 {
             if self.world.is_some() && self.unshare & libc::CLONE_NEWNS != 0 {
@@ -566,9 +563,9 @@ impl ChildSetup {
             // a process of the check's own /proc: not dumpable, so HAProxy
             // (no capability) cannot open its `mem` or `environ`. `execve`
             // gives HAProxy's own memory back the usual dumpable flag.
-            // SAFETY: integer arguments only.
-            if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-                return step(Layer::Hold, errno());
+            let not_dumpable = rustix::process::DumpableBehavior::NotDumpable;
+            if let Err(e) = rustix::process::set_dumpable_behavior(not_dumpable) {
+                return step(Layer::Hold, e.raw_os_error());
             }
             hold.keep()?;
         }

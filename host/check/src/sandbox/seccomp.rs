@@ -130,12 +130,12 @@ const RET_ERRNO: u32 = 0x0005_0000;
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
 
-fn stmt(code: u16, k: u32) -> libc::sock_filter {
-    libc::sock_filter { code, jt: 0, jf: 0, k }
+fn stmt(code: u16, k: u32) -> seccompiler::sock_filter {
+    seccompiler::sock_filter { code, jt: 0, jf: 0, k }
 }
 
-fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
-    libc::sock_filter { code, jt, jf, k }
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> seccompiler::sock_filter {
+    seccompiler::sock_filter { code, jt, jf, k }
 }
 
 /// Allowed inside the check's world, whose network namespace holds only its
@@ -157,19 +157,19 @@ const IN_OWN_NETWORK: [libc::c_long; 8] = [
 /// The whole program, ready to install, built once per process (the probe
 /// and every checker share it). Errors only if this architecture is not
 /// supported by `seccompiler`.
-pub fn program() -> Result<Arc<Vec<libc::sock_filter>>, String> {
-    static PROGRAM: OnceLock<Result<Arc<Vec<libc::sock_filter>>, String>> = OnceLock::new();
+pub fn program() -> Result<Arc<Vec<seccompiler::sock_filter>>, String> {
+    static PROGRAM: OnceLock<Result<Arc<Vec<seccompiler::sock_filter>>, String>> = OnceLock::new();
     PROGRAM.get_or_init(|| build(false).map(Arc::new)).clone()
 }
 
 /// The program for checks inside the check's world (its own network
 /// namespace, loopback only): `IN_OWN_NETWORK` allowed.
-pub fn program_in_own_network() -> Result<Arc<Vec<libc::sock_filter>>, String> {
-    static PROGRAM: OnceLock<Result<Arc<Vec<libc::sock_filter>>, String>> = OnceLock::new();
+pub fn program_in_own_network() -> Result<Arc<Vec<seccompiler::sock_filter>>, String> {
+    static PROGRAM: OnceLock<Result<Arc<Vec<seccompiler::sock_filter>>, String>> = OnceLock::new();
     PROGRAM.get_or_init(|| build(true).map(Arc::new)).clone()
 }
 
-fn build(own_network: bool) -> Result<Vec<libc::sock_filter>, String> {
+fn build(own_network: bool) -> Result<Vec<seccompiler::sock_filter>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
         .iter()
@@ -211,38 +211,28 @@ fn build(own_network: bool) -> Result<Vec<libc::sock_filter>, String> {
         // x32 exists only on x86_64; drop its two instructions elsewhere
         prog.drain(4..6);
     }
-    prog.extend(body.into_iter().map(|f| libc::sock_filter {
-        code: f.code,
-        jt: f.jt,
-        jf: f.jf,
-        k: f.k,
-    }));
+    prog.extend(body);
     Ok(prog)
 }
 
-/// In the child: installs `prog`. Needs `no_new_privs` first. Returns 0 or
-/// an errno; raw system call only.
-pub fn install(prog: &[libc::sock_filter]) -> i32 {
-    let fprog = libc::sock_fprog {
-        len: prog.len() as u16,
-        filter: prog.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: fprog points at a live program for the duration of the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0u32,
-            &fprog as *const libc::sock_fprog,
-        )
-    };
-    if r != 0 { super::errno() } else { 0 }
+/// In the child: installs `prog` with seccompiler's own application (which
+/// sets `no_new_privs` too, and allocates nothing). Returns 0 or an errno.
+pub fn install(prog: &[seccompiler::sock_filter]) -> i32 {
+    match seccompiler::apply_filter(prog) {
+        Ok(()) => 0,
+        Err(seccompiler::Error::Prctl(e) | seccompiler::Error::Seccomp(e)) => {
+            e.raw_os_error().unwrap_or(libc::EINVAL)
+        }
+        Err(_) => libc::EINVAL, // an empty program: never built
+    }
 }
 
 /// Whether this kernel has seccomp filters (`PR_GET_SECCOMP` answers).
 pub fn available() -> Result<(), i32> {
-    // SAFETY: a query with no memory effects.
-    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } < 0 { Err(super::errno()) } else { Ok(()) }
+    match rustix::thread::secure_computing_mode() {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.raw_os_error()),
+    }
 }
 
 #[cfg(test)]
@@ -263,18 +253,12 @@ mod tests {
     /// Forks; the child sets `no_new_privs`, installs `prog` and leaves with
     /// what `steps` returns (10: the filter could not be installed).
     /// `steps` must make raw system calls only. The child's exit code.
-    fn filtered_child(prog: &[libc::sock_filter], steps: impl FnOnce() -> i32) -> i32 {
+    fn filtered_child(prog: &[seccompiler::sock_filter], steps: impl FnOnce() -> i32) -> i32 {
         // SAFETY: the child makes raw system calls only and leaves with _exit.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             // SAFETY: as above.
-            let code = unsafe {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || install(prog) != 0 {
-                    10
-                } else {
-                    steps()
-                }
-            };
+            let code = unsafe { if install(prog) != 0 { 10 } else { steps() } };
             // SAFETY: ends the child without running anything of the parent's.
             unsafe { libc::_exit(code) };
         }
