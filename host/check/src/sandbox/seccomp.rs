@@ -257,8 +257,7 @@ mod tests {
         // SAFETY: the child makes raw system calls only and leaves with _exit.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            // SAFETY: as above.
-            let code = unsafe { if install(prog) != 0 { 10 } else { steps() } };
+            let code = if install(prog) != 0 { 10 } else { steps() };
             // SAFETY: ends the child without running anything of the parent's.
             unsafe { libc::_exit(code) };
         }
