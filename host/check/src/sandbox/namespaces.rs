@@ -22,19 +22,13 @@ pub const PROCESSES: libc::c_int = libc::CLONE_NEWPID | libc::CLONE_NEWCGROUP;
 pub const PID: libc::c_int = libc::CLONE_NEWPID;
 
 /// In the child, in a new mount namespace: its mounts become private, so
-/// nothing mounted in it reaches the host. 0 or an errno. Raw system call.
+/// nothing mounted in it reaches the host. 0 or an errno.
 pub fn private_mounts() -> i32 {
-    // SAFETY: a constant C string; mount has no other memory effects.
-    let r = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    };
-    if r != 0 { super::errno() } else { 0 }
+    use rustix::mount::MountPropagationFlags as Propagation;
+    match rustix::mount::mount_change(c"/", Propagation::REC | Propagation::PRIVATE) {
+        Ok(()) => 0,
+        Err(e) => e.raw_os_error(),
+    }
 }
 
 /// In the child: 0 or an errno. Raw system call only.
