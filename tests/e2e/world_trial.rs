@@ -103,7 +103,7 @@ fn where_the_root_cannot_be_switched_the_config_dir_world_is_claimed_and_says_wh
     assert_eq!(code, 0, "the sample render in the config-dir world: {said}");
     assert!(
         said.contains("the strongest world could not be set up")
-            && said.contains("the worlds were tried: "),
+            && said.contains("the worlds were tried again: "),
         "the check said why it moved: {said}"
     );
     // the same through serve: hello names the world, and its checks pass
@@ -140,4 +140,21 @@ fn on_a_host_that_allows_everything_nothing_is_tried_in_vain() {
     assert!(line.ends_with(" world=root"), "claimed: {line}");
     assert_eq!(code, 0, "{said}");
     assert!(!said.contains("tried again"), "nothing failed, nothing moved: {said}");
+}
+
+#[test]
+fn where_user_namespaces_are_refused_one_check_moves_to_the_probes_world_without_a_trial() {
+    // as Docker's and containerd's default profile refuses `unshare`
+    let config_dir = tempfile::tempdir().unwrap();
+    let at = config_dir.path().to_str().unwrap();
+    let (line, code, said) = explain_and_check(&[libc::SYS_unshare], &["--config-dir", at]);
+    assert!(line.contains(" world=config-dir"), "claimed: {line}");
+    assert_eq!(code, 0, "the sample render in the config-dir world: {said}");
+    assert!(
+        said.contains("the strongest world could not be set up")
+            && said.contains("the host's probe gives: "),
+        "the check said why it moved: {said}"
+    );
+    // the probe's world worked: no trial, no warning
+    assert!(!said.contains("tried again"), "the worlds were tried in vain: {said}");
 }

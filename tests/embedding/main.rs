@@ -18,6 +18,10 @@
 //!
 //! `RENDERGATE_TEST_HAPROXY` names the haproxy to use (default: `haproxy`).
 
+#[path = "../needs.rs"]
+#[allow(dead_code)] // this test needs no Lua
+mod needs;
+
 use rendergate::check::Checker;
 use rendergate::{HaproxyChecker, HaproxyOptions, Render};
 use std::path::PathBuf;
@@ -29,6 +33,13 @@ const HEAP: usize = 128 << 20;
 const SHARED_MAX: u64 = 16 << 20;
 
 fn main() {
+    // the held child is not dumpable: only a process with CAP_SYS_PTRACE
+    // (root here) may read its memory's figures
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        needs::missing("root, to read the held child's memory", "test embedding");
+        return;
+    }
     // the controller's state: small objects, as a controller's caches hold
     let heap: Vec<Box<[u8]>> = (0..HEAP / 2048).map(|i| vec![i as u8; 2048].into()).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
@@ -82,8 +93,9 @@ async fn held_child_cost(copy_ahead: bool) -> u64 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let below = descendants(me);
         assert!(!below.is_empty(), "no held child below this process");
-        let all = own_memories(&below).iter().map(|&pid| pss(pid)).sum::<u64>() + pss(me);
-        cost = all.saturating_sub(rss(me));
+        let all = own_memories(&below).iter().filter_map(|&pid| pss(pid)).sum::<u64>()
+            + pss(me).expect("this process");
+        cost = all.saturating_sub(rss(me).expect("this process"));
         if copy_ahead && cost > HEAP as u64 / 2 {
             break;
         }
@@ -134,7 +146,8 @@ fn own_memories(pids: &[u32]) -> Vec<u32> {
     own
 }
 
-/// Whether two processes share one memory (`kcmp(2)`, `KCMP_VM`).
+/// Whether two processes share one memory (`kcmp(2)`, `KCMP_VM`); a
+/// process gone meanwhile shares nothing.
 fn same_memory(a: u32, b: u32) -> bool {
     const KCMP_VM: libc::c_long = 1;
     // SAFETY: kcmp only compares two processes' kernel objects; no crate
@@ -142,25 +155,31 @@ fn same_memory(a: u32, b: u32) -> bool {
     let r = unsafe {
         libc::syscall(libc::SYS_kcmp, a as libc::c_long, b as libc::c_long, KCMP_VM, 0, 0)
     };
-    assert!(r >= 0, "kcmp({a}, {b}): {}", std::io::Error::last_os_error());
+    let e = std::io::Error::last_os_error();
+    assert!(r >= 0 || e.raw_os_error() == Some(libc::ESRCH), "kcmp({a}, {b}): {e}");
     r == 0
 }
 
 /// Anonymous memory, each page divided among the processes that share it.
-fn pss(pid: u32) -> u64 {
+fn pss(pid: u32) -> Option<u64> {
     rollup(pid, "Pss_Anon:")
 }
 
 /// Anonymous memory resident, shared or not.
-fn rss(pid: u32) -> u64 {
+fn rss(pid: u32) -> Option<u64> {
     rollup(pid, "Anonymous:")
 }
 
-/// One field of `/proc/<pid>/smaps_rollup`, in bytes.
-fn rollup(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-        .unwrap_or_else(|e| panic!("cannot read the memory of process {pid}: {e}"));
+/// One field of `/proc/<pid>/smaps_rollup`, in bytes; `None` for a process
+/// gone meanwhile.
+fn rollup(pid: u32, field: &str) -> Option<u64> {
+    let text = match std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
+        Err(e) => panic!("cannot read the memory of process {pid}: {e}"),
+    };
     let line = text.lines().find(|l| l.starts_with(field)).expect("the field");
     let kib: u64 = line[field.len()..].trim().trim_end_matches(" kB").trim().parse().unwrap();
-    kib * 1024
+    Some(kib * 1024)
 }

@@ -208,8 +208,8 @@ error(\"lua-flood: done\")\n";
 /// the render's files in it are private to the gate's user: no group or
 /// other bits on anything in a check directory (the one holding the
 /// render's `maps/hosts.map`), stock files included. Everything else under
-/// the gate's TMPDIR (the world's skeleton: public directories and
-/// stand-ins, 0755/0444 like their host originals) must sit below an
+/// the gate's TMPDIR (the world's root mount point, 0755; its directories
+/// and stand-ins live in a tmpfs of the child's own) must sit below an
 /// owner-only directory, so no other user reaches it.
 pub fn check_directory_is_private(_: &mut Scene) -> Spec {
     // it passes: a refusal would run twice (docs/checking.md, "Verdicts")

@@ -478,7 +478,8 @@ impl HaproxyChecker {
                 }
             };
             let mut outcome = self.run(&setup, render, deadline).await;
-            if self.try_again(&outcome).await {
+            // at most twice: the assumed world, then the probe's (untried)
+            while self.try_again(&outcome).await {
                 let setup = match self.setup() {
                     Ok(setup) => setup,
                     Err(problem) => {
@@ -521,6 +522,24 @@ impl HaproxyChecker {
         }
         let before = self.world_kind();
         let assumed = self.choice().probe.assumed;
+        if assumed {
+            // One check assumed the strongest world: now the host's probe,
+            // untried, as the world to judge in; should it fail too, the
+            // worlds are tried in turn.
+            let disable = std::env::var(sandbox::probe::DISABLE_VAR).unwrap_or_default();
+            let probe = tokio::task::spawn_blocking(move || Probe::detect(&disable)).await;
+            let Ok(probe) = probe else { return false };
+            let choice = Choice::new(&self.opts, probe, Tried::default());
+            *self.choice.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(choice);
+            *self.sandbox.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            *retried.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            tracing::info!(
+                "the strongest world could not be set up ({}); the host's probe gives: {}",
+                trial::short(reason),
+                self.sandbox_report()
+            );
+            return !matches!(self.world_kind(), WorldKind::None);
+        }
         {
             let mut choice = self.choice.lock().unwrap_or_else(PoisonError::into_inner);
             let probe = choice.probe.clone();
@@ -547,20 +566,11 @@ impl HaproxyChecker {
         };
         *self.choice.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(choice);
         let after = self.world_kind();
-        if assumed {
-            // one check, which tried the strongest world first: no news
-            tracing::info!(
-                "the strongest world could not be set up ({}); the worlds were tried: {}",
-                trial::short(reason),
-                self.sandbox_report()
-            );
-        } else {
-            tracing::warn!(
-                "checks could not set up their sandbox ({}); the worlds were tried again: {}",
-                trial::short(reason),
-                self.sandbox_report()
-            );
-        }
+        tracing::warn!(
+            "checks could not set up their sandbox ({}); the worlds were tried again: {}",
+            trial::short(reason),
+            self.sandbox_report()
+        );
         tracing::debug!(before = before.name(), after = after.name(), "world");
         !matches!(after, WorldKind::None)
     }

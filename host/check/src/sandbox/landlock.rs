@@ -178,12 +178,14 @@ const SCRATCH: [&std::ffi::CStr; 2] = [c"/tmp", c"/dev/shm"];
 /// mount of its PID namespace; not the host's `/proc/self` shown for the
 /// loader alone). 0 or an errno.
 pub fn grant_world(ruleset_fd: RawFd, abi: u32) -> i32 {
-    let mut grants = vec![(c"/", READ | AccessFs::Truncate)];
-    grants.extend(SCRATCH.map(|dir| (dir, SCRATCH_ACCESS)));
-    if own_proc() {
-        grants.push((c"/proc", READ));
-    }
-    for (dir, access) in grants {
+    // a fixed array: nothing allocated in the child
+    let grants = [(c"/", READ | AccessFs::Truncate), (c"/proc", READ)];
+    let scratch = SCRATCH.map(|dir| (dir, SCRATCH_ACCESS));
+    let own = own_proc();
+    for (dir, access) in grants.into_iter().chain(scratch) {
+        if dir == c"/proc" && !own {
+            continue;
+        }
         if let Err(e) = grant_dir(ruleset_fd, abi, dir, access) {
             return e.raw_os_error();
         }
@@ -260,7 +262,11 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Resu
     for (path, access) in &grants.rules {
         let fd = match PathFd::new(path) {
             Ok(fd) => fd,
-            Err(_) if !path.exists() => continue,
+            Err(landlock::PathFdError::OpenCall { source, .. })
+                if source.kind() == io::ErrorKind::NotFound =>
+            {
+                continue;
+            }
             Err(e) => return Err(io::Error::other(format!("rule for {}: {e}", path.display()))),
         };
         // a file only takes file rights; READ_DIR on a file is EINVAL

@@ -453,7 +453,9 @@ pub(crate) fn tagged(layer: Layer, errno: i32) -> io::Error {
 /// As [`tagged`], naming the layer's step that failed (0: none), and the
 /// world's operation.
 fn tagged_step(layer: Layer, step: i32, op: Option<usize>, errno: i32) -> io::Error {
-    let op = op.map_or(0, |i| (i + 1).min((1 << (LAYER_SHIFT - OP_SHIFT)) - 1) as i32);
+    // an index past the field's room names no operation rather than a wrong one
+    let room = (1 << (LAYER_SHIFT - OP_SHIFT)) - 1;
+    let op = op.map(|i| i + 1).filter(|&i| i <= room).map_or(0, |i| i as i32);
     io::Error::from_raw_os_error(
         ((layer as i32) << LAYER_SHIFT)
             | (op << OP_SHIFT)

@@ -75,6 +75,8 @@ const HOST_FILES: [&str; 7] = [
     "/etc/passwd",
     "/etc/group",
 ];
+/// The scratch tmpfs mounts, over what the root has at their place.
+const SCRATCH: [&str; 2] = ["/tmp", "/dev/shm"];
 /// The scratch `/tmp`: bounded, discarded with the namespace.
 const TMP_OPTIONS: &str = "size=64m,nr_inodes=4096,mode=1777";
 /// The world's root: its directories, mount points and stand-ins (the
@@ -361,16 +363,16 @@ impl World {
                 options.config_dir.display()
             )));
         }
-        // the scratch tmpfs covers the root's /tmp: what lands under it
-        // is made once it is mounted
-        let under_tmp = |p: &Path| p.starts_with("/tmp");
-        for (path, kind) in found.iter().filter(|(p, _)| !under_tmp(p)) {
+        // the scratch tmpfs mounts cover the root's /tmp and /dev/shm: what
+        // lands under them is made once they are mounted
+        let under_scratch = |p: &Path| SCRATCH.iter().any(|dir| p.starts_with(dir));
+        for (path, kind) in found.iter().filter(|(p, _)| !under_scratch(p)) {
             skeleton.mount_point(path, *kind)?;
         }
-        if !under_tmp(&options.config_dir) {
+        if !under_scratch(&options.config_dir) {
             skeleton.dirs(&options.config_dir)?;
         }
-        for scratch in ["/tmp", "/dev/shm", "/proc"] {
+        for scratch in SCRATCH.iter().chain(&["/proc"]) {
             skeleton.dirs(Path::new(scratch))?;
         }
         if proc_self {
@@ -388,10 +390,14 @@ impl World {
             let flags = MountFlags::NOSUID | MountFlags::NODEV | flags;
             skeleton.ops.push(tmpfs(&root.join(at), flags, TMP_OPTIONS)?);
         }
-        for (path, kind) in found.iter().filter(|(p, _)| under_tmp(p)) {
+        skeleton.scratch_mounted = true;
+        for (at, target) in std::mem::take(&mut skeleton.deferred) {
+            skeleton.mirror_link(&at, &target)?;
+        }
+        for (path, kind) in found.iter().filter(|(p, _)| under_scratch(p)) {
             skeleton.mount_point(path, *kind)?;
         }
-        if under_tmp(&options.config_dir) {
+        if under_scratch(&options.config_dir) {
             skeleton.dirs(&options.config_dir)?;
         }
 
@@ -669,6 +675,10 @@ struct Skeleton {
     /// The root's entries planned so far, by their path in the world.
     made: BTreeMap<PathBuf, Made>,
     ops: Vec<Op>,
+    /// Symlinks on the way that lie under a scratch tmpfs not yet planned:
+    /// made once it is mounted, or it would hide them.
+    deferred: Vec<(PathBuf, PathBuf)>,
+    scratch_mounted: bool,
 }
 
 impl Skeleton {
@@ -681,6 +691,8 @@ impl Skeleton {
             found: BTreeMap::new(),
             made: BTreeMap::from([(PathBuf::from("/"), Made::Dir)]),
             ops: root_tmpfs.into_iter().collect(),
+            deferred: Vec::new(),
+            scratch_mounted: false,
         }
     }
 
@@ -755,6 +767,10 @@ impl Skeleton {
     /// The same symlink at the same place in the world (once).
     fn mirror_link(&mut self, at: &Path, target: &Path) -> io::Result<()> {
         if self.made.contains_key(at) {
+            return Ok(());
+        }
+        if !self.scratch_mounted && SCRATCH.iter().any(|dir| at.starts_with(dir)) {
+            self.deferred.push((at.to_path_buf(), target.to_path_buf()));
             return Ok(());
         }
         self.parents(at)?;
@@ -1156,6 +1172,11 @@ mod tests {
         s.expose(&h.join("lib/x/a.so")).unwrap();
         s.expose(&h.join("usr/lib/x")).unwrap();
         s.expose(&h.join("does/not/exist")).unwrap();
+        // a host under /tmp: its symlinks wait for the scratch tmpfs
+        s.scratch_mounted = true;
+        for (at, target) in std::mem::take(&mut s.deferred) {
+            s.mirror_link(&at, &target).unwrap();
+        }
         let real = h.join("usr/lib/x");
         assert_eq!(s.outermost(), vec![(real, Kind::Dir)]);
         let link = s.ops.iter().find_map(|op| match op {
@@ -1205,6 +1226,32 @@ mod tests {
             "{message}"
         );
         assert!(message.ends_with("(EPERM)"), "{message}");
+    }
+
+    #[test]
+    fn what_lies_under_the_scratch_tmp_is_made_after_its_tmpfs() {
+        // a --check-read path under /tmp, through a symlink on the way
+        let host = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+        std::fs::create_dir(host.path().join("real")).unwrap();
+        std::os::unix::fs::symlink("real", host.path().join("link")).unwrap();
+        let private = tempfile::tempdir().unwrap();
+        let options =
+            WorldOptions { reads: vec![host.path().join("link")], ..WorldOptions::default() };
+        let world =
+            World::build(private.path(), Path::new("/bin/sh"), &[], &[], false, &options).unwrap();
+        let described: Vec<String> =
+            (0..world.ops().len()).map(|i| world.describe(i).unwrap()).collect();
+        let at = |what: String| {
+            described
+                .iter()
+                .position(|d| *d == what)
+                .unwrap_or_else(|| panic!("{what}: {described:?}"))
+        };
+        let tmpfs = at("tmpfs /tmp".into());
+        let h = host.path().display();
+        assert!(tmpfs < at(format!("directory {h}")));
+        assert!(at(format!("directory {h}")) < at(format!("symlink {h}/link")));
+        assert!(at(format!("directory {h}/real")) < at(format!("bind {h}/real")));
     }
 
     #[test]
