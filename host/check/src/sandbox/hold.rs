@@ -258,18 +258,18 @@ impl Hold {
     /// Lowers the limits and execs; the error code when it could not.
     fn become_haproxy(&self, go: Go, limits: bool) -> i32 {
         if limits {
+            use rustix::process::{Resource, Rlimit};
             for (resource, value) in [
-                (libc::RLIMIT_CPU, go.cpu_seconds),
-                (libc::RLIMIT_AS, go.memory),
-                (libc::RLIMIT_FSIZE, go.file_size),
+                (Resource::Cpu, go.cpu_seconds),
+                (Resource::As, go.memory),
+                (Resource::Fsize, go.file_size),
             ] {
                 if value == 0 {
                     continue;
                 }
-                let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
-                // SAFETY: a valid rlimit struct on the stack.
-                if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-                    return code(tagged(Layer::Rlimits, super::errno()));
+                let limit = Rlimit { current: Some(value), maximum: Some(value) };
+                if let Err(e) = rustix::process::setrlimit(resource, limit) {
+                    return code(tagged(Layer::Rlimits, e.raw_os_error()));
                 }
             }
         }

@@ -164,51 +164,39 @@ pub fn loopback_up() -> i32 {
 /// only where the host has IPv6 (a pod without it has no such route
 /// either). Returns 0 or an errno.
 pub fn default_routes() -> i32 {
-    // SAFETY: plain system calls on constant messages and a stack buffer of
-    // the length given; the fd is closed.
-    unsafe {
-        let fd = libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        );
-        if fd < 0 {
-            return super::errno();
-        }
-        let mut e = route(fd, &ROUTE_V4);
-        if e == 0 {
-            let v6 = route(fd, &ROUTE_V6);
-            if !matches!(v6, 0 | libc::EAFNOSUPPORT | libc::EOPNOTSUPP | libc::EACCES) {
-                e = v6;
-            }
-        }
-        libc::close(fd);
-        e
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let socket = rustix::net::socket_with(
+        AddressFamily::NETLINK,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC,
+        None, // NETLINK_ROUTE is protocol 0
+    );
+    let socket = match socket {
+        Ok(socket) => socket,
+        Err(e) => return e.raw_os_error(),
+    };
+    match route(&socket, &ROUTE_V4) {
+        0 => match route(&socket, &ROUTE_V6) {
+            0 | libc::EAFNOSUPPORT | libc::EOPNOTSUPP | libc::EACCES => 0,
+            e => e,
+        },
+        e => e,
     }
 }
 
-/// Sends one request and reads its acknowledgement: 0, or the errno the
-/// kernel answered with.
-///
-/// # Safety
-/// `fd` is an open netlink socket.
-unsafe fn route(fd: libc::c_int, message: &[u8; 36]) -> i32 {
-    // SAFETY: the caller's socket; the buffers are valid for their lengths.
-    unsafe {
-        if libc::send(fd, message.as_ptr().cast(), message.len(), 0) < 0 {
-            return super::errno();
-        }
-        // nlmsghdr (16 bytes), then the error: 0 is the acknowledgement
-        let mut answer = [0u8; 128];
-        let n = libc::recv(fd, answer.as_mut_ptr().cast(), answer.len(), 0);
-        if n < 0 {
-            return super::errno();
-        }
-        if n < 20 {
-            return libc::EIO;
-        }
-        let error = i32::from_ne_bytes([answer[16], answer[17], answer[18], answer[19]]);
-        -error
+/// Sends one request on a netlink socket and reads its acknowledgement: 0,
+/// or the errno the kernel answered with.
+fn route(socket: &std::os::fd::OwnedFd, message: &[u8; 36]) -> i32 {
+    use rustix::net::{RecvFlags, SendFlags};
+    if let Err(e) = rustix::net::send(socket, message, SendFlags::empty()) {
+        return e.raw_os_error();
+    }
+    // nlmsghdr (16 bytes), then the error: 0 is the acknowledgement
+    let mut answer = [0u8; 128];
+    match rustix::net::recv(socket, &mut answer, RecvFlags::empty()) {
+        Err(e) => e.raw_os_error(),
+        Ok((n, _)) if n < 20 => libc::EIO,
+        Ok(_) => -i32::from_ne_bytes([answer[16], answer[17], answer[18], answer[19]]),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Resource limits: a check cannot take more memory, CPU time, files or
 //! disk than a config check needs, whatever the config makes HAProxy do.
 
+use rustix::process::{Resource, Rlimit};
 use std::time::Duration;
 
 /// Open files for the check: HAProxy's `-c` needs a handful; a small limit
@@ -43,24 +44,19 @@ pub const DEFAULT_MEMORY_MAX: u64 = 16 << 30;
 /// container's), which no check can raise: each bound is held to it, so a
 /// gate capped below `--check-memory-max` makes no second run it cannot make.
 pub fn address_space_ceiling() -> u64 {
-    hard_limit(libc::RLIMIT_AS)
+    hard_limit(Resource::As)
 }
 
 /// The hard file-size limit this process runs under (`ulimit -f`,
 /// systemd's `LimitFSIZE=`), which no check can raise: both file-size
 /// bounds are held to it.
 pub fn file_size_ceiling() -> u64 {
-    hard_limit(libc::RLIMIT_FSIZE)
+    hard_limit(Resource::Fsize)
 }
 
 /// This process's hard limit of `resource` (`u64::MAX`: none, or unknown).
-fn hard_limit(resource: libc::__rlimit_resource_t) -> u64 {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: a valid out-pointer.
-    if unsafe { libc::getrlimit(resource, &mut limit) } != 0 {
-        return u64::MAX;
-    }
-    if limit.rlim_max == libc::RLIM_INFINITY { u64::MAX } else { limit.rlim_max }
+fn hard_limit(resource: Resource) -> u64 {
+    rustix::process::getrlimit(resource).maximum.unwrap_or(u64::MAX)
 }
 
 /// The CPU limit for a check with `time_left`: that, rounded up, plus one
@@ -72,7 +68,7 @@ pub fn cpu_seconds(time_left: Duration) -> u64 {
 /// The limits for one check, computed in the parent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    entries: [(libc::__rlimit_resource_t, u64); 5],
+    entries: [(Resource, u64); 5],
 }
 
 impl Limits {
@@ -82,30 +78,30 @@ impl Limits {
         let cpu = cpu_seconds(timeout);
         Limits {
             entries: [
-                (libc::RLIMIT_AS, memory.min(address_space_ceiling())),
-                (libc::RLIMIT_CPU, cpu),
+                (Resource::As, memory.min(address_space_ceiling())),
+                (Resource::Cpu, cpu),
                 // what HAProxy writes during -c fits; more kills the writer (SIGXFSZ)
-                (libc::RLIMIT_FSIZE, FILE_SIZE.min(file_size_ceiling())),
-                (libc::RLIMIT_NOFILE, OPEN_FILES),
+                (Resource::Fsize, FILE_SIZE.min(file_size_ceiling())),
+                (Resource::Nofile, OPEN_FILES),
                 // a crash must not write a core holding the render's secrets
-                (libc::RLIMIT_CORE, 0),
+                (Resource::Core, 0),
             ],
         }
     }
 
     /// The same limits with another address space.
     pub fn with_memory(mut self, memory: u64) -> Limits {
-        self.set(libc::RLIMIT_AS, memory.min(address_space_ceiling()));
+        self.set(Resource::As, memory.min(address_space_ceiling()));
         self
     }
 
     /// The same limits with another file size.
     pub fn with_file_size(mut self, file_size: u64) -> Limits {
-        self.set(libc::RLIMIT_FSIZE, file_size.min(file_size_ceiling()));
+        self.set(Resource::Fsize, file_size.min(file_size_ceiling()));
         self
     }
 
-    fn set(&mut self, resource: libc::__rlimit_resource_t, value: u64) {
+    fn set(&mut self, resource: Resource, value: u64) {
         for entry in &mut self.entries {
             if entry.0 == resource {
                 entry.1 = value;
@@ -117,16 +113,15 @@ impl Limits {
     /// back). Returns 0 or an errno; raw system calls only.
     pub fn apply(&self) -> i32 {
         for (resource, value) in self.entries {
-            let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
-            // SAFETY: a valid rlimit struct on the stack.
-            if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-                return super::errno();
+            let limit = Rlimit { current: Some(value), maximum: Some(value) };
+            if let Err(e) = rustix::process::setrlimit(resource, limit) {
+                return e.raw_os_error();
             }
         }
         0
     }
 
-    pub fn get(&self, resource: libc::__rlimit_resource_t) -> Option<u64> {
+    pub fn get(&self, resource: Resource) -> Option<u64> {
         self.entries.iter().find(|(r, _)| *r == resource).map(|(_, v)| *v)
     }
 }
@@ -138,11 +133,11 @@ mod tests {
     #[test]
     fn cpu_seconds_round_up_and_files_are_bounded() {
         let l = Limits::new(1 << 30, Duration::from_millis(2500));
-        assert_eq!(l.get(libc::RLIMIT_CPU), Some(4));
-        assert_eq!(Limits::new(1, Duration::from_secs(30)).get(libc::RLIMIT_CPU), Some(31));
-        assert_eq!(l.get(libc::RLIMIT_AS), Some(1 << 30));
-        assert_eq!(l.get(libc::RLIMIT_FSIZE), Some(16 << 20));
-        assert_eq!(l.get(libc::RLIMIT_CORE), Some(0));
-        assert_eq!(l.get(libc::RLIMIT_NOFILE), Some(OPEN_FILES));
+        assert_eq!(l.get(Resource::Cpu), Some(4));
+        assert_eq!(Limits::new(1, Duration::from_secs(30)).get(Resource::Cpu), Some(31));
+        assert_eq!(l.get(Resource::As), Some(1 << 30));
+        assert_eq!(l.get(Resource::Fsize), Some(16 << 20));
+        assert_eq!(l.get(Resource::Core), Some(0));
+        assert_eq!(l.get(Resource::Nofile), Some(OPEN_FILES));
     }
 }
