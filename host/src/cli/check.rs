@@ -49,8 +49,8 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
                 "            the render: {} (the working directory; writable, discarded)",
                 world.options().config_dir.display()
             );
-            outln!("            read-only: {}", shown(world.exposed()));
-            outln!("            devices: {}", shown(world.devices()));
+            outln!("            read-only: {}", shown(&world.exposed()));
+            outln!("            devices: {}", shown(&world.devices()));
             explain_stock(&s);
             outln!(
                 "            scratch: /tmp and /dev/shm (tmpfs, 64 MiB each); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)"

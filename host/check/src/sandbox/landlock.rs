@@ -143,12 +143,8 @@ impl Grants {
     /// the host's own files, grants no `TRUNCATE` outside the render.
     pub fn with_world(mut self, world: &super::world::World) -> Grants {
         self.bind_in_own_network = true;
-        for path in world.exposed() {
-            self.rules.push((path.clone(), READ));
-        }
-        for device in world.devices() {
-            self.rules.push((device.clone(), DEVICE));
-        }
+        self.rules.extend(world.exposed().into_iter().map(|path| (path, READ)));
+        self.rules.extend(world.devices().into_iter().map(|device| (device, DEVICE)));
         for (_, access) in &mut self.rules {
             *access |= AccessFs::Truncate;
         }

@@ -308,9 +308,6 @@ pub struct World {
     /// `--check-hostname` was given: the only case `sethostname` is called.
     set_hostname: bool,
     stock: Vec<StockFile>,
-    /// Every host path the world shows, for Landlock's read grants.
-    exposed: Vec<PathBuf>,
-    devices: Vec<PathBuf>,
     proc_self: bool,
     options: WorldOptions,
 }
@@ -401,17 +398,10 @@ impl World {
             skeleton.dirs(&options.config_dir)?;
         }
 
-        let (mut exposed, mut devices) = (Vec::new(), Vec::new());
         for (path, kind) in &found {
             let remount = match kind {
-                Kind::Device => {
-                    devices.push(path.clone());
-                    None
-                }
-                _ => {
-                    exposed.push(path.clone());
-                    Some(locked_flags(path)? | MountFlags::RDONLY | MountFlags::NOSUID)
-                }
+                Kind::Device => None,
+                _ => Some(locked_flags(path)? | MountFlags::RDONLY | MountFlags::NOSUID),
             };
             let (source, target) = (c_path(path)?, c_path(&skeleton.inside(path))?);
             skeleton.ops.push(Op::Bind { source, target, remount });
@@ -442,8 +432,6 @@ impl World {
             hostname: hostname.into_bytes(),
             set_hostname: options.hostname.is_some(),
             stock,
-            exposed,
-            devices,
             proc_self,
             options: options.clone(),
             _dir: dir,
@@ -460,14 +448,27 @@ impl World {
         self.ops.get(index).map(|op| op.describe(&self.root_path))
     }
 
-    /// The host paths shown read-only (real paths, symlinks followed).
-    pub fn exposed(&self) -> &[PathBuf] {
-        &self.exposed
+    /// The host paths shown read-only (real paths, symlinks followed), as
+    /// the world's binds say: Landlock's read grants and `--explain`.
+    pub fn exposed(&self) -> Vec<PathBuf> {
+        self.binds(true)
     }
 
-    /// The devices shown.
-    pub fn devices(&self) -> &[PathBuf] {
-        &self.devices
+    /// The devices shown, as the world's binds say.
+    pub fn devices(&self) -> Vec<PathBuf> {
+        self.binds(false)
+    }
+
+    /// The sources of the binds remounted read-only (`read_only`), or of
+    /// those bound as they are (devices).
+    fn binds(&self, read_only: bool) -> Vec<PathBuf> {
+        let source = |op: &Op| match op {
+            Op::Bind { source, remount, .. } if remount.is_some() == read_only => {
+                Some(PathBuf::from(OsStr::from_bytes(source.as_bytes())))
+            }
+            _ => None,
+        };
+        self.ops.iter().filter_map(source).collect()
     }
 
     /// Stock files copied into each check directory.
