@@ -101,8 +101,9 @@ pub fn split(exposed: Exposed) -> io::Result<()> {
         Ok(0) => Ok(()),
         Ok(haproxy) => reap(haproxy, init, held),
         Err(e) => {
-            // SAFETY: our own child.
-            unsafe { libc::kill(init, libc::SIGKILL) };
+            if let Some(init) = rustix::process::Pid::from_raw(init) {
+                let _ = rustix::process::kill_process(init, rustix::process::Signal::KILL);
+            }
             Err(e)
         }
     }
@@ -120,10 +121,11 @@ fn fork() -> io::Result<libc::pid_t> {
         return Err(tagged(Layer::Namespaces, super::errno()));
     }
     if pid == 0 {
-        // SAFETY: integer arguments only. This process cannot have died
-        // yet but by SIGKILL to the whole group, which the child gets too.
-        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-            return Err(tagged(Layer::DeathSignal, super::errno()));
+        // This process cannot have died yet but by SIGKILL to the whole
+        // group, which the child gets too.
+        let signal = Some(rustix::process::Signal::KILL);
+        if let Err(e) = rustix::process::set_parent_process_death_signal(signal) {
+            return Err(tagged(Layer::DeathSignal, e.raw_os_error()));
         }
     }
     Ok(pid as libc::pid_t)
