@@ -30,7 +30,7 @@ use crate::base::{BaseDir, CheckDir};
 use crate::config_dir::ConfigDir;
 use crate::prepare::InFlight;
 use crate::process::{self, Running};
-use crate::sandbox::{Go, Hold, Keeper, Sandbox, Stack, network};
+use crate::sandbox::{Go, Hold, Keeper, Sandbox, network};
 use crate::verdict;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -330,11 +330,7 @@ impl Order {
         let hold = Hold {
             word: word_end.as_raw_fd(),
             report: report_end.as_raw_fd(),
-            keeper: Keeper {
-                read: keeper.0.as_raw_fd(),
-                write: keeper.1.as_raw_fd(),
-                stack: Arc::new(Stack::new()),
-            },
+            keeper: Keeper { read: keeper.0.as_raw_fd(), write: keeper.1.as_raw_fd() },
             image: Arc::new(image),
         };
         let mut cmd = process::command(&self.binary, output_end)

@@ -28,7 +28,7 @@
 //! whose write end closes on the child's `execve`.
 //!
 //! Raw system calls only, on memory prepared before the fork (the keeper
-//! runs on a stack allocated then). `close_range`, `read`, `write`,
+//! runs on a static stack of its own copy of the memory). `close_range`, `read`, `write`,
 //! `setrlimit` and `execve` all pass the seccomp filter.
 
 use super::{Layer, tagged};
@@ -112,74 +112,25 @@ impl Image {
     }
 }
 
-/// The stack a keeper runs on: allocated in the parent, the child's copy
-/// after the fork.
-#[derive(Debug)]
-pub struct Stack {
-    base: *mut u8,
-}
-
-impl Stack {
-    /// The keeper calls `close_range`, `read` and `_exit`: a few frames.
-    const LEN: usize = 16 * 1024;
-    const LAYOUT: std::alloc::Layout = match std::alloc::Layout::from_size_align(Stack::LEN, 16) {
-        Ok(layout) => layout,
-        Err(_) => panic!("a valid layout"),
-    };
-
-    pub fn new() -> Stack {
-        // SAFETY: a non-zero size.
-        let base = unsafe { std::alloc::alloc(Stack::LAYOUT) };
-        if base.is_null() {
-            std::alloc::handle_alloc_error(Stack::LAYOUT);
-        }
-        Stack { base }
-    }
-
-    /// Its top: stacks grow down.
-    fn top(&self) -> *mut libc::c_void {
-        // SAFETY: one past the end of the allocation.
-        unsafe { self.base.add(Stack::LEN).cast() }
-    }
-}
-
-impl Default for Stack {
-    fn default() -> Stack {
-        Stack::new()
-    }
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.base, Stack::LAYOUT) }
-    }
-}
-
-// SAFETY: only a forked child's copy is ever written (by its keeper); the
-// parent never reads it.
-unsafe impl Send for Stack {}
-// SAFETY: as above.
-unsafe impl Sync for Stack {}
-
-/// What a held child's keeper needs: its pipe and its stack.
+/// What a held child's keeper needs: its pipe.
 #[derive(Clone, Debug)]
 pub struct Keeper {
     /// The read end: end-of-file once the child has `execve`d or exited.
     pub read: RawFd,
     /// The write end, close-on-exec, kept open by the child alone.
     pub write: RawFd,
-    pub stack: Arc<Stack>,
 }
 
 impl Keeper {
     /// In the forked child: starts the keeper; its pid.
     fn spawn(&self) -> io::Result<libc::pid_t> {
-        // SAFETY: the stack is this process's own copy, unused; the keeper
-        // makes only raw system calls on its own stack and reads nothing
-        // of this process's memory but its argument, a plain integer.
+        // SAFETY: the stack is this process's own copy of a static only a
+        // clone of it runs on (`processes::clone_stack`); the keeper makes
+        // only raw system calls on it and reads nothing of this process's
+        // memory but its argument, a plain integer.
         let pid = unsafe {
-            libc::clone(keeper_main, self.stack.top(), KEEPER_FLAGS, self.read as isize as *mut _)
+            let top = super::processes::clone_stack();
+            libc::clone(keeper_main, top, KEEPER_FLAGS, self.read as isize as *mut _)
         };
         if pid < 0 {
             return Err(tagged(Layer::Hold, super::errno()));
@@ -375,11 +326,7 @@ mod tests {
     fn the_keeper_holds_only_its_pipe_and_leaves_at_the_childs_execve() {
         let keeper_pipe = crate::process::pipe().unwrap();
         let (go_read, go_write) = crate::process::pipe().unwrap();
-        let keeper = Keeper {
-            read: keeper_pipe.0.as_raw_fd(),
-            write: keeper_pipe.1.as_raw_fd(),
-            stack: Arc::new(Stack::new()),
-        };
+        let keeper = Keeper { read: keeper_pipe.0.as_raw_fd(), write: keeper_pipe.1.as_raw_fd() };
         let truth = CString::new("/bin/true").unwrap();
         let argv = [truth.as_ptr(), std::ptr::null()];
         let envp = [std::ptr::null::<c_char>()];

@@ -28,7 +28,7 @@ pub mod rlimits;
 pub mod seccomp;
 pub mod world;
 
-pub use hold::{Go, Hold, Keeper, Stack};
+pub use hold::{Go, Hold, Keeper};
 pub use probe::Probe;
 
 use std::io;

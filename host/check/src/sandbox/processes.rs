@@ -131,20 +131,28 @@ fn fork() -> io::Result<libc::pid_t> {
     Ok(pid as libc::pid_t)
 }
 
-/// The init's stack: a static, so nothing is allocated after the gate's
-/// fork; each child has its own copy of it, and only its init uses it.
+/// The stack a clone of a forked child runs on: a static, so nothing is
+/// allocated after the gate's fork. Each child has its own copy, used by
+/// one clone at most: the init in the reaper's copy, the keeper
+/// ([`super::hold`]) in the held child's (forked from the reaper after the
+/// init started, or from the gate without a PID namespace).
 #[repr(C, align(16))]
-struct InitStack(std::cell::UnsafeCell<[u8; InitStack::LEN]>);
+struct CloneStack(std::cell::UnsafeCell<[u8; CloneStack::LEN]>);
 
-impl InitStack {
-    /// `close_range`, `prctl`, `sigprocmask` and `pause`: a few frames.
+impl CloneStack {
+    /// `close_range`, `prctl`, `sigprocmask`, `read`: a few frames.
     const LEN: usize = 16 * 1024;
 }
 
-// SAFETY: only an init, in a forked child's copy, ever touches it.
-unsafe impl Sync for InitStack {}
+// SAFETY: only a clone, in a forked child's copy, ever touches it.
+unsafe impl Sync for CloneStack {}
 
-static INIT_STACK: InitStack = InitStack(std::cell::UnsafeCell::new([0; InitStack::LEN]));
+static CLONE_STACK: CloneStack = CloneStack(std::cell::UnsafeCell::new([0; CloneStack::LEN]));
+
+/// The top of this process's copy of the clone stack (stacks grow down).
+pub(super) fn clone_stack() -> *mut libc::c_void {
+    CLONE_STACK.0.get().cast::<u8>().wrapping_add(CloneStack::LEN).cast()
+}
 
 /// Starts pid 1: it shares this process's memory (`CLONE_VM`), so it
 /// copies none of it and its end tears none down.
@@ -154,9 +162,8 @@ fn start_init(alive: RawFd) -> io::Result<libc::pid_t> {
     // memory (it shares thread-local `errno` with this process, which only
     // its last, failing `read` may set, as it leaves).
     let pid = unsafe {
-        let top = INIT_STACK.0.get().cast::<u8>().add(InitStack::LEN);
         let arg = alive as isize as *mut libc::c_void;
-        libc::clone(init_main, top.cast(), libc::CLONE_VM | libc::SIGCHLD, arg)
+        libc::clone(init_main, clone_stack(), libc::CLONE_VM | libc::SIGCHLD, arg)
     };
     if pid < 0 {
         return Err(tagged(Layer::Namespaces, super::errno()));
