@@ -12,22 +12,17 @@
 mod common;
 
 use common::{bare, config, haproxy, median, ms};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// `rendergate check` over `config`, laid out on its own.
 fn check(config: &str) -> (Duration, bool) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
-    let started = Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_rendergate"))
-        .args(["check", "--haproxy", &haproxy()])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run rendergate check");
-    (started.elapsed(), status.success())
+    let (took, status) = common::timed(config, |dir| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rendergate"));
+        command.args(["check", "--haproxy", &haproxy()]).arg(dir);
+        command
+    });
+    (took, status.success())
 }
 
 /// The quiet before each run: neither shares the cores with the other.

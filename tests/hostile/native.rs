@@ -168,6 +168,17 @@ const VICTIM: &str = "truncate-victim";
 const VICTIM_CONTENT: &str = "must keep its bytes\n";
 
 /// Builds the probe module into `outside/probe.so`, or says why not.
+/// The native module built for this scene, with the listeners its probes
+/// aim at; or the skip that says why there is none (no Lua, no `cc`).
+fn module(s: &mut Scene) -> Result<(PathBuf, Listeners), Box<Spec>> {
+    if !has_lua() {
+        return Err(Box::new(no_lua()));
+    }
+    let listeners = Listeners::new(&s.tag);
+    let so = build_module(s, &listeners).map_err(|why| Box::new(Spec::missing(why)))?;
+    Ok((so, listeners))
+}
+
 fn build_module(s: &mut Scene, l: &Listeners) -> Result<PathBuf, String> {
     let cc = which("cc").ok_or("no cc to build the native module")?;
     let victim = s.plant(VICTIM, VICTIM_CONTENT);
@@ -236,13 +247,9 @@ fn native_case(
     required: &'static [&'static str],
     must_load: bool,
 ) -> Spec {
-    if !has_lua() {
-        return no_lua();
-    }
-    let listeners = Listeners::new(&s.tag);
-    let so = match build_module(s, &listeners) {
-        Ok(so) => so,
-        Err(why) => return Spec::missing(why),
+    let (so, listeners) = match module(s) {
+        Ok(built) => built,
+        Err(skip) => return *skip,
     };
     let victim = s.outside.join(VICTIM);
     crate::lua::lua_render("lua-load", load(&so))
@@ -349,13 +356,9 @@ pub fn native_written_in_check_dir(s: &mut Scene) -> Spec {
 /// and the kernel's threads; in the check's PID namespace only its own
 /// (init, HAProxy, the keeper). Fails without the PID namespace.
 pub fn native_counts_no_host_pids(s: &mut Scene) -> Spec {
-    if !has_lua() {
-        return no_lua();
-    }
-    let listeners = Listeners::new(&s.tag);
-    let so = match build_module(s, &listeners) {
-        Ok(so) => so,
-        Err(why) => return Spec::missing(why),
+    let so = match module(s) {
+        Ok((so, _listeners)) => so,
+        Err(skip) => return *skip,
     };
     let script = written_and_loaded(&so, "pids-probe.so", "pids");
     crate::lua::lua_render("lua-load", script).extra(|o| {

@@ -39,18 +39,27 @@ frontend f\n  bind 127.0.0.1:18080\n  default_backend b0\n"
 
 /// Bare haproxy over the same config, laid out on its own.
 pub fn bare(config: &str) -> (Duration, bool) {
+    let (took, status) = timed(config, |dir| {
+        let mut command = Command::new(haproxy());
+        command.args(["-dr", "-c", "-f", "haproxy.cfg"]).current_dir(dir).env_clear();
+        command
+    });
+    (took, matches!(status.code(), Some(0 | 2)))
+}
+
+/// `config` laid out on its own as `haproxy.cfg`, and how long the command
+/// `over` makes for its directory takes, output thrown away.
+pub fn timed(
+    config: &str,
+    over: impl FnOnce(&std::path::Path) -> Command,
+) -> (Duration, std::process::ExitStatus) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
+    let mut command = over(dir.path());
     let started = Instant::now();
-    let status = Command::new(haproxy())
-        .args(["-dr", "-c", "-f", "haproxy.cfg"])
-        .current_dir(dir.path())
-        .env_clear()
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run haproxy");
-    (started.elapsed(), matches!(status.code(), Some(0 | 2)))
+    let status =
+        command.stdout(Stdio::null()).stderr(Stdio::null()).status().expect("run the command");
+    (started.elapsed(), status)
 }
 
 pub fn median(mut times: Vec<Duration>) -> Duration {

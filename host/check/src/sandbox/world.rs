@@ -308,7 +308,6 @@ pub struct World {
     /// `--check-hostname` was given: the only case `sethostname` is called.
     set_hostname: bool,
     stock: Vec<StockFile>,
-    proc_self: bool,
     options: WorldOptions,
 }
 
@@ -381,7 +380,7 @@ impl World {
         };
         let accounts = options.accounts.as_deref().unwrap_or(Path::new("/etc"));
         for (name, content) in stand_ins(&hostname, accounts, options.hosts.as_deref())? {
-            skeleton.stand_in(&Path::new("/etc").join(name), content)?;
+            skeleton.file(&Path::new("/etc").join(name), content)?;
         }
         for (at, flags) in [("tmp", MountFlags::empty()), ("dev/shm", MountFlags::NOEXEC)] {
             let flags = MountFlags::NOSUID | MountFlags::NODEV | flags;
@@ -432,7 +431,6 @@ impl World {
             hostname: hostname.into_bytes(),
             set_hostname: options.hostname.is_some(),
             stock,
-            proc_self,
             options: options.clone(),
             _dir: dir,
         })
@@ -482,7 +480,7 @@ impl World {
 
     /// Whether the world shows `/proc/self` (the loader expands `$ORIGIN`).
     pub fn proc_self(&self) -> bool {
-        self.proc_self
+        self.ops.iter().any(|op| matches!(op, Op::ProcSelf { .. }))
     }
 
     /// The host name checks see.
@@ -802,15 +800,9 @@ impl Skeleton {
         }
     }
 
-    /// A stand-in file, unless an exposed path's symlink took its name (the
-    /// host's then wins).
-    fn stand_in(&mut self, path: &Path, content: Vec<u8>) -> io::Result<()> {
-        match self.made.get(path) {
-            Some(_) => Ok(()),
-            None => self.file(path, content),
-        }
-    }
-
+    /// A file with `content` (empty: a mount point), unless the path is
+    /// taken: a stand-in whose name an exposed path's symlink took (the
+    /// host's then wins), or a mount point already planned.
     fn file(&mut self, path: &Path, content: Vec<u8>) -> io::Result<()> {
         if self.made.contains_key(path) {
             return Ok(());
