@@ -11,6 +11,13 @@
 //! many `getaddrinfo` calls in the whole process, [`HOST_LOOKUPS`]; each
 //! answered within [`LOOKUP_TIMEOUT`]): past either, the answer is
 //! SERVFAIL, at once.
+//!
+//! One check asks the host's resolver once per name ([`Answers`]): libc
+//! asks A and AAAA of a name at once, and again on a retry, and each
+//! `getaddrinfo` asks the host's resolver both. Asked twice as often as
+//! bare `haproxy -c` asks it, a resolver that drops a query under the load
+//! (then libc waits 5 s for it) would stack those waits past the check's
+//! deadline, where bare's single waits pass.
 
 use hickory_proto::op::{Edns, Header, Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA};
@@ -26,6 +33,8 @@ use tokio::net::UdpSocket;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+/// Names one check remembers the answers of; past them, each query asks.
+const REMEMBERED: usize = 4096;
 /// Lookups in flight at once for one check; a query past them gets
 /// SERVFAIL at once rather than a queue the render could fill.
 pub const MAX_LOOKUPS: usize = 64;
@@ -135,6 +144,7 @@ fn gai_says(e: &io::Error, code: libc::c_int) -> bool {
 pub async fn serve(socket: UdpSocket, lookup: Arc<dyn Lookup>) {
     let socket = Arc::new(socket);
     let permits = Arc::new(Semaphore::new(MAX_LOOKUPS));
+    let answers = Arc::new(Answers::default());
     let mut answering = JoinSet::new();
     let mut buf = vec![0u8; 4096];
     loop {
@@ -142,8 +152,8 @@ pub async fn serve(socket: UdpSocket, lookup: Arc<dyn Lookup>) {
             received = socket.recv_from(&mut buf) => match received {
                 Ok((len, peer)) => {
                     let (query, socket) = (buf[..len].to_vec(), socket.clone());
-                    let (lookup, permits) = (lookup.clone(), permits.clone());
-                    answering.spawn(respond(socket, peer, query, lookup, permits));
+                    let asking = Asking { lookup: lookup.clone(), permits: permits.clone(), answers: answers.clone() };
+                    answering.spawn(respond(socket, peer, query, asking));
                 }
                 // What an earlier send's ICMP error can leave: not the socket's end.
                 Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionRefused
@@ -158,26 +168,60 @@ pub async fn serve(socket: UdpSocket, lookup: Arc<dyn Lookup>) {
     }
 }
 
-/// Answers one query from `peer`, looking up within the bounds.
-async fn respond(
-    socket: Arc<UdpSocket>,
-    peer: SocketAddr,
-    query: Vec<u8>,
+/// A lookup's answer, shared by every query of one name in one check.
+type Answer = Arc<tokio::sync::OnceCell<Result<Vec<IpAddr>, LookupError>>>;
+
+/// The answers of one check's names, by name: looked up once, the first
+/// query's lookup answering every other (up to [`REMEMBERED`] names).
+#[derive(Default)]
+struct Answers(std::sync::Mutex<std::collections::HashMap<String, Answer>>);
+
+impl Answers {
+    /// The answer to share for `name`; a fresh one past [`REMEMBERED`].
+    fn of(&self, name: &str) -> Answer {
+        let mut names = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(answer) = names.get(name) {
+            return answer.clone();
+        }
+        let answer = Answer::default();
+        if names.len() < REMEMBERED {
+            names.insert(name.to_owned(), answer.clone());
+        }
+        answer
+    }
+}
+
+/// What one query is answered with: the resolver, within the bounds.
+struct Asking {
     lookup: Arc<dyn Lookup>,
     permits: Arc<Semaphore>,
-) {
+    answers: Arc<Answers>,
+}
+
+impl Asking {
+    /// `name`'s addresses: this check's answer if it has one, else one
+    /// lookup within the bounds (a query past them fails, unremembered).
+    async fn addresses(&self, name: &str) -> Result<Vec<IpAddr>, LookupError> {
+        let answer = self.answers.of(name);
+        if let Some(known) = answer.get() {
+            return known.clone();
+        }
+        let Ok(_permit) = self.permits.try_acquire() else { return Err(LookupError::Failed) };
+        let looked_up = answer.get_or_init(|| async {
+            tokio::time::timeout(LOOKUP_TIMEOUT, self.lookup.lookup(name))
+                .await
+                .unwrap_or(Err(LookupError::Failed))
+        });
+        looked_up.await.clone()
+    }
+}
+
+/// Answers one query from `peer`.
+async fn respond(socket: Arc<UdpSocket>, peer: SocketAddr, query: Vec<u8>, asking: Asking) {
     let response = match request(&query) {
         Err(response) => response,
         Ok((query, Found::Known(addrs))) => reply(&query, Ok(addrs)),
-        Ok((query, Found::LookUp(name))) => {
-            let found = match permits.try_acquire() {
-                Ok(_permit) => tokio::time::timeout(LOOKUP_TIMEOUT, lookup.lookup(&name))
-                    .await
-                    .unwrap_or(Err(LookupError::Failed)),
-                Err(_) => Err(LookupError::Failed),
-            };
-            reply(&query, found)
-        }
+        Ok((query, Found::LookUp(name))) => reply(&query, asking.addresses(&name).await),
     };
     if let Some(response) = response
         && let Err(e) = socket.send_to(&response, peer).await
@@ -425,6 +469,48 @@ mod tests {
         serving.abort();
         let (fast, slow) = (vec!["10.0.0.0".to_owned()], vec!["10.0.0.1".to_owned()]);
         assert_eq!(got, [(2, fast, true), (1, slow, false)]);
+    }
+
+    /// Counts its lookups; every name is slow enough for queries to meet.
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl Lookup for Counting {
+        fn lookup(&self, _: &str) -> LookupFuture {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Err(LookupError::NoSuchName)
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn one_check_asks_the_host_once_per_name() {
+        let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let to = server.local_addr().unwrap();
+        let counting = Arc::new(Counting(Default::default()));
+        let serving = tokio::spawn(serve(server, counting.clone()));
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut buf = [0; 512];
+        // libc's A and AAAA at once, then its retry, then another name
+        let asked = [("gone.example.", RecordType::A), ("gone.example.", RecordType::AAAA)];
+        for round in 0..2u16 {
+            for (i, (name, rtype)) in asked.iter().enumerate() {
+                client
+                    .send_to(&query(round * 2 + i as u16, name, *rtype, false), to)
+                    .await
+                    .unwrap();
+            }
+            for _ in 0..2 {
+                let len = tokio::time::timeout(Duration::from_secs(5), client.recv(&mut buf)).await;
+                let m = Message::from_vec(&buf[..len.unwrap().unwrap()]).unwrap();
+                assert_eq!(m.response_code(), ResponseCode::NXDomain);
+            }
+        }
+        client.send_to(&query(9, "other.example.", RecordType::A, false), to).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), client.recv(&mut buf)).await.unwrap().unwrap();
+        serving.abort();
+        assert_eq!(counting.0.load(std::sync::atomic::Ordering::Relaxed), 2);
     }
 
     #[tokio::test]
