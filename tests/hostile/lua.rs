@@ -176,10 +176,11 @@ pub fn lua_infinite_loop(_: &mut Scene) -> Spec {
 }
 
 /// Allocates 4 GiB in 64 MiB strings, then says it survived. The sandbox's
-/// address-space limit, set below that (1 GiB, one run: the default, 16
-/// GiB, lets a render have 4 GiB), must stop it; the gate itself runs
-/// under a 12 GiB cap so that a missing limit fails the case instead of
-/// the machine.
+/// memory bound, set below that (1 GiB touched, one run at the top, where
+/// the address space is not bounded: the default, 16 GiB, lets a render
+/// have 4 GiB), must stop it; the gate itself runs under a 12 GiB cap of
+/// address space so that a missing bound fails the case instead of the
+/// machine.
 pub fn lua_memory_bomb(_: &mut Scene) -> Spec {
     let script = "local keep = {}\n\
 local chunk = string.rep(\"x\", 64 * 1024 * 1024)\n\

@@ -59,9 +59,10 @@ pub struct HaproxyOptions {
     pub output_cap: usize,
     /// The sandbox around each check (strict by default).
     pub sandbox: SandboxOptions,
-    /// The address space of a check's second run, when its first, under
-    /// `sandbox.memory`, may have hit that bound (`--check-memory-max`; at
-    /// or below `sandbox.memory`, no second run).
+    /// The memory a check's run at the top of its bounds may touch
+    /// (`--check-memory-max`): its second run, when its first, under
+    /// `sandbox.memory` of address space, may have hit that bound; its only
+    /// run when `sandbox.memory` is not below it ([`crate::resident`]).
     pub memory_max: u64,
     /// How big a render may be; a bigger one could not run.
     pub limits: RenderLimits,
@@ -584,18 +585,19 @@ impl HaproxyChecker {
     async fn run(&self, setup: &Setup, render: &Render, deadline: Instant) -> CheckOutcome {
         let bounds = self.bounds();
         // without the sandbox there is no bound; at or below the first, no second run
-        let measures = self.opts.sandbox.mode != sandbox::Mode::Off && bounds.second > bounds.first;
         let sandboxed = self.opts.sandbox.mode != sandbox::Mode::Off;
-        let outcome = match self.run_once(setup, render, deadline, None).await {
+        let measures = sandboxed && bounds.second > bounds.first;
+        let top = RunBounds::top(bounds, sandboxed);
+        let first = if measures { RunBounds::first(bounds) } else { top };
+        let larger_files = RunBounds { file_size: file_size_of(true), ..top };
+        let outcome = match self.run_once(setup, render, deadline, first).await {
             // the file-size bound, measured as the address space is
             Ok((outcome, Exit::Signal(libc::SIGXFSZ))) if sandboxed => {
-                // never less room than the first run had
-                let memory = bounds.first.max(bounds.second);
-                let second = self.run_once(setup, render, deadline, Some(memory)).await;
+                let second = self.run_once(setup, render, deadline, larger_files).await;
                 verdict::settle_file_size(outcome, second.map(|(outcome, _)| outcome))
             }
             Ok((outcome, exit)) if measures && verdict::needs_second_run(&outcome, exit) => {
-                let second = self.run_once(setup, render, deadline, Some(bounds.second)).await;
+                let second = self.run_once(setup, render, deadline, larger_files).await;
                 verdict::settle(outcome, second.map(|(outcome, _)| outcome), bounds)
             }
             Ok((outcome, _)) => outcome,
@@ -615,14 +617,14 @@ impl HaproxyChecker {
     }
 
     /// One run of `haproxy -c` over `render` in a fresh check directory
-    /// (a second run must not see what the first wrote), under `memory`
-    /// when given, step by step. Any step that fails is why it could not run.
+    /// (a second run must not see what the first wrote), under `bounds`,
+    /// step by step. Any step that fails is why it could not run.
     async fn run_once(
         &self,
         setup: &Setup,
         render: &Render,
         deadline: Instant,
-        memory: Option<u64>,
+        bounds: RunBounds,
     ) -> Result<(CheckOutcome, Exit), String> {
         let started = Instant::now();
         // what an earlier check left goes now, and its next child is not made
@@ -631,11 +633,10 @@ impl HaproxyChecker {
         tracing::trace!(target: "rendergate::timing", "check directory and child ready");
         let ready = self.prepare_check_dir(setup, render, deadline, dir).await?;
         tracing::trace!(target: "rendergate::timing", "render written");
-        let ran = self.run_haproxy(setup, render, &ready, launch, deadline, started, memory).await;
+        let ran = self.run_haproxy(setup, render, &ready, launch, deadline, started, bounds).await;
         let (ran, starter) = match ran {
             Ok((transcript, exit, starter)) => {
-                let file_size = file_size_of(memory);
-                (Ok((self.read_verdict(transcript, exit, file_size), exit)), Some(starter))
+                (Ok((self.read_verdict(transcript, exit, bounds.file_size), exit)), Some(starter))
             }
             Err(reason) => (Err(reason), None),
         };
@@ -719,13 +720,12 @@ impl HaproxyChecker {
     /// What a check's child is made of; `ahead` of its check, or for one
     /// that waits.
     fn order(&self, setup: &Setup, ahead: bool) -> Order {
-        let bounds = self.bounds();
         Order {
             sandbox: setup.sandbox.clone(),
             binary: setup.binary.path.clone(),
             dns_skip: self.opts.dns_skip,
             // the word lowers it to the run's own bound
-            memory: bounds.first.max(bounds.second),
+            memory: sandbox::rlimits::address_space_ceiling(),
             in_flight: self.in_flight.clone(),
             copy_ahead: ahead && self.opts.copy_ahead,
         }
@@ -771,7 +771,7 @@ impl HaproxyChecker {
     }
 
     /// `haproxy -c` in the prepared check directory, from the word to its
-    /// child (under `memory` when given, else the first bound) to the end of
+    /// child (under `bounds`) to the end of
     /// its output, read as it arrives into a [`Transcript`], with the thread
     /// that started it (let go after the verdict). Its process group is dead
     /// when this returns, or when the future is dropped.
@@ -784,13 +784,13 @@ impl HaproxyChecker {
         launch: Launch,
         deadline: Instant,
         started: Instant,
-        memory: Option<u64>,
+        bounds: RunBounds,
     ) -> Result<(Transcript<'a>, Exit, std::sync::mpsc::Sender<()>), String> {
         let time_left = deadline.saturating_duration_since(Instant::now());
         let word = Go {
             cpu_seconds: sandbox::rlimits::cpu_seconds(time_left.min(standby::ARMED_CPU)),
-            memory: memory.unwrap_or(self.bounds().first),
-            file_size: file_size_of(memory),
+            memory: bounds.address_space,
+            file_size: bounds.file_size,
         };
         // nothing of an earlier check is left when this one starts
         let earlier = tokio::time::timeout_at(deadline, self.aftercare.gone()).await;
@@ -809,7 +809,8 @@ impl HaproxyChecker {
         // Every line is classified as it arrives; only the excerpt is kept.
         let mut transcript = Transcript::new(ctx);
         let (exit, starter) =
-            process::collect_output(running, &mut transcript, deadline, started).await?;
+            process::collect_output(running, &mut transcript, deadline, started, bounds.resident)
+                .await?;
         Ok((transcript, exit, starter))
     }
 
@@ -824,13 +825,39 @@ impl HaproxyChecker {
     }
 }
 
-/// The file-size bound of a run: a second run (given its address space)
-/// raises it with the address space; neither above this process's own.
-fn file_size_of(second_run_memory: Option<u64>) -> u64 {
-    let bound = match second_run_memory {
-        Some(_) => sandbox::rlimits::FILE_SIZE_MAX,
-        None => sandbox::rlimits::FILE_SIZE,
-    };
+/// The bounds one run of a check is under.
+#[derive(Clone, Copy, Debug)]
+struct RunBounds {
+    /// Its address space (`RLIMIT_AS`).
+    address_space: u64,
+    /// The memory its processes may touch, read as it runs (`None`: not read).
+    resident: Option<u64>,
+    /// The largest file it may write (`RLIMIT_FSIZE`).
+    file_size: u64,
+}
+
+impl RunBounds {
+    /// A first run below the top: `--check-memory` of address space.
+    fn first(bounds: verdict::MemoryBounds) -> RunBounds {
+        RunBounds { address_space: bounds.first, resident: None, file_size: file_size_of(false) }
+    }
+
+    /// A run at the top: no address space bound but this process's own
+    /// (HAProxy reserves what it never touches), `--check-memory-max` of
+    /// memory touched instead, when sandboxed ([`crate::resident`]).
+    fn top(bounds: verdict::MemoryBounds, sandboxed: bool) -> RunBounds {
+        RunBounds {
+            address_space: sandbox::rlimits::address_space_ceiling(),
+            resident: sandboxed.then_some(bounds.second),
+            file_size: file_size_of(false),
+        }
+    }
+}
+
+/// The file-size bound of a run: the larger for a run after one that may
+/// have hit a bound; neither above this process's own.
+fn file_size_of(larger: bool) -> u64 {
+    let bound = if larger { sandbox::rlimits::FILE_SIZE_MAX } else { sandbox::rlimits::FILE_SIZE };
     bound.min(sandbox::rlimits::file_size_ceiling())
 }
 

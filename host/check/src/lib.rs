@@ -35,6 +35,7 @@ pub mod limits;
 pub mod prepare;
 pub mod process;
 pub mod remove;
+pub mod resident;
 pub mod sandbox;
 pub mod size;
 pub mod standby;

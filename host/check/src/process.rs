@@ -108,18 +108,38 @@ impl Running {
 /// output has ended, or the deadline passes (then the group is killed and
 /// waited for). Anything HAProxy left running in the background dies as
 /// soon as it exits. With the exit comes the thread that started it, to be
-/// let go once the verdict is out ([`crate::aftercare`]).
+/// let go once the verdict is out ([`crate::aftercare`]). Given a
+/// `resident` bound, the run is stopped once its processes touch more
+/// ([`crate::resident`]).
 pub async fn collect_output(
     mut running: Running,
     transcript: &mut Transcript<'_>,
     deadline: Instant,
     started: Instant,
+    resident: Option<u64>,
 ) -> Result<(Exit, std::sync::mpsc::Sender<()>), String> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut status = None;
     let mut ended = false;
+    let root = running.group.pgid.map_or(0, |pid| pid as u32);
+    let period = crate::resident::PERIOD;
+    let mut watch = tokio::time::interval_at(Instant::now() + period, period);
+    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while status.is_none() || !ended {
         tokio::select! {
+            _ = watch.tick(), if status.is_none() && resident.is_some() => {
+                let bound = resident.unwrap_or(u64::MAX);
+                let touched = crate::resident::resident(root);
+                if touched > bound {
+                    running.group.kill();
+                    let _ = running.child.wait().await;
+                    let bound = usize::try_from(bound).map_or_else(|_| bound.to_string(), crate::size::format);
+                    return Err(format!(
+                        "haproxy -c touched {} MiB of memory, past the check's limit of {bound} (--check-memory-max), and was stopped",
+                        touched >> 20
+                    ));
+                }
+            },
             waited = running.child.wait(), if status.is_none() => match waited {
                 Ok(exit) => {
                     status = Some(exit);

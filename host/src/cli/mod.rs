@@ -107,12 +107,14 @@ struct HaproxyArgs {
     /// such as their hostAliases): added to the check's /etc/hosts.
     #[arg(long, value_name = "FILE")]
     check_hosts: Option<PathBuf>,
-    /// Address space of one check (e.g. 1GiB). At or above --check-memory-max
-    /// (the default), every check is one run.
+    /// Address space of a check's first run (e.g. 1GiB). At or above
+    /// --check-memory-max (the default), every check is one run at the top.
     #[arg(long, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
     check_memory: usize,
-    /// Address space of a check's second run, made when its first (under a
-    /// lower --check-memory) did not pass; at or below --check-memory, none.
+    /// Memory a check may touch at the top of its bounds, where it has no
+    /// address-space limit: past it, it is stopped and could not run. The
+    /// top is a check's second run, made when its first (under a lower
+    /// --check-memory) did not pass; else its only run.
     #[arg(long, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
     check_memory_max: usize,
     /// How much of haproxy's output a check keeps (the message notes the cut).

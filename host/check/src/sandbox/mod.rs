@@ -71,8 +71,9 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// A check's address space by default: `--check-memory-max`'s, so that a
-/// check is one run. A lower first bound buys nothing a render cannot undo
+/// A check's first bound by default: `--check-memory-max`'s, so that a
+/// check is one run, at the top (no address-space limit there: the memory
+/// it touches is bounded instead, [`crate::resident`]). A lower first bound buys nothing a render cannot undo
 /// (one that is refused under it runs again under the larger bound, and a
 /// render can always make itself refused) and costs a refusal a second run
 /// (twice bare's time, BENCHMARKS.md). For scale: a 10,000-backend render

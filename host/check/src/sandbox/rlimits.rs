@@ -27,17 +27,16 @@ pub const FILE_SIZE: u64 = 16 << 20;
 /// Beyond it the check could not run.
 pub const FILE_SIZE_MAX: u64 = 256 << 20;
 
-/// The address space of a check's second run (`--check-memory-max`), 16
-/// GiB. A check whose first run, under `--check-memory`, did not pass runs
-/// again under this bound, so that the gate's limit never decides a verdict
-/// (docs/checking.md, "Verdicts"). The bound is address space, not memory
-/// used: HAProxy 2.6 reserves a 1.5 GB `ring` with 14 MB resident, while
-/// `tune.ssl.cachesize 4000000` touches the ~1 GB it maps; renders that
-/// pass bare mostly need the room, not the memory. 16 GiB is 16 times the
-/// first bound, and bounds what a render that is refused anyway can make
-/// the second run touch (a Lua loop that allocates), where "unlimited"
-/// would leave that to the host's OOM killer; a gate host with less memory
-/// to spare should lower it.
+/// The memory a check's run at the top of its bounds may touch
+/// (`--check-memory-max`), 16 GiB: read as it runs, since that run has no
+/// address-space limit ([`crate::resident`]). A check whose first run, under
+/// a lower `--check-memory`, did not pass runs again at the top, so that the
+/// gate's limit never decides a verdict (docs/checking.md, "Verdicts").
+/// HAProxy 2.6 reserves a 1.5 GB `ring` with 14 MB resident, while
+/// `tune.ssl.cachesize 4000000` touches the ~1 GB it maps. 16 GiB bounds
+/// what a render that is refused anyway can make the run touch (a Lua loop
+/// that allocates), where "unlimited" would leave that to the host's OOM
+/// killer; a gate host with less memory to spare should lower it.
 pub const DEFAULT_MEMORY_MAX: u64 = 16 << 30;
 
 /// The hard address-space limit this process runs under (`ulimit -v`, a
