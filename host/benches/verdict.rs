@@ -7,12 +7,23 @@
 //!
 //! `cargo bench -p rendergate --bench verdict` (`-- --quick`: 11 rounds
 //! instead of 31; `-- --rounds N`; `-- --backends 10000`: only that size,
-//! or a comma-separated list). The figure is the median of the
-//! differences of each round's two runs, so that the machine's drift from
-//! round to round cancels out. `RENDERGATE_TEST_HAPROXY` names the haproxy (default:
-//! `haproxy` on PATH, else /usr/sbin/haproxy); `RENDERGATE_BENCH_SERVE_ARGS`
-//! gives `serve` more flags (`--no-sandbox`: what the sandbox costs). Prints
-//! one row per case: medians, their difference and ratio.
+//! or a comma-separated list; `-- --worlds root,config-dir`: a gate in
+//! each world, see below). The figure is the median of the differences of
+//! each round's two runs, so that the machine's drift from round to round
+//! cancels out; which of the two goes first alternates from round to round,
+//! so that neither always finds the caches as the other left them.
+//! `RENDERGATE_TEST_HAPROXY` names the haproxy (default: `haproxy` on PATH,
+//! else /usr/sbin/haproxy); `RENDERGATE_BENCH_SERVE_ARGS` gives `serve` more
+//! flags (`--no-sandbox`: what the sandbox costs). Prints one row per case
+//! and world: medians, their difference and ratio.
+//!
+//! `--worlds`: `root` (the default) is the gate's strongest world on this
+//! host; `config-dir` is the world of a pod under containerd's
+//! RuntimeDefault (no namespaces, each render laid out in `--config-dir`,
+//! an empty directory of the bench's own), made here by
+//! `RENDERGATE_SANDBOX_DISABLE=userns,netns,mountns`. Given both, one gate
+//! runs in each and they take turns within every round, so the two worlds'
+//! figures come from the same minutes.
 
 mod common;
 
@@ -28,13 +39,25 @@ struct Gate {
 }
 
 impl Gate {
-    fn start() -> Gate {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rendergate"))
+    /// `serve` in `world` (`root` or `config-dir`, whose directory is
+    /// `config_dir`).
+    fn start(world: &str, config_dir: &std::path::Path) -> Gate {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rendergate"));
+        command
             .args(["serve", "--check-interval", "0s", "--log-level", "error", "--haproxy"])
             .arg(haproxy())
             .args(
                 std::env::var("RENDERGATE_BENCH_SERVE_ARGS").unwrap_or_default().split_whitespace(),
-            )
+            );
+        match world {
+            "root" => {}
+            "config-dir" => {
+                command.arg("--config-dir").arg(config_dir);
+                command.env("RENDERGATE_SANDBOX_DISABLE", "userns,netns,mountns");
+            }
+            other => panic!("--worlds: {other:?} is neither root nor config-dir"),
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -83,51 +106,80 @@ impl Drop for Gate {
 /// bare run started at once would share the cores with.
 const PAUSE: Duration = Duration::from_millis(20);
 
+/// The worlds asked for (`--worlds root,config-dir`), `root` by default.
+fn worlds() -> Vec<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let list = args.iter().position(|a| a == "--worlds").and_then(|i| args.get(i + 1));
+    list.map_or_else(|| vec!["root".to_owned()], |l| l.split(',').map(str::to_owned).collect())
+}
+
 fn main() {
     let (rounds, sizes) = common::rounds_and_sizes(&[100, 1_000, 10_000]);
-    let mut gate = Gate::start();
+    let config_dir = tempfile::tempdir().unwrap();
+    let worlds = worlds();
+    let mut gates: Vec<Gate> = worlds.iter().map(|w| Gate::start(w, config_dir.path())).collect();
     println!(
         "serve rendered → verdict against bare haproxy -dr -c, medians of {rounds}, {}",
         haproxy()
     );
     println!(
-        "| render | gate (median) | bare (median) | median of (gate − bare), pair by pair | of bare |"
+        "| render | world | gate (median) | bare (median) | median of (gate − bare), pair by pair | of bare |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     let mut round = 0;
     for backends in sizes {
         for refused in [false, true] {
-            let (mut gate_times, mut bare_times) = (Vec::new(), Vec::new());
+            // per world: the gate's times and those of the bare run paired with each
+            let mut times = vec![(Vec::new(), Vec::new()); gates.len()];
             for _ in 0..rounds {
                 round += 1;
                 let config = config(backends, refused, round);
                 let render = format!("r-{round}");
-                // renders some time apart, as from a controller: neither
-                // run shares the cores with what the other left running
-                std::thread::sleep(PAUSE);
-                let (g, passed) = gate.judge(&render, &config);
-                std::thread::sleep(PAUSE);
-                let (b, bare_passed) = bare(&config);
-                assert_eq!(passed, !refused, "the gate's verdict at {backends} backends");
-                assert_eq!(bare_passed, !refused, "bare's verdict at {backends} backends");
-                gate_times.push(g);
-                bare_times.push(b);
+                for turn in 0..gates.len() {
+                    // the worlds take turns going first, and so do gate and bare
+                    let which = (turn + round) % gates.len();
+                    let gate_first = (round / gates.len()).is_multiple_of(2);
+                    let gate = &mut gates[which];
+                    // renders some time apart, as from a controller: neither
+                    // run shares the cores with what the other left running
+                    let mut judge = || {
+                        std::thread::sleep(PAUSE);
+                        gate.judge(&render, &config)
+                    };
+                    let alone = || {
+                        std::thread::sleep(PAUSE);
+                        bare(&config)
+                    };
+                    let ((g, passed), (b, bare_passed)) = if gate_first {
+                        let g = judge();
+                        (g, alone())
+                    } else {
+                        let b = alone();
+                        (judge(), b)
+                    };
+                    assert_eq!(passed, !refused, "the gate's verdict at {backends} backends");
+                    assert_eq!(bare_passed, !refused, "bare's verdict at {backends} backends");
+                    times[which].0.push(g);
+                    times[which].1.push(b);
+                }
             }
-            // each round's gate against the bare run right after it: the
-            // machine's drift between rounds cancels out
-            let mut differences: Vec<f64> =
-                gate_times.iter().zip(&bare_times).map(|(g, b)| ms(*g) - ms(*b)).collect();
-            differences.sort_by(f64::total_cmp);
-            let difference = differences[differences.len() / 2];
-            let (g, b) = (median(gate_times), median(bare_times));
-            let kind = if refused { "refused" } else { "pass" };
-            println!(
-                "| {backends} backends, {kind} | {:.1} ms | {:.1} ms | {:+.2} ms | {:.1}% |",
-                ms(g),
-                ms(b),
-                difference,
-                difference / ms(b) * 100.0
-            );
+            for (world, (gate_times, bare_times)) in worlds.iter().zip(times) {
+                // each gate run against its own bare run: the machine's
+                // drift between rounds cancels out
+                let mut differences: Vec<f64> =
+                    gate_times.iter().zip(&bare_times).map(|(g, b)| ms(*g) - ms(*b)).collect();
+                differences.sort_by(f64::total_cmp);
+                let difference = differences[differences.len() / 2];
+                let (g, b) = (median(gate_times), median(bare_times));
+                let kind = if refused { "refused" } else { "pass" };
+                println!(
+                    "| {backends} backends, {kind} | {world} | {:.1} ms | {:.1} ms | {:+.2} ms | {:.1}% |",
+                    ms(g),
+                    ms(b),
+                    difference,
+                    difference / ms(b) * 100.0
+                );
+            }
         }
     }
 }
