@@ -122,8 +122,8 @@ pub async fn collect_output(
     let mut status = None;
     let mut ended = false;
     let root = running.group.pgid.map_or(0, |pid| pid as u32);
-    let period = crate::resident::PERIOD;
-    let mut watch = tokio::time::interval_at(Instant::now() + period, period);
+    let (first, period) = (crate::resident::FIRST, crate::resident::PERIOD);
+    let mut watch = tokio::time::interval_at(Instant::now() + first, period);
     watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while status.is_none() || !ended {
         tokio::select! {
