@@ -445,8 +445,7 @@ mod tests {
     use super::*;
 
     fn euid() -> u32 {
-        // SAFETY: geteuid cannot fail.
-        unsafe { libc::geteuid() }
+        rustix::process::geteuid().as_raw()
     }
 
     fn base_in(work: &Path) -> PathBuf {

@@ -317,9 +317,8 @@ mod tests {
     fn special_files_are_refused_without_blocking() {
         let tmp = tree(&[("haproxy.cfg", "global\n")]);
         let fifo = tmp.path().join("pipe");
-        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let mode = rustix::fs::Mode::from_raw_mode(0o600);
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).unwrap();
         let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
         assert_eq!(
             err.to_string(),

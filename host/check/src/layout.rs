@@ -839,9 +839,8 @@ mod tests {
         // a FIFO where a file goes: refused at once, never opened (which would block)
         let dir5 = tmp.path().join("check5");
         std::fs::create_dir_all(dir5.join("maps")).unwrap();
-        let fifo = std::ffi::CString::new(dir5.join("maps/a.map").to_str().unwrap()).unwrap();
-        // SAFETY: a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let (fifo, mode) = (dir5.join("maps/a.map"), rustix::fs::Mode::from_raw_mode(0o600));
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).unwrap();
         let err = arrange(&r, Path::new(CONFIG_DIR))
             .unwrap()
             .write(&handle(&dir5), &mut |_| true)

@@ -214,3 +214,13 @@ pub fn pipe_with(flags: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
     let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     Ok((reader, writer))
 }
+
+/// Waits for the child `pid` and gives its exit code (tests: a child that
+/// was killed fails the test).
+#[cfg(test)]
+pub fn exit_code_of(pid: libc::pid_t) -> i32 {
+    let pid = rustix::process::Pid::from_raw(pid).expect("a child's pid");
+    let waited = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+    let (_, status) = waited.expect("waitpid").expect("a status");
+    status.exit_status().unwrap_or_else(|| panic!("killed, not exited: {status:?}"))
+}

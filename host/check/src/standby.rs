@@ -523,10 +523,13 @@ mod tests {
 
     /// Minor faults of this thread so far.
     fn faults() -> i64 {
-        // SAFETY: a zeroed rusage out-parameter.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid out-pointer.
-        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
+        // SAFETY: rusage is plain integers, so zeroed is a valid value, and
+        // it is a valid out-pointer (rustix has no RUSAGE_THREAD).
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut usage), 0);
+            usage
+        };
         usage.ru_minflt
     }
 
@@ -535,21 +538,12 @@ mod tests {
     /// not; the faults the writes took.
     fn faults_writing_after_a_fork(owned: bool) -> i64 {
         const PAGES: usize = 64;
-        let len = PAGES * 4096;
-        // SAFETY: a fresh private anonymous mapping.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        } as *mut u8;
-        assert_ne!(base as *mut libc::c_void, libc::MAP_FAILED);
-        // SAFETY: within the mapping.
-        unsafe { std::ptr::write_bytes(base, 1, len) };
+        // written whole; the pages measured are the whole ones in it (madvise
+        // takes a page-aligned start)
+        let mut memory = vec![1u8; (PAGES + 1) * 4096];
+        let skip = (memory.as_ptr() as usize).next_multiple_of(4096) - memory.as_ptr() as usize;
+        let memory = &mut memory[skip..skip + PAGES * 4096];
+        let base = memory.as_ptr() as usize;
         let (hold, release) = crate::process::pipe().unwrap();
         // SAFETY: the child only reads and leaves with _exit.
         let child = unsafe { libc::fork() };
@@ -568,21 +562,15 @@ mod tests {
             }
         }
         if owned {
-            own(base as usize..base as usize + len);
+            own(base..base + memory.len());
         }
         let before = faults();
         for page in 0..PAGES {
-            // SAFETY: within the mapping.
-            unsafe { *base.add(page * 4096) = 2 };
+            memory[page * 4096] = 2;
         }
         let taken = faults() - before;
         drop(release);
-        let mut status = 0;
-        // SAFETY: our own child; then our own mapping.
-        unsafe {
-            libc::waitpid(child, &mut status, 0);
-            libc::munmap(base.cast(), len);
-        }
+        assert_eq!(crate::process::exit_code_of(child), 0);
         taken
     }
 

@@ -363,19 +363,12 @@ mod tests {
         let stat = std::fs::read_to_string(format!("/proc/{kept}/stat")).unwrap();
         let ppid: i32 =
             stat.rsplit_once(") ").unwrap().1.split(' ').nth(1).unwrap().parse().unwrap();
-        // SAFETY: getpid cannot fail.
-        assert_eq!(ppid, unsafe { libc::getpid() }, "the keeper is ours, not the child's");
+        let own = rustix::process::getpid().as_raw_nonzero().get();
+        assert_eq!(ppid, own, "the keeper is ours, not the child's");
         // go: the child execs, the keeper leaves
-        // SAFETY: a valid one-byte buffer.
-        assert_eq!(unsafe { libc::write(go_write.as_raw_fd(), b"g".as_ptr().cast(), 1) }, 1);
-        let mut status = 0;
-        // SAFETY: both are our children.
-        unsafe {
-            assert_eq!(libc::waitpid(kept, &mut status, 0), kept);
-            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status:#x}");
-            assert_eq!(libc::waitpid(child, &mut status, 0), child);
-        }
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status:#x}");
+        assert_eq!(rustix::io::write(&go_write, b"g"), Ok(1));
+        assert_eq!(crate::process::exit_code_of(kept), 0, "the keeper");
+        assert_eq!(crate::process::exit_code_of(child), 0, "the child");
     }
 
     #[test]
@@ -406,14 +399,8 @@ mod tests {
         }
         drop(report_write);
         let mut answer = [0u8; 3];
-        // SAFETY: a valid buffer.
-        assert_eq!(
-            unsafe { libc::read(report_read.as_raw_fd(), answer.as_mut_ptr().cast(), 3) },
-            3
-        );
-        let mut status = 0;
-        // SAFETY: our own child.
-        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert_eq!(rustix::io::read(&report_read, &mut answer), Ok(3));
+        assert_eq!(crate::process::exit_code_of(child), 0);
         assert_eq!(answer, [0, 3, 1], "errno, descriptors open from 3 up, the kept ones open");
     }
 

@@ -261,11 +261,7 @@ mod tests {
             // SAFETY: ends the child without running anything of the parent's.
             unsafe { libc::_exit(code) };
         }
-        let mut status = 0;
-        // SAFETY: waiting for our own child.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status), "status {status:#x}");
-        libc::WEXITSTATUS(status)
+        crate::process::exit_code_of(pid)
     }
 
     /// Installs the filter in a forked child and checks what it answers.
