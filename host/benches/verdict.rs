@@ -110,7 +110,14 @@ const PAUSE: Duration = Duration::from_millis(20);
 fn worlds() -> Vec<String> {
     let args: Vec<String> = std::env::args().collect();
     let list = args.iter().position(|a| a == "--worlds").and_then(|i| args.get(i + 1));
-    list.map_or_else(|| vec!["root".to_owned()], |l| l.split(',').map(str::to_owned).collect())
+    let worlds: Vec<String> =
+        list.map_or_else(|| vec!["root".to_owned()], |l| l.split(',').map(str::to_owned).collect());
+    // two gates in one world would share its config directory
+    let mut unique = worlds.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), worlds.len(), "--worlds names a world twice: {worlds:?}");
+    worlds
 }
 
 fn main() {

@@ -1,6 +1,8 @@
 //! `rendergate check DIR` against real haproxy: each verdict kind is bare
-//! `haproxy -dr -c`'s on the same files, and the gate's address-space limit
-//! never decides one (docs/checking.md, "Verdicts"). Each case is run bare
+//! `haproxy -dr -c`'s on the same files, and the gate's memory limits never
+//! decide one: an address-space limit below the top is measured by a second
+//! run, and at the top the memory touched is the bound (docs/checking.md,
+//! "Verdicts"). Each case is run bare
 //! first, so a HAProxy that answers otherwise fails here, not later.
 
 use crate::support::*;

@@ -587,7 +587,7 @@ impl HaproxyChecker {
         // without the sandbox there is no bound; at or below the first, no second run
         let sandboxed = self.opts.sandbox.mode != sandbox::Mode::Off;
         let measures = sandboxed && bounds.second > bounds.first;
-        let top = RunBounds::top(bounds, sandboxed);
+        let top = RunBounds::top(self.opts.memory_max, sandboxed);
         let first = if measures { RunBounds::first(bounds) } else { top };
         let larger_files = RunBounds { file_size: file_size_of(true), ..top };
         let outcome = match self.run_once(setup, render, deadline, first).await {
@@ -725,7 +725,7 @@ impl HaproxyChecker {
             binary: setup.binary.path.clone(),
             dns_skip: self.opts.dns_skip,
             // the word lowers it to the run's own bound
-            memory: sandbox::rlimits::address_space_ceiling(),
+            memory: RunBounds::top(self.opts.memory_max, true).address_space,
             in_flight: self.in_flight.clone(),
             copy_ahead: ahead && self.opts.copy_ahead,
         }
@@ -842,13 +842,15 @@ impl RunBounds {
         RunBounds { address_space: bounds.first, resident: None, file_size: file_size_of(false) }
     }
 
-    /// A run at the top: no address space bound but this process's own
-    /// (HAProxy reserves what it never touches), `--check-memory-max` of
-    /// memory touched instead, when sandboxed ([`crate::resident`]).
-    fn top(bounds: verdict::MemoryBounds, sandboxed: bool) -> RunBounds {
+    /// A run at the top: `memory_max` (`--check-memory-max`) of memory
+    /// touched, when sandboxed, and only a backstop of address space, four
+    /// times that (HAProxy reserves what it never touches), held to this
+    /// process's own ([`crate::resident`]).
+    fn top(memory_max: u64, sandboxed: bool) -> RunBounds {
+        let backstop = memory_max.saturating_mul(crate::resident::BACKSTOP_FACTOR);
         RunBounds {
-            address_space: sandbox::rlimits::address_space_ceiling(),
-            resident: sandboxed.then_some(bounds.second),
+            address_space: backstop.min(sandbox::rlimits::address_space_ceiling()),
+            resident: sandboxed.then_some(memory_max),
             file_size: file_size_of(false),
         }
     }
@@ -1007,8 +1009,7 @@ frontend f
     }
 
     fn euid() -> u32 {
-        // SAFETY: geteuid cannot fail.
-        unsafe { libc::geteuid() }
+        rustix::process::geteuid().as_raw()
     }
 
     fn render(config: &str, files: Vec<RenderFile>) -> Render {

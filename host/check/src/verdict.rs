@@ -470,7 +470,7 @@ pub fn settle(
         (CheckOutcome::Unavailable { reason }, CheckOutcome::Unavailable { reason: again }) => {
             CheckOutcome::Unavailable {
                 reason: format!(
-                    "{reason}\n(again without the address-space limit of {low} (--check-memory), under {high} of memory (--check-memory-max), so not for the check's memory limit: {again})"
+                    "{reason}\n(again without the address-space limit of {low} (--check-memory), at the top (--check-memory-max {high}): {again})"
                 ),
             }
         }
@@ -1195,7 +1195,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
             BOUNDS,
         );
         let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
-        assert!(reason.starts_with("haproxy was killed by signal 11 (SIGSEGV)\n(again without the address-space limit of 1GiB (--check-memory), under 16GiB of memory (--check-memory-max), so not for the check's memory limit: haproxy was killed by signal 11"), "{reason}");
+        assert!(reason.starts_with("haproxy was killed by signal 11 (SIGSEGV)\n(again without the address-space limit of 1GiB (--check-memory), at the top (--check-memory-max 16GiB): haproxy was killed by signal 11"), "{reason}");
     }
 
     #[test]

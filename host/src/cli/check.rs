@@ -115,7 +115,8 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
     outln!("            read-only for run-time loading: {}", landlock::LIBRARY_DIRS.join(" "));
     outln!("  seccomp:  refused: {}", seccomp::denied_names(s.world().is_some()).join(", "));
     outln!(
-        "  rlimits:  address space, CPU seconds (the timeout), file size {} MiB ({} MiB in a second run), {} open files, core 0",
+        "  rlimits:  address space (--check-memory below the top; at the top {}x --check-memory-max, whose memory touched is read instead), CPU seconds (the timeout), file size {} MiB ({} MiB in a second run), {} open files, core 0",
+        rendergate::check::resident::BACKSTOP_FACTOR,
         rlimits::FILE_SIZE >> 20,
         rlimits::FILE_SIZE_MAX >> 20,
         rlimits::OPEN_FILES
