@@ -117,6 +117,8 @@ sandboxed! {
     native::native_require,
     native::native_written_in_check_dir,
     native::native_counts_no_host_pids,
+    native::native_thread_outlives_main_and_allocates,
+    native::native_far_reservation_meets_the_backstop,
     host::host_name_as_local_peer,
     host::check_hostname_names_the_peer,
     host::resolv_conf_and_hosts_are_stand_ins,

@@ -26,12 +26,16 @@ const SOURCE: &str = r#"
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -114,6 +118,38 @@ int pids(lua_State *L) {
         if (kill(p, 0) == 0 || errno == EPERM) n++;
     }
     snprintf(report, sizeof report, "PIDS-SEEN %d", n);
+    lua_pushstring(L, report);
+    return 1;
+}
+
+/* Touches 64 MiB at a time, up to 2 GiB, then waits. */
+static void *hog(void *unused) {
+    (void)unused;
+    for (int i = 0; i < 32; i++) {
+        char *chunk = malloc(64 << 20);
+        if (chunk) memset(chunk, i + 1, 64 << 20);
+    }
+    for (;;) pause();
+    return NULL;
+}
+
+/* The main thread ends alone (its /proc/<pid>/statm then reads 0) while a
+   thread of its own goes on touching memory. */
+int lonely(lua_State *L) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, hog, NULL) != 0) {
+        lua_pushstring(L, "THREAD-FAILED");
+        return 1;
+    }
+    syscall(SYS_exit, 0);
+    return 0;
+}
+
+/* A reservation of 1 TiB that is never touched: what an address space of
+   the check's own has no room for. */
+int reserve(lua_State *L) {
+    void *far = mmap(NULL, 1UL << 40, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    snprintf(report, sizeof report, "RESERVED-1TiB:%s(%d)", far == MAP_FAILED ? "DENIED" : "ALLOWED", far == MAP_FAILED ? errno : 0);
     lua_pushstring(L, report);
     return 1;
 }
@@ -379,6 +415,41 @@ pub fn native_counts_no_host_pids(s: &mut Scene) -> Spec {
             n => vec![format!("native code saw {n} pids below 4096 answer signal 0: the host's")],
         }
     })
+}
+
+/// Native code a render carries starts a thread that touches 2 GiB and
+/// ends its main thread alone, whose `/proc/<pid>/statm` then reads 0: the
+/// memory is still read (through the thread), and past `--check-memory-max`
+/// the check is stopped and could not run, rather than running on to its
+/// deadline.
+pub fn native_thread_outlives_main_and_allocates(s: &mut Scene) -> Spec {
+    let so = match module(s) {
+        Ok((so, _listeners)) => so,
+        Err(skip) => return *skip,
+    };
+    let script = written_and_loaded(&so, "lonely-probe.so", "lonely");
+    let mut spec = crate::lua::lua_render("lua-load", script)
+        .must_say("past the check's limit of 256MiB (--check-memory-max), and was stopped");
+    spec.expect = COULD_NOT_RUN;
+    spec.args = ["--check-memory-max", "256MiB"].map(String::from).to_vec();
+    spec
+}
+
+/// Native code a render carries reserves 1 TiB it never touches: at the
+/// top of its bounds a check has no address-space limit of `--check-memory`,
+/// but a backstop of four times `--check-memory-max` stays (the page tables
+/// of such a reservation, read page by page, are memory resident pages do
+/// not show), so the reservation fails.
+pub fn native_far_reservation_meets_the_backstop(s: &mut Scene) -> Spec {
+    let so = match module(s) {
+        Ok((so, _listeners)) => so,
+        Err(skip) => return *skip,
+    };
+    let script = written_and_loaded(&so, "reserve-probe.so", "reserve");
+    let mut spec = crate::lua::lua_render("lua-load", script).must_say("RESERVED-1TiB:DENIED(12)");
+    spec.expect = &[Kind::Refused];
+    spec.leaks = vec![Leak::Text("RESERVED-1TiB:ALLOWED".into())];
+    spec
 }
 
 /// Lua that writes the module `so` into the check directory as `name`
