@@ -430,7 +430,7 @@ fn the_checks_processes_and_proc_are_its_own() {
     assert_eq!(kind_of(&verdict), "refused", "{verdict}");
     found(verdict["message"].as_str().unwrap());
     // the check's root is a tmpfs of its own: its mount names no gate
-    // directory (the render's bind still shows its own), never the gate's pid
+    // directory, never the gate's pid
     let mounts = "error((io.open('/proc/self/mountinfo'):read('a'):gsub('\\n', ';')))\n";
     let files = json!([{"kind": "general", "path": "lua/proc.lua", "content": mounts}]);
     gate.send(&json!({"type": "rendered", "plan": "plan-2", "render": "r-2", "config": render, "files": files}));
@@ -444,6 +444,18 @@ fn the_checks_processes_and_proc_are_its_own() {
         !message.contains(&format!("/{pid}.")) && !message.contains(&format!(".{pid}.")),
         "the gate's pid {pid} in the check's mounts: {message}"
     );
+    // and the render is a tmpfs of the check's own, not a directory of the
+    // gate's bound there (whose host path the mount would name)
+    let render_mount = "local t = {}\nfor line in io.lines('/proc/self/mountinfo') do if line:find(' /etc/haproxy ', 1, true) then t[#t + 1] = line end end\nerror('RENDER-MOUNT ' .. table.concat(t, ' ;; '))\n";
+    let files = json!([{"kind": "general", "path": "lua/proc.lua", "content": render_mount}]);
+    gate.send(&json!({"type": "rendered", "plan": "plan-3", "render": "r-3", "config": render, "files": files}));
+    let verdict = gate.until("verdict").pop().unwrap();
+    let message = verdict["message"].as_str().unwrap();
+    let line = message.split("RENDER-MOUNT ").nth(1).unwrap_or_else(|| panic!("{message}"));
+    let line = line.lines().next().unwrap_or_default();
+    assert!(line.contains(" / /etc/haproxy rw,nosuid,nodev"), "the render's mount: {line}");
+    assert!(line.contains(" - tmpfs tmpfs rw,size=1048576k"), "the render's mount: {line}");
+    assert!(!line.contains(";;"), "one mount at /etc/haproxy: {line}");
     let (_, status) = gate.finish();
     assert!(status.success());
 }

@@ -67,6 +67,10 @@ pub struct BaseDir {
 pub struct CheckDir {
     place: Place,
     path: PathBuf,
+    /// The render's own tmpfs in its child's world, when the child handed
+    /// one over ([`crate::sandbox::world::Op::Render`]): the render is
+    /// written there, and the directory stays empty.
+    render: Option<Dir>,
 }
 
 #[derive(Debug)]
@@ -80,7 +84,14 @@ enum Place {
 impl CheckDir {
     /// The config directory as this check's directory.
     pub fn in_config_dir(path: &Path, in_dir: crate::config_dir::InConfigDir) -> CheckDir {
-        CheckDir { place: Place::ConfigDir(in_dir), path: path.to_path_buf() }
+        CheckDir { place: Place::ConfigDir(in_dir), path: path.to_path_buf(), render: None }
+    }
+
+    /// The same check directory, its render written into `render`, the
+    /// tmpfs its child handed over.
+    pub fn with_render(mut self, render: std::os::fd::OwnedFd) -> CheckDir {
+        self.render = Some(Dir::from_std_file(std::fs::File::from(render)));
+        self
     }
 
     /// Whether this is the config directory itself (emptied, not removed).
@@ -88,8 +99,14 @@ impl CheckDir {
         matches!(self.place, Place::ConfigDir(_))
     }
 
-    /// The handle files are written through.
+    /// The handle files are written through: the render's own tmpfs where
+    /// its child handed one over, else the directory.
     pub fn dir(&self) -> &Dir {
+        self.render.as_ref().unwrap_or_else(|| self.own())
+    }
+
+    /// The directory itself.
+    fn own(&self) -> &Dir {
         match &self.place {
             Place::Fresh(fresh) => &fresh.dir,
             Place::ConfigDir(in_dir) => in_dir.dir(),
@@ -114,7 +131,7 @@ impl CheckDir {
     /// The directory's descriptor: the child `fchdir`s to it and
     /// Landlock's rule is added from it.
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.dir().as_fd()
+        self.own().as_fd()
     }
 }
 
@@ -230,7 +247,7 @@ impl BaseDir {
             }
         };
         let dir = FreshDir { parent: own.try_clone()?, name: name.clone().into(), dir };
-        Ok(CheckDir { path: self.own_path.join(&name), place: Place::Fresh(dir) })
+        Ok(CheckDir { path: self.own_path.join(&name), place: Place::Fresh(dir), render: None })
     }
 }
 

@@ -239,10 +239,7 @@ impl Order {
     ) {
         let (started_tx, started) = oneshot::channel();
         let (starter, check_over) = mpsc::channel();
-        let made = place
-            .check_dir()
-            .and_then(|dir| self.stocked(dir))
-            .and_then(|dir| self.fork_ready(dir, started, starter));
+        let made = place.check_dir().and_then(|dir| self.fork_ready(dir, started, starter));
         let (armed, cmd, held) = match made {
             Ok(made) => made,
             Err(e) => {
@@ -250,20 +247,53 @@ impl Order {
                 return;
             }
         };
-        if let Err(Ok(unwanted)) = armed_tx.send(Ok(armed)) {
-            // nobody waits for it any more: removed here, with the token held
-            drop(unwanted);
-            return;
+        // A render bound from the check directory is written there while
+        // the child is made; one in a tmpfs of the child's own, once the
+        // child has handed it over.
+        let mut in_world = None;
+        if held.hands_render {
+            in_world = Some((armed, armed_tx));
+        } else {
+            let armed = self.stocked(armed);
+            if let Err(Ok(unwanted)) = armed_tx.send(armed) {
+                // nobody waits for it any more: removed here, with the token held
+                drop(unwanted);
+                return;
+            }
         }
-        let (spawned, resolver) = {
+        let held_resolves = held.resolves;
+        let (spawned, channel) = {
             let _runtime = runtime.enter();
             held.spawn(cmd)
         };
+        let handed = match (&spawned, channel) {
+            (Ok(_), Some(channel)) => network::receive(channel.as_fd()).unwrap_or_else(|e| {
+                tracing::warn!("cannot receive what the check's child handed over: {e}");
+                network::Handed::default()
+            }),
+            _ => network::Handed::default(),
+        };
         // the check's names, answered from now until the check is over
-        let answering = match (&spawned, resolver) {
-            (Ok(_), Some(channel)) => answer_for(&channel, &runtime),
+        let answering = match (&spawned, handed.resolver) {
+            (Ok(_), Some(socket)) => answer_on(socket, &runtime),
+            (Ok(_), None) if held_resolves => {
+                tracing::warn!("the check's child handed over no resolver socket");
+                None
+            }
             _ => None,
         };
+        if let Some((armed, armed_tx)) = in_world {
+            let armed = match (&spawned, handed.render) {
+                (Ok(_), Some(render)) => {
+                    self.stocked(Armed { dir: armed.dir.with_render(render), ..armed })
+                }
+                (Ok(_), None) => Err("the check's child handed over no render directory".into()),
+                // the check learns why from its start
+                (Err(_), _) => self.stocked(armed),
+            };
+            // unwanted, or failed: the child goes below, as after a check
+            let _ = armed_tx.send(armed);
+        }
         let pid = spawned.as_ref().ok().and_then(|child| child.id());
         if pid.is_some() && self.copy_ahead {
             own_copies();
@@ -291,10 +321,11 @@ impl Order {
         drop(namespaces);
     }
 
-    /// `dir` with an empty `haproxy.cfg` and the world's stock files in it
-    /// (the render, when it comes, fills the one and makes room among the
-    /// others for its own).
-    fn stocked(&self, dir: CheckDir) -> Result<CheckDir, String> {
+    /// `armed`'s directory with an empty `haproxy.cfg` and the world's
+    /// stock files in it (the render, when it comes, fills the one and makes
+    /// room among the others for its own).
+    fn stocked(&self, armed: Armed) -> Result<Armed, String> {
+        let dir = &armed.dir;
         let stock = self.sandbox.stock();
         let made = crate::layout::make_config(dir.dir())
             .and_then(|()| crate::prepare::write_stock(dir.dir(), stock));
@@ -302,7 +333,7 @@ impl Order {
             let e = format!("cannot write the check directory: {e}");
             verdict::sanitise(&e, dir.hidden(), &self.binary)
         })?;
-        Ok(dir)
+        Ok(armed)
     }
 
     /// Everything for the fork, made in `dir`: the pipes, the sandbox held
@@ -344,13 +375,17 @@ impl Order {
             .with_memory(self.memory)
             .with_file_size(crate::sandbox::rlimits::FILE_SIZE_MAX)
             .with_resolver(resolver_end.as_raw_fd())
+            .with_render_handed(resolver_end.as_raw_fd())
             .held(hold);
         prepared.apply(&mut cmd);
-        let resolver = prepared.resolves().then_some(resolver);
+        let (resolves, hands_render) = (prepared.resolves(), prepared.hands_render());
+        let channel = (resolves || hands_render).then_some(resolver);
         // `apply` copied the raw descriptors into the child's setup: what
         // they name must stay open until `spawn` returns.
         let held = Held {
-            resolver,
+            channel,
+            resolves,
+            hands_render,
             _resolver_end: resolver_end,
             _ruleset: prepared.into_ruleset(),
             _dir: child_dir,
@@ -366,26 +401,16 @@ impl Order {
     }
 }
 
-/// Answers the DNS queries of the child that handed its resolver socket over
-/// `channel` ([`network::hand_over_resolver`]), on `runtime`, from this
-/// host's resolver ([`crate::dns`]). None when it handed none over; a
-/// check without its resolver still runs (its names then fail to resolve,
-/// as a pod's would without DNS), and the log says why.
-fn answer_for(
-    channel: &OwnedFd,
+/// Answers the DNS queries of the child that handed its resolver `socket`
+/// over ([`network::hand_over_resolver`]), on `runtime`, from this host's
+/// resolver ([`crate::dns`]). A check without its resolver still runs (its
+/// names then fail to resolve, as a pod's would without DNS), and the log
+/// says why.
+fn answer_on(
+    socket: OwnedFd,
     runtime: &tokio::runtime::Handle,
 ) -> Option<tokio::task::JoinHandle<()>> {
-    let socket = match network::receive_resolver(channel.as_fd()) {
-        Ok(Some(socket)) => std::net::UdpSocket::from(socket),
-        Ok(None) => {
-            tracing::warn!("the check's child handed over no resolver socket");
-            return None;
-        }
-        Err(e) => {
-            tracing::warn!("cannot receive the check's resolver socket: {e}");
-            return None;
-        }
-    };
+    let socket = std::net::UdpSocket::from(socket);
     let _runtime = runtime.enter();
     let socket =
         socket.set_nonblocking(true).and_then(|()| tokio::net::UdpSocket::from_std(socket));
@@ -482,8 +507,12 @@ fn end_group(pgid: libc::pid_t) {
 
 /// What the child's setup names by number, open until `spawn` has returned.
 struct Held {
-    /// The gate's end of the child's resolver channel, where it resolves.
-    resolver: Option<OwnedFd>,
+    /// The gate's end of the child's channel, where it hands over its
+    /// resolver socket ([`Held::resolves`]) and its render's tmpfs
+    /// ([`Held::hands_render`]).
+    channel: Option<OwnedFd>,
+    resolves: bool,
+    hands_render: bool,
     _resolver_end: OwnedFd,
     _dir: OwnedFd,
     _word_end: OwnedFd,
@@ -494,7 +523,7 @@ struct Held {
 }
 
 impl Held {
-    /// The child, and the gate's end of its resolver channel.
+    /// The child, and the gate's end of its channel.
     fn spawn(
         mut self,
         mut cmd: tokio::process::Command,
@@ -502,9 +531,9 @@ impl Held {
         let spawned = cmd.spawn();
         // our copies of the output's write end go with `cmd`
         drop(cmd);
-        let resolver = self.resolver.take();
+        let channel = self.channel.take();
         drop(self);
-        (spawned, resolver)
+        (spawned, channel)
     }
 }
 

@@ -172,13 +172,15 @@ const SCRATCH: [&std::ffi::CStr; 2] = [c"/tmp", c"/dev/shm"];
 /// made in the child: its directories and stand-ins), the scratch
 /// directories, and `/proc` read-only where it is the check's own (a `proc`
 /// mount of its PID namespace; not the host's `/proc/self` shown for the
-/// loader alone). 0 or an errno.
-pub fn grant_world(ruleset_fd: RawFd, abi: u32) -> i32 {
+/// loader alone), and `render`, the render's own tmpfs where it has one,
+/// as the check directory. 0 or an errno.
+pub fn grant_world(ruleset_fd: RawFd, abi: u32, render: Option<&std::ffi::CStr>) -> i32 {
     // a fixed array: nothing allocated in the child
     let grants = [(c"/", READ | AccessFs::Truncate), (c"/proc", READ)];
     let scratch = SCRATCH.map(|dir| (dir, SCRATCH_ACCESS));
+    let render = render.map(|dir| (dir, CHECK_DIR_ACCESS));
     let own = own_proc();
-    for (dir, access) in grants.into_iter().chain(scratch) {
+    for (dir, access) in grants.into_iter().chain(scratch).chain(render) {
         if dir == c"/proc" && !own {
             continue;
         }

@@ -266,6 +266,7 @@ impl Sandbox {
             world: self.world.clone(),
             abi: *self.probe.landlock.as_ref().unwrap_or(&0),
             resolver: -1,
+            render: -1,
             exposed: processes::Exposed::of_this_process(),
         };
         Ok(Prepared { dir: check_dir, setup: Some(setup), ruleset, env, hold: None })
@@ -327,6 +328,26 @@ impl Prepared<'_> {
     /// Whether the child hands over a resolver socket.
     pub fn resolves(&self) -> bool {
         self.setup.as_ref().is_some_and(|setup| setup.resolver >= 0)
+    }
+
+    /// The render gets a tmpfs of its own in the child's world, handed over
+    /// on `channel` (the child's end of a [`network::resolver_channel`],
+    /// open until `spawn` returns) for the gate to write the render into,
+    /// rather than the check directory bound there: the check then sees no
+    /// host path of it. Whether it comes is for [`Prepared::hands_render`].
+    pub fn with_render_handed(mut self, channel: RawFd) -> Self {
+        if let Some(setup) = &mut self.setup
+            && setup.world.is_some()
+            && setup.unshare & libc::CLONE_NEWNS != 0
+        {
+            setup.render = channel;
+        }
+        self
+    }
+
+    /// Whether the child hands over its render's tmpfs.
+    pub fn hands_render(&self) -> bool {
+        self.setup.as_ref().is_some_and(|setup| setup.render >= 0)
     }
 
     /// The child, its sandbox made, waits at `hold` for the word to go
@@ -512,6 +533,9 @@ struct ChildSetup {
     abi: u32,
     /// The child's end of its [`network::resolver_channel`] (-1: none).
     resolver: RawFd,
+    /// The same channel's end, where the render's own tmpfs is handed
+    /// over (-1: the check directory is bound instead).
+    render: RawFd,
     /// The gate's command line and environment, blanked in a PID namespace.
     exposed: processes::Exposed,
 }
@@ -545,8 +569,9 @@ impl ChildSetup {
         if let Some(world) = &self.world
             && self.unshare & libc::CLONE_NEWNS != 0
         {
+            let own_users = self.unshare & libc::CLONE_NEWUSER != 0;
             world
-                .enter(self.unshare & libc::CLONE_NEWUSER != 0, own_processes, self.resolver)
+                .enter(own_users, own_processes, self.resolver, self.render)
                 .map_err(|(at, op, errno)| tagged_step(Layer::World, at as i32, op, errno))?;
         }
         step(Layer::Capabilities, caps::drop_all())?;
@@ -557,7 +582,9 @@ impl ChildSetup {
             if self.world.is_some() && self.unshare & libc::CLONE_NEWNS != 0 {
                 // the world's root, the scratch /tmp and the own /proc exist
                 // only now, in the new root
-                step(Layer::Landlock, landlock::grant_world(self.ruleset, self.abi))?;
+                let render = self.world.as_ref().filter(|_| self.render >= 0);
+                let render = render.map(|world| world.render_inside());
+                step(Layer::Landlock, landlock::grant_world(self.ruleset, self.abi, render))?;
             }
             step(Layer::Landlock, landlock::restrict_self(self.ruleset))?;
         }

@@ -23,8 +23,13 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 /// Where the check's resolver listens, as the world's `resolv.conf` says.
 pub const RESOLVER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 53);
 
-/// The pair a child hands its resolver socket over: (the gate's end, the
-/// child's end), both close-on-exec.
+/// What a child hands the gate, named by the one byte that comes with it.
+pub const RESOLVER_SOCKET: u8 = b'r';
+/// The render's own tmpfs ([`super::world::Op::Render`]).
+pub const RENDER: u8 = b'd';
+
+/// The pair a child hands its resolver socket (and its render's tmpfs)
+/// over: (the gate's end, the child's end), both close-on-exec.
 pub fn resolver_channel() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::net::socketpair(AddressFamily::UNIX, SocketType::DGRAM, SocketFlags::CLOEXEC, None)?)
 }
@@ -47,42 +52,62 @@ pub fn hand_over_resolver(channel: RawFd) -> i32 {
     if let Err(e) = rustix::net::bind(&socket, &RESOLVER) {
         return e.raw_os_error();
     }
+    hand_over(channel, RESOLVER_SOCKET, &socket)
+}
+
+/// In the child: sends `fd` over `channel` with `what` ([`RESOLVER_SOCKET`],
+/// [`RENDER`]). 0 or an errno; on the stack only.
+pub fn hand_over(channel: RawFd, what: u8, fd: &OwnedFd) -> i32 {
     // SAFETY: the parent keeps the channel open until `spawn` returns.
     let channel = unsafe { BorrowedFd::borrow_raw(channel) };
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    let fds = [socket.as_fd()];
+    let fds = [fd.as_fd()];
     ancillary.push(SendAncillaryMessage::ScmRights(&fds));
-    match rustix::net::sendmsg(channel, &[IoSlice::new(b"r")], &mut ancillary, SendFlags::empty()) {
+    let tag = [what];
+    match rustix::net::sendmsg(channel, &[IoSlice::new(&tag)], &mut ancillary, SendFlags::empty()) {
         Ok(_) => 0,
         Err(e) => e.raw_os_error(),
     }
 }
 
-/// In the gate, once the child's `spawn` has returned: the resolver socket
-/// it handed over on `channel` (the gate's end), if it did (a child without
-/// a network of its own hands over none).
-pub fn receive_resolver(channel: BorrowedFd<'_>) -> std::io::Result<Option<OwnedFd>> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
-    let mut byte = [0u8; 1];
-    let received = rustix::net::recvmsg(
-        channel,
-        &mut [IoSliceMut::new(&mut byte)],
-        &mut ancillary,
-        RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
-    );
-    match received {
-        Ok(_) => {}
-        Err(rustix::io::Errno::AGAIN) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    }
-    for message in ancillary.drain() {
-        if let RecvAncillaryMessage::ScmRights(mut fds) = message {
-            return Ok(fds.next());
+/// What a child handed over ([`hand_over`]).
+#[derive(Debug, Default)]
+pub struct Handed {
+    pub resolver: Option<OwnedFd>,
+    pub render: Option<OwnedFd>,
+}
+
+/// In the gate, once the child's `spawn` has returned: what it handed over
+/// on `channel` (the gate's end). A child without a network of its own
+/// hands over no resolver; one whose render is bound hands over none.
+pub fn receive(channel: BorrowedFd<'_>) -> std::io::Result<Handed> {
+    let mut handed = Handed::default();
+    loop {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+        let mut tag = [0u8; 1];
+        let received = rustix::net::recvmsg(
+            channel,
+            &mut [IoSliceMut::new(&mut tag)],
+            &mut ancillary,
+            RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+        );
+        match received {
+            Ok(_) => {}
+            Err(rustix::io::Errno::AGAIN) => return Ok(handed),
+            Err(e) => return Err(e.into()),
+        }
+        let fd = ancillary.drain().find_map(|message| match message {
+            RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+            _ => None,
+        });
+        match tag[0] {
+            RESOLVER_SOCKET => handed.resolver = fd,
+            RENDER => handed.render = fd,
+            _ => {}
         }
     }
-    Ok(None)
 }
 
 /// `RTM_NEWROUTE`: `default dev lo` (table main, scope link) for `family`,

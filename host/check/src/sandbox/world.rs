@@ -14,8 +14,11 @@
 //! loads from — glibc opens more there at run time: `libgcc_s`, NSS and
 //! gconv modules, OpenSSL's providers — and the loader's own files, the
 //! system CA store, Lua's module directories, the stock files a packaged
-//! HAProxy names, `--check-read` paths) and the devices; the check
-//! directory at the config directory (`--config-dir`, writable); a bounded
+//! HAProxy names, `--check-read` paths) and the devices; at the config
+//! directory (`--config-dir`) the render: a bounded tmpfs of the child's own,
+//! handed to the gate, which writes the render into it (so the check's
+//! `mountinfo` shows no host path of it), or, for a child that hands
+//! nothing over, the check directory bound there; writable; a bounded
 //! tmpfs at `/tmp` and one at `/dev/shm`; where the binary's loader expands
 //! `$ORIGIN` (it reads `/proc/self/exe`), its own `/proc/<pid>` at
 //! `/proc/self`, read-only, and otherwise nothing of `/proc`; then it makes that tmpfs its root (`chroot`, or `pivot_root` where a
@@ -82,6 +85,10 @@ const TMP_OPTIONS: &str = "size=64m,nr_inodes=4096,mode=1777";
 /// The world's root: its directories, mount points and stand-ins (the
 /// accounts of a large directory among them).
 const ROOT_OPTIONS: &str = "size=16m,nr_inodes=4096,mode=755";
+/// The render's own tmpfs: private to the gate's user, and room for eight
+/// times the largest render by default (128 MiB, 20,000 files) with what
+/// HAProxy writes beside it during `-c`.
+const RENDER_OPTIONS: &str = "size=1g,nr_inodes=262144,mode=700";
 /// How many symlinks one exposed path may go through (the kernel's own bound).
 const MAX_LINKS: usize = 40;
 /// The largest stock file copied into each check directory.
@@ -213,8 +220,11 @@ pub enum Op {
     /// This process's `/proc/<pid>` at `/proc/self`, read-only, for the
     /// loader's `$ORIGIN`; skipped where [`Op::Proc`] mounted a `/proc`.
     ProcSelf { target: CString, remount: MountFlags },
-    /// The render: the working directory, bound where a pod keeps it.
-    Render { target: CString },
+    /// The render, where a pod keeps it: a tmpfs of its own, handed to the
+    /// gate to write the render into ([`World::enter`]); for a child that
+    /// hands nothing over, the working directory (the check directory)
+    /// bound there.
+    Render { target: CString, options: CString },
     /// Read-only from here on (the root, last).
     ReadOnly { target: CString, flags: MountFlags },
 }
@@ -236,14 +246,15 @@ impl Op {
             Op::Bind { source, .. } => format!("bind {}", source.to_string_lossy()),
             Op::Proc { .. } => "proc /proc".into(),
             Op::ProcSelf { .. } => "bind /proc/self".into(),
-            Op::Render { target } => format!("render at {}", inside(target)),
+            Op::Render { target, .. } => format!("render at {}", inside(target)),
             Op::ReadOnly { target, .. } => format!("read-only {}", inside(target)),
         }
     }
 
-    /// In the child: `own_proc`, an [`Op::Proc`] mounted. System calls
-    /// only, on what the parent prepared.
-    fn apply(&self, own_proc: &mut bool) -> rustix::io::Result<()> {
+    /// In the child: `own_proc`, an [`Op::Proc`] mounted; `own_render`, the
+    /// render gets a tmpfs of its own. System calls only, on what the
+    /// parent prepared.
+    fn apply(&self, own_proc: &mut bool, own_render: bool) -> rustix::io::Result<()> {
         use rustix::fs::{Mode, OFlags};
         match self {
             Op::Tmpfs { target, flags, options } => {
@@ -276,7 +287,11 @@ impl Op {
                 mount_bind(c"/proc/self", target)?;
                 read_only(target, *remount)
             }
-            Op::Render { target } => mount_bind(c".", target),
+            Op::Render { target, options } if own_render => {
+                let flags = MountFlags::NOSUID | MountFlags::NODEV;
+                mount(c"tmpfs", target.as_c_str(), c"tmpfs", flags, options.as_c_str())
+            }
+            Op::Render { target, .. } => mount_bind(c".", target),
             Op::ReadOnly { target, flags } => read_only(target, *flags),
         }
     }
@@ -416,7 +431,8 @@ impl World {
                 | MountFlags::NOEXEC;
             ops.push(Op::ProcSelf { target: c_path(&root.join("proc/self"))?, remount });
         }
-        ops.push(Op::Render { target: c_path(&config_target)? });
+        let render_options = CString::new(RENDER_OPTIONS).expect("no NUL in a constant");
+        ops.push(Op::Render { target: c_path(&config_target)?, options: render_options });
         let flags = MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV;
         ops.push(Op::ReadOnly { target: c_path(&root)?, flags });
 
@@ -434,6 +450,11 @@ impl World {
             options: options.clone(),
             _dir: dir,
         })
+    }
+
+    /// Where the render lies inside the world.
+    pub fn render_inside(&self) -> &CStr {
+        &self.config_inside
     }
 
     /// The world's operations, in order.
@@ -498,14 +519,18 @@ impl World {
     /// mapped. Raw system calls on memory prepared before the fork only.
     /// Returns the step that failed, the operation's index for
     /// [`Step::Mount`], and its errno.
+    ///
+    /// `channel`, when not -1, is where the render's own tmpfs is handed to
+    /// the gate ([`Op::Render`]), right after the mounts.
     pub fn enter(
         &self,
         own_users: bool,
         own_processes: bool,
         resolver: RawFd,
+        channel: RawFd,
     ) -> Result<(), (Step, Option<usize>, i32)> {
         let failed_op = std::cell::Cell::new(None);
-        let steps: [(Step, &dyn Fn() -> i32); 9] = [
+        let steps: [(Step, &dyn Fn() -> i32); 10] = [
             (Step::MapIds, &|| if own_users { self.map_ids() } else { 0 }),
             (Step::Loopback, &super::network::loopback_up),
             (Step::Route, &super::network::default_routes),
@@ -513,12 +538,15 @@ impl World {
                 if resolver < 0 { 0 } else { super::network::hand_over_resolver(resolver) }
             }),
             (Step::PrivateMounts, &|| super::namespaces::private_mounts()),
-            (Step::Mount, &|| match self.apply(own_processes) {
+            (Step::Mount, &|| match self.apply(own_processes, channel >= 0) {
                 Ok(()) => 0,
                 Err((index, e)) => {
                     failed_op.set(Some(index));
                     e
                 }
+            }),
+            (Step::Render, &|| {
+                if channel < 0 { 0 } else { self.hand_over_render(channel) }
             }),
             (Step::Chroot, &|| self.pivot()),
             (Step::Chdir, &|| errno_of(rustix::process::chdir(self.config_inside.as_c_str()))),
@@ -557,15 +585,31 @@ impl World {
 
     /// Applies the world's operations in order; the index of the one that
     /// failed, and its errno.
-    fn apply(&self, own_processes: bool) -> Result<(), (usize, i32)> {
+    fn apply(&self, own_processes: bool, own_render: bool) -> Result<(), (usize, i32)> {
         let mut own_proc = false;
         for (index, op) in self.ops.iter().enumerate() {
             if matches!(op, Op::Proc { .. }) && !own_processes {
                 continue;
             }
-            op.apply(&mut own_proc).map_err(|e| (index, e.raw_os_error()))?;
+            op.apply(&mut own_proc, own_render).map_err(|e| (index, e.raw_os_error()))?;
         }
         Ok(())
+    }
+
+    /// Opens the render's tmpfs and sends it over `channel` (the gate
+    /// writes the render through it). 0 or an errno.
+    fn hand_over_render(&self, channel: RawFd) -> i32 {
+        use rustix::fs::{Mode, OFlags};
+        let Some(Op::Render { target, .. }) =
+            self.ops.iter().find(|op| matches!(op, Op::Render { .. }))
+        else {
+            return libc::ENOENT;
+        };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        match rustix::fs::open(target.as_c_str(), flags, Mode::empty()) {
+            Ok(dir) => super::network::hand_over(channel, super::network::RENDER, &dir),
+            Err(e) => e.raw_os_error(),
+        }
     }
 
     /// Makes the world's root the root. `chroot` first: detaching the old root
@@ -618,16 +662,18 @@ pub enum Step {
     Hostname = 8,
     Route = 9,
     Resolver = 10,
+    Render = 11,
 }
 
 impl Step {
-    pub const ALL: [Step; 10] = [
+    pub const ALL: [Step; 11] = [
         Step::MapIds,
         Step::Loopback,
         Step::Route,
         Step::Resolver,
         Step::PrivateMounts,
         Step::Mount,
+        Step::Render,
         Step::Chroot,
         Step::PivotRoot,
         Step::Chdir,
@@ -643,6 +689,7 @@ impl Step {
             Step::Resolver => "resolver socket",
             Step::PrivateMounts => "private mounts",
             Step::Mount => "mount",
+            Step::Render => "render handed over",
             Step::Chroot => "chroot",
             Step::PivotRoot => "pivot_root",
             Step::Chdir => "chdir",
