@@ -401,7 +401,8 @@ impl HaproxyChecker {
         let sandbox = match current {
             Some(made) => made.sandbox.clone(),
             None => {
-                let (opts, probe) = (self.opts.sandbox.clone(), self.choice().probe.clone());
+                let (mut opts, probe) = (self.opts.sandbox.clone(), self.choice().probe.clone());
+                opts.world.render_room = self.opts.limits;
                 let private = self.base.as_ref().ok().map(|base| base.own_path());
                 let sandbox = Arc::new(Sandbox::with_probe(opts, &binary.path, probe, private));
                 let judge = binary.identity.clone();

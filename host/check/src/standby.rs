@@ -261,16 +261,23 @@ impl Order {
                 return;
             }
         }
+        if in_world.as_ref().is_some_and(|(_, armed_tx)| armed_tx.is_closed()) {
+            // the check gave up on it already: no child is made
+            return;
+        }
         let held_resolves = held.resolves;
         let (spawned, channel) = {
             let _runtime = runtime.enter();
             held.spawn(cmd)
         };
         let handed = match (&spawned, channel) {
-            (Ok(_), Some(channel)) => network::receive(channel.as_fd()).unwrap_or_else(|e| {
-                tracing::warn!("cannot receive what the check's child handed over: {e}");
-                network::Handed::default()
-            }),
+            (Ok(_), Some(channel)) => {
+                let (handed, failed) = network::receive(channel.as_fd());
+                if let Some(e) = failed {
+                    tracing::warn!("cannot receive what the check's child handed over: {e}");
+                }
+                handed
+            }
             _ => network::Handed::default(),
         };
         // the check's names, answered from now until the check is over
@@ -288,8 +295,12 @@ impl Order {
                     self.stocked(Armed { dir: armed.dir.with_render(render), ..armed })
                 }
                 (Ok(_), None) => Err("the check's child handed over no render directory".into()),
-                // the check learns why from its start
-                (Err(_), _) => self.stocked(armed),
+                // why the child could not be made, as its start would say it,
+                // before any of the render is written
+                (Err(e), _) => {
+                    let why = process::spawn_failure(&armed.launch.starting.program, e);
+                    Err(verdict::sanitise(&why, armed.dir.hidden(), &self.binary))
+                }
             };
             // unwanted, or failed: the child goes below, as after a check
             let _ = armed_tx.send(armed);

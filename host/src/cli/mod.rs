@@ -144,6 +144,8 @@ impl HaproxyArgs {
                     hostname: self.check_hostname.clone(),
                     stock_dir: self.stock_dir.clone(),
                     hosts: self.check_hosts.clone(),
+                    // the checker sizes the render's room from `limits`
+                    ..sandbox::world::WorldOptions::default()
                 },
                 env: self.check_env.clone(),
             },

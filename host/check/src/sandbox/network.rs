@@ -80,8 +80,9 @@ pub struct Handed {
 
 /// In the gate, once the child's `spawn` has returned: what it handed over
 /// on `channel` (the gate's end). A child without a network of its own
-/// hands over no resolver; one whose render is bound hands over none.
-pub fn receive(channel: BorrowedFd<'_>) -> std::io::Result<Handed> {
+/// hands over no resolver; one whose render is bound hands over none. An
+/// error after a message keeps what came before it.
+pub fn receive(channel: BorrowedFd<'_>) -> (Handed, Option<std::io::Error>) {
     let mut handed = Handed::default();
     loop {
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
@@ -95,8 +96,8 @@ pub fn receive(channel: BorrowedFd<'_>) -> std::io::Result<Handed> {
         );
         match received {
             Ok(_) => {}
-            Err(rustix::io::Errno::AGAIN) => return Ok(handed),
-            Err(e) => return Err(e.into()),
+            Err(rustix::io::Errno::AGAIN) => return (handed, None),
+            Err(e) => return (handed, Some(e.into())),
         }
         let fd = ancillary.drain().find_map(|message| match message {
             RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),

@@ -85,10 +85,20 @@ const TMP_OPTIONS: &str = "size=64m,nr_inodes=4096,mode=1777";
 /// The world's root: its directories, mount points and stand-ins (the
 /// accounts of a large directory among them).
 const ROOT_OPTIONS: &str = "size=16m,nr_inodes=4096,mode=755";
-/// The render's own tmpfs: private to the gate's user, and room for eight
-/// times the largest render by default (128 MiB, 20,000 files) with what
-/// HAProxy writes beside it during `-c`.
-const RENDER_OPTIONS: &str = "size=1g,nr_inodes=262144,mode=700";
+/// Room in the render's own tmpfs beside the render (its size is the
+/// render's limit, [`WorldOptions::render_room`]): what HAProxy writes
+/// there during `-c` (3.2's `acme` account key), as much as the scratch
+/// `/tmp` holds. The tmpfs is memory: the gate's, as its own writes are.
+const RENDER_MARGIN: u64 = 64 << 20;
+
+/// The render's own tmpfs: private to the gate's user, as large as the
+/// render may be (`--max-render-size`, `--max-render-files`, each of its
+/// files in a directory of its own at most) and [`RENDER_MARGIN`].
+fn render_options(room: &crate::limits::RenderLimits) -> CString {
+    let size = room.bytes.saturating_add(RENDER_MARGIN) >> 10;
+    let inodes = room.files.saturating_mul(2).saturating_add(4096);
+    CString::new(format!("size={size}k,nr_inodes={inodes},mode=700")).expect("no NUL in numbers")
+}
 /// How many symlinks one exposed path may go through (the kernel's own bound).
 const MAX_LINKS: usize = 40;
 /// The largest stock file copied into each check directory.
@@ -114,6 +124,9 @@ pub struct WorldOptions {
     /// More names HAProxy resolves, in hosts(5) form (`--check-hosts`): the
     /// pods' own (`hostAliases`), added to the world's `/etc/hosts`.
     pub hosts: Option<PathBuf>,
+    /// How large a render may be, so its own tmpfs holds it (the
+    /// checker's `--max-render-size` and `--max-render-files`).
+    pub render_room: crate::limits::RenderLimits,
 }
 
 impl Default for WorldOptions {
@@ -125,6 +138,7 @@ impl Default for WorldOptions {
             hostname: None,
             stock_dir: None,
             hosts: None,
+            render_room: crate::limits::RenderLimits::default(),
         }
     }
 }
@@ -431,8 +445,8 @@ impl World {
                 | MountFlags::NOEXEC;
             ops.push(Op::ProcSelf { target: c_path(&root.join("proc/self"))?, remount });
         }
-        let render_options = CString::new(RENDER_OPTIONS).expect("no NUL in a constant");
-        ops.push(Op::Render { target: c_path(&config_target)?, options: render_options });
+        let render = render_options(&options.render_room);
+        ops.push(Op::Render { target: c_path(&config_target)?, options: render });
         let flags = MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV;
         ops.push(Op::ReadOnly { target: c_path(&root)?, flags });
 
@@ -1225,6 +1239,14 @@ mod tests {
         });
         let place = c_path(&s.inside(&h.join("lib"))).unwrap();
         assert_eq!(link, Some((place, c"usr/lib".to_owned())));
+    }
+
+    #[test]
+    fn the_renders_tmpfs_holds_the_largest_render_and_what_haproxy_writes() {
+        let room = crate::limits::RenderLimits { files: 10, bytes: 1 << 20 };
+        assert_eq!(render_options(&room).to_str(), Ok("size=66560k,nr_inodes=4116,mode=700"));
+        let default = render_options(&crate::limits::RenderLimits::default());
+        assert_eq!(default.to_str(), Ok("size=196608k,nr_inodes=44096,mode=700"));
     }
 
     #[test]
