@@ -454,7 +454,7 @@ fn the_checks_processes_and_proc_are_its_own() {
     let line = message.split("RENDER-MOUNT ").nth(1).unwrap_or_else(|| panic!("{message}"));
     let line = line.lines().next().unwrap_or_default();
     assert!(line.contains(" / /etc/haproxy rw,nosuid,nodev"), "the render's mount: {line}");
-    assert!(line.contains(" - tmpfs tmpfs rw,size=196608k"), "the render's mount: {line}");
+    assert!(line.contains(" - tmpfs tmpfs rw,size=458752k"), "the render's mount: {line}");
     assert!(!line.contains(";;"), "one mount at /etc/haproxy: {line}");
     let (_, status) = gate.finish();
     assert!(status.success());

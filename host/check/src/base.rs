@@ -105,6 +105,17 @@ impl CheckDir {
         self.render.as_ref().unwrap_or_else(|| self.own())
     }
 
+    /// Whether a run filled the render's own tmpfs (less than 1 MiB or no
+    /// inode left), so that a refusal may be the room's, not the render's:
+    /// its size, said so. `None` for a directory on the host's disk.
+    pub fn room_filled(&self) -> Option<u64> {
+        let render = self.render.as_ref()?;
+        let fs = rustix::fs::fstatvfs(render).ok()?;
+        let left = fs.f_bavail.saturating_mul(fs.f_frsize);
+        let size = fs.f_blocks.saturating_mul(fs.f_frsize);
+        (left < 1 << 20 || fs.f_favail == 0).then_some(size)
+    }
+
     /// The directory itself.
     fn own(&self) -> &Dir {
         match &self.place {

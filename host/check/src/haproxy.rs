@@ -637,7 +637,8 @@ impl HaproxyChecker {
         let ran = self.run_haproxy(setup, render, &ready, launch, deadline, started, bounds).await;
         let (ran, starter) = match ran {
             Ok((transcript, exit, starter)) => {
-                (Ok((self.read_verdict(transcript, exit, bounds.file_size), exit)), Some(starter))
+                let outcome = self.read_verdict(transcript, exit, bounds.file_size);
+                (room_judged(outcome, exit, &ready.dir), Some(starter))
             }
             Err(reason) => (Err(reason), None),
         };
@@ -823,6 +824,25 @@ impl HaproxyChecker {
             return outcome;
         }
         sandbox::explain_file_size(outcome, file_size)
+    }
+}
+
+/// A run that did not pass while its render's own tmpfs is full may have
+/// been refused for the room, not for the render (bare writes on a disk):
+/// it is not judged. (The room holds the largest render and the largest
+/// file a check may write, so only a render that writes many files gets
+/// here.)
+fn room_judged(
+    outcome: CheckOutcome,
+    exit: Exit,
+    dir: &super::base::CheckDir,
+) -> Result<(CheckOutcome, Exit), String> {
+    match dir.room_filled() {
+        Some(size) if !matches!(outcome, CheckOutcome::Passed { .. }) => Err(format!(
+            "haproxy -c filled the room of its config directory, {} MiB (the render's limit, --max-render-size, with room for what it writes), so the render is not judged",
+            size >> 20
+        )),
+        _ => Ok((outcome, exit)),
     }
 }
 

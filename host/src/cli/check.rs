@@ -46,7 +46,7 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
                 "  world:    a root of its own (user, mount, network, IPC and UTS namespaces); nothing else of the host exists"
             );
             outln!(
-                "            the render: {} (the working directory; a tmpfs of its own, the render's size and 64 MiB, the gate writes into; writable, discarded)",
+                "            the render: {} (the working directory; a tmpfs of its own the gate writes into, --max-render-size and 320 MiB; writable, discarded)",
                 world.options().config_dir.display()
             );
             outln!("            read-only: {}", shown(&world.exposed()));

@@ -506,6 +506,52 @@ async fn files_written_in_the_check_directory_are_bounded() {
     assert!(passed(&check(&off, &config, writes(17).1).await));
 }
 
+/// Files a check writes that fill its render's own tmpfs (the room holds
+/// the largest render and the largest file a check may write, so only
+/// many files can) get no verdict: the room, not the render, may have
+/// refused it, where bare writes on a disk.
+#[tokio::test]
+async fn a_check_that_fills_its_renders_room_is_not_judged() {
+    if !needs::lua(&haproxy()) {
+        needs::missing(&format!("{} has no Lua", haproxy().display()), "this test");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let checker = HaproxyChecker::with_probe(
+        HaproxyOptions {
+            binary: haproxy(),
+            work_dir: Some(work.path().to_path_buf()),
+            // a room of 1 + 256 + 64 MiB
+            limits: crate::RenderLimits { files: 100, bytes: 1 << 20 },
+            ..HaproxyOptions::default()
+        },
+        Probe::detect(""),
+    );
+    let f = Fixture { _work: work, checker };
+    if f.checker.world_kind() != crate::haproxy::WorldKind::Root {
+        return; // the config-dir world lays the render on the host's disk
+    }
+    // 15 MiB files, below the file-size bound, 330 MiB in all
+    let script = "local chunk = string.rep(\"x\", 1024 * 1024)\n\
+         for n = 1, 22 do\n\
+           local f = assert(io.open(\"w\" .. n .. \".bin\", \"wb\"))\n\
+           for i = 1, 15 do assert(f:write(chunk)) end\n\
+           assert(f:close())\n\
+         end\n";
+    let files = vec![RenderFile {
+        kind: FileKind::General,
+        path: "lua/w.lua".into(),
+        content: script.into(),
+    }];
+    let config = VALID.replace("global\n", "global\n  lua-load lua/w.lua\n");
+    let out = check(&f, &config, files).await;
+    let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
+    assert!(
+        reason.starts_with("haproxy -c filled the room of its config directory, 321 MiB"),
+        "{reason}"
+    );
+}
+
 /// A haproxy that brings its own loader and a library of its own, found
 /// through `RUNPATH=$ORIGIN/../lib` under a soname no system directory has
 /// (so only the private copy can satisfy it), with `PT_INTERP` moved past

@@ -85,17 +85,21 @@ const TMP_OPTIONS: &str = "size=64m,nr_inodes=4096,mode=1777";
 /// The world's root: its directories, mount points and stand-ins (the
 /// accounts of a large directory among them).
 const ROOT_OPTIONS: &str = "size=16m,nr_inodes=4096,mode=755";
-/// Room in the render's own tmpfs beside the render (its size is the
-/// render's limit, [`WorldOptions::render_room`]): what HAProxy writes
-/// there during `-c` (3.2's `acme` account key), as much as the scratch
-/// `/tmp` holds. The tmpfs is memory: the gate's, as its own writes are.
+/// Room in the render's own tmpfs beside the render and the largest file a
+/// check may write (its second run's file-size bound, so that a file past
+/// it meets that bound, not a full tmpfs): what else HAProxy writes there
+/// during `-c` (3.2's `acme` account key), as much as the scratch `/tmp`
+/// holds. The tmpfs is memory: the gate's, as its own writes are. A run
+/// that fills it is not judged (`crate::base::CheckDir::room_filled`).
 const RENDER_MARGIN: u64 = 64 << 20;
 
 /// The render's own tmpfs: private to the gate's user, as large as the
 /// render may be (`--max-render-size`, `--max-render-files`, each of its
-/// files in a directory of its own at most) and [`RENDER_MARGIN`].
+/// files in a directory of its own at most), the largest file a check may
+/// write, and [`RENDER_MARGIN`].
 fn render_options(room: &crate::limits::RenderLimits) -> CString {
-    let size = room.bytes.saturating_add(RENDER_MARGIN) >> 10;
+    let beside = super::rlimits::FILE_SIZE_MAX + RENDER_MARGIN;
+    let size = room.bytes.saturating_add(beside) >> 10;
     let inodes = room.files.saturating_mul(2).saturating_add(4096);
     CString::new(format!("size={size}k,nr_inodes={inodes},mode=700")).expect("no NUL in numbers")
 }
@@ -1244,9 +1248,9 @@ mod tests {
     #[test]
     fn the_renders_tmpfs_holds_the_largest_render_and_what_haproxy_writes() {
         let room = crate::limits::RenderLimits { files: 10, bytes: 1 << 20 };
-        assert_eq!(render_options(&room).to_str(), Ok("size=66560k,nr_inodes=4116,mode=700"));
+        assert_eq!(render_options(&room).to_str(), Ok("size=328704k,nr_inodes=4116,mode=700"));
         let default = render_options(&crate::limits::RenderLimits::default());
-        assert_eq!(default.to_str(), Ok("size=196608k,nr_inodes=44096,mode=700"));
+        assert_eq!(default.to_str(), Ok("size=458752k,nr_inodes=44096,mode=700"));
     }
 
     #[test]
