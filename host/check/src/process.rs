@@ -128,15 +128,14 @@ pub async fn collect_output(
     while status.is_none() || !ended {
         tokio::select! {
             _ = watch.tick(), if status.is_none() && resident.is_some() => {
-                let bound = resident.unwrap_or(u64::MAX);
                 let touched = crate::resident::resident(root);
-                if touched > bound {
+                if let Some(bound) = resident.filter(|bound| touched > *bound) {
                     running.group.kill();
                     let _ = running.child.wait().await;
-                    let bound = usize::try_from(bound).map_or_else(|_| bound.to_string(), crate::size::format);
                     return Err(format!(
-                        "haproxy -c touched {} MiB of memory, past the check's limit of {bound} (--check-memory-max), and was stopped",
-                        touched >> 20
+                        "haproxy -c touched {} MiB of memory, past the check's limit of {} (--check-memory-max), and was stopped",
+                        touched >> 20,
+                        super::verdict::bytes(bound)
                     ));
                 }
             },

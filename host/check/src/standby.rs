@@ -250,21 +250,20 @@ impl Order {
         // A render bound from the check directory is written there while
         // the child is made; one in a tmpfs of the child's own, once the
         // child has handed it over.
-        let mut in_world = None;
-        if held.hands_render {
-            in_world = Some((armed, armed_tx));
+        let in_world = if held.hands_render {
+            if armed_tx.is_closed() {
+                // the check gave up on it already: no child is made
+                return;
+            }
+            Some((armed, armed_tx))
         } else {
-            let armed = self.stocked(armed);
-            if let Err(Ok(unwanted)) = armed_tx.send(armed) {
+            if let Err(Ok(unwanted)) = armed_tx.send(self.stocked(armed)) {
                 // nobody waits for it any more: removed here, with the token held
                 drop(unwanted);
                 return;
             }
-        }
-        if in_world.as_ref().is_some_and(|(_, armed_tx)| armed_tx.is_closed()) {
-            // the check gave up on it already: no child is made
-            return;
-        }
+            None
+        };
         let held_resolves = held.resolves;
         let (spawned, channel) = {
             let _runtime = runtime.enter();
@@ -377,7 +376,7 @@ impl Order {
         };
         let mut cmd = process::command(&self.binary, output_end)
             .map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
-        let (resolver, resolver_end) = network::resolver_channel()
+        let (channel, channel_end) = network::hand_over_channel()
             .map_err(|e| sanitised(format!("cannot prepare the check's child: {e}")))?;
         let prepared = self
             .sandbox
@@ -385,19 +384,19 @@ impl Order {
             .map_err(sanitised)?
             .with_memory(self.memory)
             .with_file_size(crate::sandbox::rlimits::FILE_SIZE_MAX)
-            .with_resolver(resolver_end.as_raw_fd())
-            .with_render_handed(resolver_end.as_raw_fd())
+            .with_resolver(channel_end.as_raw_fd())
+            .with_render_handed(channel_end.as_raw_fd())
             .held(hold);
         prepared.apply(&mut cmd);
         let (resolves, hands_render) = (prepared.resolves(), prepared.hands_render());
-        let channel = (resolves || hands_render).then_some(resolver);
+        let channel = (resolves || hands_render).then_some(channel);
         // `apply` copied the raw descriptors into the child's setup: what
         // they name must stay open until `spawn` returns.
         let held = Held {
             channel,
             resolves,
             hands_render,
-            _resolver_end: resolver_end,
+            _channel_end: channel_end,
             _ruleset: prepared.into_ruleset(),
             _dir: child_dir,
             _word_end: word_end,
@@ -524,7 +523,7 @@ struct Held {
     channel: Option<OwnedFd>,
     resolves: bool,
     hands_render: bool,
-    _resolver_end: OwnedFd,
+    _channel_end: OwnedFd,
     _dir: OwnedFd,
     _word_end: OwnedFd,
     _report_end: OwnedFd,

@@ -527,7 +527,7 @@ pub fn settle_file_size(first: CheckOutcome, second: Result<CheckOutcome, String
 }
 
 /// A bound as the flags write it (`1GiB`).
-fn bytes(bound: u64) -> String {
+pub(crate) fn bytes(bound: u64) -> String {
     usize::try_from(bound).map_or_else(|_| format!("{bound}"), crate::size::format)
 }
 

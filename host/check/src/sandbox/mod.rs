@@ -312,7 +312,7 @@ impl Prepared<'_> {
 
     /// Where a child with a world of its own hands over its resolver socket
     /// ([`network::hand_over_resolver`]): `channel`, the child's end of a
-    /// [`network::resolver_channel`], open until `spawn` returns. Whether
+    /// [`network::hand_over_channel`], open until `spawn` returns. Whether
     /// one comes is for [`Prepared::resolves`] to say.
     pub fn with_resolver(mut self, channel: RawFd) -> Self {
         if let Some(setup) = &mut self.setup
@@ -331,7 +331,7 @@ impl Prepared<'_> {
     }
 
     /// The render gets a tmpfs of its own in the child's world, handed over
-    /// on `channel` (the child's end of a [`network::resolver_channel`],
+    /// on `channel` (the child's end of a [`network::hand_over_channel`],
     /// open until `spawn` returns) for the gate to write the render into,
     /// rather than the check directory bound there: the check then sees no
     /// host path of it. Whether it comes is for [`Prepared::hands_render`].
@@ -531,7 +531,7 @@ struct ChildSetup {
     world: Option<Arc<world::World>>,
     /// The Landlock ABI (0: none), for the scratch `/tmp`'s rule.
     abi: u32,
-    /// The child's end of its [`network::resolver_channel`] (-1: none).
+    /// The child's end of its [`network::hand_over_channel`] (-1: none).
     resolver: RawFd,
     /// The same channel's end, where the render's own tmpfs is handed
     /// over (-1: the check directory is bound instead).

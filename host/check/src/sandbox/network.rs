@@ -30,14 +30,14 @@ pub const RENDER: u8 = b'd';
 
 /// The pair a child hands its resolver socket (and its render's tmpfs)
 /// over: (the gate's end, the child's end), both close-on-exec.
-pub fn resolver_channel() -> std::io::Result<(OwnedFd, OwnedFd)> {
+pub fn hand_over_channel() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::net::socketpair(AddressFamily::UNIX, SocketType::DGRAM, SocketFlags::CLOEXEC, None)?)
 }
 
 /// In the child, in its network namespace with loopback up: binds UDP
 /// [`RESOLVER`] (port 53 needs the capability the child still has in its
 /// own user namespace) and sends the socket over `channel`, the child's
-/// end of [`resolver_channel`]; its own copy closes. 0 or an errno. System
+/// end of [`hand_over_channel`]; its own copy closes. 0 or an errno. System
 /// calls on the stack only (rustix's, which set no `errno`).
 pub fn hand_over_resolver(channel: RawFd) -> i32 {
     let socket = match rustix::net::socket_with(
