@@ -38,6 +38,8 @@ pub const LD_SO_PRELOAD: &str = "/etc/ld.so.preload";
 const MAX_PHNUM: usize = 4096;
 const MAX_DYNAMIC: u64 = 1 << 20;
 const MAX_STRTAB: u64 = 16 << 20;
+/// Read past the last name's start: a name is rarely longer.
+const NAME_SPAN: u64 = 4096;
 const MAX_OBJECTS: usize = 1024;
 const MAX_CACHE: u64 = 64 << 20;
 
@@ -204,18 +206,29 @@ impl Elf {
             .map(|s| s.offset + (strtab - s.vaddr))
             .ok_or_else(|| bad("DT_STRTAB outside every load segment"))?;
         let strsz = find(DT_STRSZ).unwrap_or(0).min(MAX_STRTAB).min(len.saturating_sub(at));
-        let strings = r.bytes(at, strsz)?;
-        let string = |off: u64| -> Option<String> {
-            let tail = strings.get(off as usize..)?;
-            let end = tail.iter().position(|&b| b == 0)?;
+        // Only the span holding the names asked for is read: a string table
+        // is mostly symbol names (libstdc++'s is 300 KB), the names few and
+        // near each other. A name running past the span reads the rest.
+        let named = |t: &u64| matches!(*t, DT_NEEDED | DT_SONAME | DT_RPATH | DT_RUNPATH);
+        let offsets = tags.iter().filter(|(t, _)| named(t)).map(|(_, v)| *v);
+        let (low, high) = offsets.fold((strsz, 0), |(l, h), v| (l.min(v), h.max(v)));
+        let low = low.min(strsz);
+        let mut span = r.bytes(at + low, high.saturating_add(NAME_SPAN).min(strsz) - low)?;
+        let string = |off: u64, span: &mut Vec<u8>| -> Option<String> {
+            let from = off.checked_sub(low)? as usize;
+            if !span.get(from..)?.contains(&0) && (low + span.len() as u64) < strsz {
+                *span = r.bytes(at + low, strsz - low).ok()?;
+            }
+            let tail = span.get(from..)?;
+            let end = memchr::memchr(0, tail)?;
             Some(String::from_utf8_lossy(&tail[..end]).into_owned())
         };
         for (tag, val) in &tags {
             match *tag {
-                DT_NEEDED => elf.needed.extend(string(*val)),
-                DT_SONAME => elf.soname = string(*val),
-                DT_RPATH => elf.rpath = string(*val),
-                DT_RUNPATH => elf.runpath = string(*val),
+                DT_NEEDED => elf.needed.extend(string(*val, &mut span)),
+                DT_SONAME => elf.soname = string(*val, &mut span),
+                DT_RPATH => elf.rpath = string(*val, &mut span),
+                DT_RUNPATH => elf.runpath = string(*val, &mut span),
                 _ => {}
             }
         }

@@ -247,6 +247,17 @@ fn runpath_and_rpath_are_searched_as_the_loader_searches_them() {
 }
 
 #[test]
+fn a_run_path_longer_than_the_span_read_at_once_is_read_whole() {
+    // the string table is read around its names (NAME_SPAN past the last
+    // one's start); a longer name reads on to the table's end
+    let t = Tree::new();
+    let long = format!("{}/missing{}:$ORIGIN/../lib", t.path("deep").display(), "x".repeat(5000));
+    let app = t.app("long", &[&format!("-Wl,--disable-new-dtags,-rpath,{long}")]);
+    assert_eq!(Elf::read(&app).unwrap().rpath.as_deref(), Some(long.as_str()));
+    assert_eq!(ours(&app), ldd(&app));
+}
+
+#[test]
 fn a_needed_name_already_loaded_is_not_searched_again() {
     // libc needs the loader by its soname: it is the interpreter, not a library
     let c = closure(Path::new("/bin/sh")).unwrap();
