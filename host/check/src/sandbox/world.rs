@@ -382,6 +382,9 @@ impl World {
         // render's files win); those elsewhere are shown read-only
         public.extend(stock_outside(options));
         let stock = stock_files(options)?;
+        // each path walked once: the libraries mostly share one directory
+        let mut seen = std::collections::HashSet::new();
+        public.retain(|path| seen.insert(path.clone()));
         for path in public.iter().chain(&DEVICES.map(PathBuf::from)) {
             skeleton.expose(path)?;
         }
