@@ -473,26 +473,21 @@ impl HaproxyChecker {
     /// of the two answered, and the check runs again.
     async fn checked(&self, render: &Render, deadline: Instant) -> Checked {
         for _ in 0..RUNS_PER_CHECK {
-            let setup = match self.setup() {
-                Ok(setup) => setup,
-                Err(problem) => {
-                    return Checked { outcome: unavailable(problem), judge: self.binary.missing() };
-                }
-            };
-            let mut outcome = self.run(&setup, render, deadline).await;
             // at most twice: the assumed world, then the probe's (untried)
-            while self.try_again(&outcome).await {
+            let (setup, outcome) = loop {
                 let setup = match self.setup() {
                     Ok(setup) => setup,
                     Err(problem) => {
-                        return Checked {
-                            outcome: unavailable(problem),
-                            judge: self.binary.missing(),
-                        };
+                        let outcome = unavailable(problem);
+                        return Checked { outcome, judge: self.binary.missing() };
                     }
                 };
-                outcome = self.run(&setup, render, deadline).await;
-            }
+                let outcome = self.run(&setup, render, deadline).await;
+                if !self.try_again(&outcome).await {
+                    break (setup, outcome);
+                }
+            };
+            // the binary judged is the one of the last run
             if setup.binary.unchanged() {
                 return Checked { outcome, judge: setup.binary.identity.clone() };
             }
@@ -595,7 +590,8 @@ impl HaproxyChecker {
             // the file-size bound, measured as the address space is
             Ok((outcome, Exit::Signal(libc::SIGXFSZ))) if sandboxed => {
                 let second = self.run_once(setup, render, deadline, larger_files).await;
-                verdict::settle_file_size(outcome, second.map(|(outcome, _)| outcome))
+                let bounds = (first.file_size, larger_files.file_size);
+                verdict::settle_file_size(outcome, second.map(|(outcome, _)| outcome), bounds)
             }
             Ok((outcome, exit)) if measures && verdict::needs_second_run(&outcome, exit) => {
                 let second = self.run_once(setup, render, deadline, larger_files).await;

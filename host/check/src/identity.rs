@@ -98,11 +98,6 @@ impl BinaryIdentity {
         }
     }
 
-    /// As given (`--haproxy`).
-    pub fn configured(&self) -> &Path {
-        &self.configured
-    }
-
     /// The identity of no binary: `<configured> missing`.
     pub fn missing(&self) -> Arc<str> {
         format!("{} missing", self.configured.display()).into()

@@ -17,14 +17,8 @@ use std::os::fd::AsFd;
 /// The modes a directory is given back before it is emptied: the owner's.
 const OWNER_ONLY: Mode = Mode::RWXU;
 
-/// Gives `dir` (an open directory) and every directory under it the
+/// Gives every directory under `dir` (itself already readable) the
 /// owner's modes again, top down, so that all of it can be read and removed.
-pub fn reclaim(dir: &Dir) -> io::Result<()> {
-    rustix::fs::fchmod(dir.as_fd(), OWNER_ONLY)?;
-    reclaim_entries(dir)
-}
-
-/// [`reclaim`]s `dir`'s subdirectories, `dir` itself already readable.
 fn reclaim_entries(dir: &Dir) -> io::Result<()> {
     for entry in dir.entries()? {
         let entry = entry?;

@@ -501,10 +501,15 @@ pub fn settle(
 /// The verdict of a check whose first run wrote a file past the first
 /// file-size bound (killed by SIGXFSZ, `first`), run again under the
 /// larger one (`second`; `Err`: why it could not end): the second run is
-/// the verdict, said so. Past the larger bound too, it could not run.
-pub fn settle_file_size(first: CheckOutcome, second: Result<CheckOutcome, String>) -> CheckOutcome {
-    let (low, high) =
-        (bytes(crate::sandbox::rlimits::FILE_SIZE), bytes(crate::sandbox::rlimits::FILE_SIZE_MAX));
+/// the verdict, said so. Past the larger bound too, it could not run. The
+/// bounds are named as the runs had them (`bounds`: first, larger), which
+/// this process's own `ulimit -f` may have lowered.
+pub fn settle_file_size(
+    first: CheckOutcome,
+    second: Result<CheckOutcome, String>,
+    bounds: (u64, u64),
+) -> CheckOutcome {
+    let (low, high) = (bytes(bounds.0), bytes(bounds.1));
     let hit = format!("the first run wrote a file past the check's file-size limit of {low}");
     match second.unwrap_or_else(|reason| CheckOutcome::Unavailable { reason }) {
         CheckOutcome::Passed { message } => CheckOutcome::Passed {
@@ -1096,22 +1101,30 @@ Configuration file has no error but will not start (no listener) => exit(2).
         let killed =
             || unavailable("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)");
         let passed = CheckOutcome::Passed { message: String::new() };
-        let CheckOutcome::Passed { message } = settle_file_size(killed(), Ok(passed)) else {
+        let CheckOutcome::Passed { message } = settle_file_size(killed(), Ok(passed), FILE_BOUNDS)
+        else {
             panic!("a pass under the larger bound is the verdict")
         };
         assert_eq!(
             message,
             "the first run wrote a file past the check's file-size limit of 16MiB; under 256MiB it passed"
         );
-        let out = settle_file_size(killed(), Ok(refused("→ [ALERT] bogus")));
+        let out = settle_file_size(killed(), Ok(refused("→ [ALERT] bogus")), FILE_BOUNDS);
         let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
         assert!(message.ends_with("HAProxy refused the render:\n→ [ALERT] bogus"), "{message}");
         let again =
             unavailable("haproxy -c wrote a file past the check's limit of 256 MiB (SIGXFSZ)");
-        let out = settle_file_size(killed(), Ok(again));
+        let out = settle_file_size(killed(), Ok(again), FILE_BOUNDS);
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(reason.contains("16 MiB") && reason.contains("(again under 256MiB: "), "{reason}");
+        // bounds lowered by the gate's own `ulimit -f` are named as they were
+        let passed = CheckOutcome::Passed { message: String::new() };
+        let out = settle_file_size(killed(), Ok(passed), (1 << 20, 8 << 20));
+        let CheckOutcome::Passed { message } = out else { panic!("{out:?}") };
+        assert!(message.contains("limit of 1MiB; under 8MiB it passed"), "{message}");
     }
+
+    const FILE_BOUNDS: (u64, u64) = (16 << 20, 256 << 20);
 
     fn refused(message: &str) -> CheckOutcome {
         CheckOutcome::Refused { message: message.into() }

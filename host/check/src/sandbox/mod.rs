@@ -137,18 +137,8 @@ impl Sandbox {
         private: Option<&Path>,
     ) -> Sandbox {
         let mut refusal = None;
-        let mut seccomp = None;
-        if opts.mode != Mode::Off {
-            if opts.mode == Mode::Strict {
-                refusal = probe.strict_gap();
-            }
-            if probe.seccomp.is_ok() {
-                match seccomp::program() {
-                    Ok(prog) => seccomp = Some(prog),
-                    Err(e) if opts.mode == Mode::Strict => refusal = Some(e),
-                    Err(_) => {}
-                }
-            }
+        if opts.mode == Mode::Strict {
+            refusal = probe.strict_gap();
         }
         // Resolving the binary's libraries once, for Landlock and the world.
         let closure = loader::closure(binary).ok();
@@ -182,9 +172,14 @@ impl Sandbox {
                 Err(e) => refusal = Some(format!("cannot read the stock files: {e}")),
             }
         }
-        if world.is_some() && seccomp.is_some() {
-            // the world's network is its own loopback: connect reaches nothing else
-            seccomp = seccomp::program_in_own_network().ok();
+        let mut seccomp = None;
+        if opts.mode != Mode::Off && probe.seccomp.is_ok() {
+            // in the world the network is its own loopback: connect reaches nothing else
+            match seccomp::program(world.is_some()) {
+                Ok(prog) => seccomp = Some(prog),
+                Err(e) if opts.mode == Mode::Strict => refusal = refusal.or(Some(e)),
+                Err(_) => {}
+            }
         }
         Sandbox { grants, opts, probe, refusal, seccomp, world, stock }
     }
@@ -210,16 +205,6 @@ impl Sandbox {
 
     pub fn probe(&self) -> &Probe {
         &self.probe
-    }
-
-    /// What Landlock grants every check (before the render's own asks).
-    pub fn grants(&self) -> &landlock::Grants {
-        &self.grants
-    }
-
-    /// The start-up line.
-    pub fn report(&self) -> String {
-        self.probe.report(self.opts.mode)
     }
 
     /// In best-effort mode, what is missing (for the one warning).
@@ -355,11 +340,6 @@ impl Prepared<'_> {
     pub fn held(mut self, hold: Hold) -> Self {
         self.hold = Some(hold);
         self
-    }
-
-    /// HAProxy's whole environment (`--check-env`).
-    pub fn env(&self) -> &[(String, String)] {
-        &self.env
     }
 
     /// Puts the sandbox on `cmd`: the environment (`--check-env` only) and

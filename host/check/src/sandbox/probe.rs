@@ -41,9 +41,9 @@ fn filters(knob: &dyn Fn(&str) -> Option<String>) -> (Result<u32, String>, Resul
     };
     let seccomp = match knob("seccomp") {
         Some(why) => Err(why),
-        None => {
-            seccomp::available().map_err(errno_name).and_then(|()| seccomp::program().map(drop))
-        }
+        None => seccomp::available()
+            .map_err(errno_name)
+            .and_then(|()| seccomp::program(false).map(drop)),
     };
     (landlock, seccomp)
 }
@@ -67,7 +67,6 @@ pub struct Probe {
     /// ([`crate::trial`]); `Ok` until a trial says otherwise. Without it the
     /// check gets no mount namespace, and the config-directory world.
     pub root_world: Result<(), String>,
-    pub root: bool,
     /// The namespaces were assumed, not tried ([`Probe::assumed`]).
     pub assumed: bool,
 }
@@ -103,7 +102,6 @@ impl Probe {
             mountns: Ok(()),
             pidns: Err("no mount namespace".to_owned()),
             root_world: Ok(()),
-            root: false,
             assumed: false,
         };
         let base = probe.namespace_flags();
@@ -132,8 +130,6 @@ impl Probe {
                     .map_err(errno_name),
             };
         }
-        // SAFETY: geteuid cannot fail.
-        probe.root = unsafe { libc::geteuid() } == 0;
         probe
     }
 
@@ -158,8 +154,6 @@ impl Probe {
             mountns: Ok(()),
             pidns: Ok(namespaces::PROCESSES),
             root_world: Ok(()),
-            // SAFETY: geteuid cannot fail.
-            root: unsafe { libc::geteuid() } == 0,
             assumed: true,
         }
     }

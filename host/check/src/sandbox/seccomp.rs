@@ -155,18 +155,14 @@ const IN_OWN_NETWORK: [libc::c_long; 8] = [
 ];
 
 /// The whole program, ready to install, built once per process (the probe
-/// and every checker share it). Errors only if this architecture is not
+/// and every checker share it); `own_network`: for checks inside the
+/// check's world (its own network namespace, loopback only), where
+/// `IN_OWN_NETWORK` is allowed. Errors only if this architecture is not
 /// supported by `seccompiler`.
-pub fn program() -> Result<Arc<Vec<seccompiler::sock_filter>>, String> {
-    static PROGRAM: OnceLock<Result<Arc<Vec<seccompiler::sock_filter>>, String>> = OnceLock::new();
-    PROGRAM.get_or_init(|| build(false).map(Arc::new)).clone()
-}
-
-/// The program for checks inside the check's world (its own network
-/// namespace, loopback only): `IN_OWN_NETWORK` allowed.
-pub fn program_in_own_network() -> Result<Arc<Vec<seccompiler::sock_filter>>, String> {
-    static PROGRAM: OnceLock<Result<Arc<Vec<seccompiler::sock_filter>>, String>> = OnceLock::new();
-    PROGRAM.get_or_init(|| build(true).map(Arc::new)).clone()
+pub fn program(own_network: bool) -> Result<Arc<Vec<seccompiler::sock_filter>>, String> {
+    type Program = Result<Arc<Vec<seccompiler::sock_filter>>, String>;
+    static PROGRAMS: [OnceLock<Program>; 2] = [OnceLock::new(), OnceLock::new()];
+    PROGRAMS[usize::from(own_network)].get_or_init(|| build(own_network).map(Arc::new)).clone()
 }
 
 fn build(own_network: bool) -> Result<Vec<seccompiler::sock_filter>, String> {
@@ -241,7 +237,7 @@ mod tests {
 
     #[test]
     fn the_program_compiles_with_the_guard_first() {
-        let prog = program().unwrap();
+        let prog = program(false).unwrap();
         assert!(prog.len() > DENIED.len(), "{}", prog.len());
         assert!(prog.len() < 4096, "BPF programs are limited to 4096 instructions");
         assert_eq!((prog[0].code, prog[0].k), (LD_W_ABS, OFF_ARCH));
@@ -267,7 +263,7 @@ mod tests {
     /// Installs the filter in a forked child and checks what it answers.
     #[test]
     fn a_filtered_child_cannot_open_sockets_fork_clone3_or_ptrace() {
-        let prog = program().unwrap();
+        let prog = program(false).unwrap();
         // SAFETY: raw system calls only, in the forked child.
         let code = filtered_child(&prog, || unsafe {
             if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1
@@ -321,7 +317,7 @@ mod tests {
     /// and bind any IPv4/IPv6 socket, never one of another family.
     #[test]
     fn in_its_own_network_a_child_may_bind_stream_sockets_but_not_unix_ones() {
-        let prog = program_in_own_network().unwrap();
+        let prog = program(true).unwrap();
         // SAFETY: raw system calls only, in the forked child.
         let code = filtered_child(&prog, || unsafe {
             let tcp = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
