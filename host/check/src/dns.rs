@@ -100,10 +100,11 @@ async fn host_lookup(name: String) -> Result<Vec<IpAddr>, LookupError> {
     let Ok(permit) = HOST_LOOKUPS.try_acquire() else {
         return Err(LookupError::Failed);
     };
-    permit.forget();
+    // the permit goes with the call, back when it returns, or when the call
+    // is dropped unrun (the runtime shutting down)
     let looked_up = tokio::task::spawn_blocking(move || {
         let found = (name.as_str(), 0).to_socket_addrs().map(Iterator::collect::<Vec<_>>);
-        HOST_LOOKUPS.add_permits(1);
+        drop(permit);
         found
     });
     let found = match looked_up.await {

@@ -210,6 +210,9 @@ pub fn default_routes() -> i32 {
     }
 }
 
+/// The type of netlink's answer to a request asking for an acknowledgement.
+const NLMSG_ERROR: u16 = 2;
+
 /// Sends one request on a netlink socket and reads its acknowledgement: 0,
 /// or the errno the kernel answered with.
 fn route(socket: &std::os::fd::OwnedFd, message: &[u8; 36]) -> i32 {
@@ -217,11 +220,13 @@ fn route(socket: &std::os::fd::OwnedFd, message: &[u8; 36]) -> i32 {
     if let Err(e) = rustix::net::send(socket, message, SendFlags::empty()) {
         return e.raw_os_error();
     }
-    // nlmsghdr (16 bytes), then the error: 0 is the acknowledgement
+    // nlmsghdr (16 bytes) of type NLMSG_ERROR, then the error: 0 is the
+    // acknowledgement; any other answer is not one
     let mut answer = [0u8; 128];
     match rustix::net::recv(socket, &mut answer, RecvFlags::empty()) {
         Err(e) => e.raw_os_error(),
         Ok((n, _)) if n < 20 => libc::EIO,
+        Ok(_) if u16::from_ne_bytes([answer[4], answer[5]]) != NLMSG_ERROR => libc::EIO,
         Ok(_) => -i32::from_ne_bytes([answer[16], answer[17], answer[18], answer[19]]),
     }
 }
