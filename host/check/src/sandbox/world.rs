@@ -35,7 +35,6 @@ use std::ffi::{CStr, CString, OsStr};
 use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Where HAProxy's pods keep the render (HAPTIC's, and a packaged HAProxy's).
@@ -327,8 +326,8 @@ pub struct StockFile {
 /// A world, prepared: its operations, and what they show.
 #[derive(Debug)]
 pub struct World {
-    /// Holds `root/`, the empty mount point of the world's root tmpfs.
-    _dir: tempfile::TempDir,
+    /// The mount point of the world's root tmpfs: the checker's own
+    /// directory, covered only in the child's mount namespace.
     root_path: PathBuf,
     root: CString,
     /// The world, applied in order in the child's own mount namespace.
@@ -353,9 +352,9 @@ enum Kind {
 }
 
 impl World {
-    /// Plans the world in a new directory under `private` (the checker's
-    /// own, owner-only), where only its root's empty mount point is made,
-    /// for checks running `binary`; `libraries` are the loader's (their
+    /// Plans the world with its root mounted over `private` (the checker's
+    /// own directory, owner-only) in the child's mount namespace, so that
+    /// nothing is made on the host's disk, for checks running `binary`; `libraries` are the loader's (their
     /// directories are shown whole), `loader_data` the other files it
     /// reads (its cache).
     pub fn build(
@@ -367,9 +366,7 @@ impl World {
         options: &WorldOptions,
     ) -> io::Result<World> {
         options.validate().map_err(io::Error::other)?;
-        let dir = tempfile::Builder::new().prefix("world.").tempdir_in(private)?;
-        let root = dir.path().join("root");
-        std::fs::DirBuilder::new().mode(0o755).create(&root)?;
+        let root = private.to_path_buf();
         let mut skeleton = Skeleton::new(&root);
 
         let mut public: Vec<PathBuf> = vec![binary.to_path_buf()];
@@ -469,7 +466,6 @@ impl World {
             set_hostname: options.hostname.is_some(),
             stock,
             options: options.clone(),
-            _dir: dir,
         })
     }
 
