@@ -128,8 +128,9 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// The sandbox for checks running `binary`, given this host's probe
-    /// (tests pass one with layers forced absent); its world's root mount
-    /// point is made in `private`, the checker's own directory.
+    /// (tests pass one with layers forced absent); its world's root is
+    /// mounted over `private`, the checker's own directory, in each child's
+    /// mount namespace.
     pub fn with_probe(
         opts: SandboxOptions,
         binary: &Path,
