@@ -950,6 +950,22 @@ frontend f
   bind 127.0.0.1:18080
 ";
 
+    /// A checker without the sandbox (stand-in scripts need /bin/sh: they
+    /// run unsandboxed; sandbox/tests.rs runs the real one), its check
+    /// directories under `work`.
+    fn unsandboxed(work: &Path, options: HaproxyOptions) -> HaproxyChecker {
+        HaproxyChecker::new(HaproxyOptions {
+            work_dir: Some(work.to_path_buf()),
+            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
+            ..options
+        })
+    }
+
+    /// `checker`'s check of [`VALID`].
+    async fn valid(checker: &HaproxyChecker) -> Checked {
+        checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await
+    }
+
     struct Fixture {
         work: tempfile::TempDir,
         checker: HaproxyChecker,
@@ -957,13 +973,10 @@ frontend f
 
     fn fixture(binary: &str) -> Fixture {
         let work = tempfile::tempdir().unwrap();
-        // stand-in scripts need /bin/sh: they run unsandboxed (sandbox/tests.rs runs the real one)
-        let checker = HaproxyChecker::new(HaproxyOptions {
-            binary: binary.into(),
-            work_dir: Some(work.path().to_path_buf()),
-            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
-            ..HaproxyOptions::default()
-        });
+        let checker = unsandboxed(
+            work.path(),
+            HaproxyOptions { binary: binary.into(), ..Default::default() },
+        );
         Fixture { work, checker }
     }
 
@@ -1084,8 +1097,7 @@ frontend f
         let expected = format!("{} sha256:{}", binary.display(), sha256(&binary));
         assert_eq!(*f.checker.identity(), *expected);
         assert_eq!(f.checker.identity().len(), binary.as_os_str().len() + 8 + 64);
-        let checked =
-            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked = valid(&f.checker).await;
         assert_eq!(*checked.judge, *expected);
     }
 
@@ -1096,8 +1108,7 @@ frontend f
         let f = fixture(path.to_str().unwrap());
         let first = f.checker.identity();
         assert_eq!(*first, format!("{} sha256:{}", path.display(), sha256(&path)));
-        let checked =
-            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked = valid(&f.checker).await;
         assert_eq!(
             checked,
             Checked {
@@ -1110,8 +1121,7 @@ frontend f
         let second = f.checker.identity();
         assert_ne!(second, first);
         assert_eq!(*second, format!("{} sha256:{}", path.display(), sha256(&path)));
-        let checked =
-            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked = valid(&f.checker).await;
         assert_eq!(checked.judge, second);
         assert_eq!(checked.outcome.label(), "refused", "{checked:?}");
     }
@@ -1123,8 +1133,7 @@ frontend f
         let f = fixture(path.to_str().unwrap());
         assert_eq!(*f.checker.identity(), format!("{} missing", path.display()));
         assert!(f.checker.sandbox().is_none());
-        let checked =
-            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked = valid(&f.checker).await;
         let CheckOutcome::Unavailable { reason } = &checked.outcome else { panic!("{checked:?}") };
         assert!(
             reason.starts_with(&format!("haproxy binary not found: {}", path.display())),
@@ -1134,8 +1143,7 @@ frontend f
 
         script(tools.path(), "exit 0");
         assert!(f.checker.sandbox().is_some(), "a sandbox is made for the binary once it is there");
-        let checked =
-            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked = valid(&f.checker).await;
         assert_eq!(checked.outcome, CheckOutcome::Passed { message: String::new() });
         assert_eq!(*checked.judge, format!("{} sha256:{}", path.display(), sha256(&path)));
 
@@ -1162,8 +1170,7 @@ frontend f
         let path = script(tools.path(), &format!("mv {} \"$0\"\nexit 0", next.display()));
         let f = fixture(path.to_str().unwrap());
         let first = f.checker.identity();
-        let checked =
-            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked = valid(&f.checker).await;
         assert!(!next.exists(), "the first binary ran");
         assert_ne!(checked.judge, first);
         assert_eq!(*checked.judge, format!("{} sha256:{}", path.display(), sha256(&path)));
@@ -1177,8 +1184,7 @@ frontend f
             copy = copy.display()
         );
         script(tools.path(), &restless);
-        let checked =
-            f.checker.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await;
+        let checked = valid(&f.checker).await;
         assert_eq!(
             checked.outcome,
             CheckOutcome::Unavailable {
@@ -1335,13 +1341,11 @@ exit 0",
     /// A fixture whose renders may have a million files.
     fn roomy(binary: &str) -> Fixture {
         let work = tempfile::tempdir().unwrap();
-        let checker = HaproxyChecker::new(HaproxyOptions {
-            binary: binary.into(),
-            work_dir: Some(work.path().to_path_buf()),
-            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
-            limits: RenderLimits { files: 1_000_000, ..RenderLimits::default() },
-            ..HaproxyOptions::default()
-        });
+        let limits = RenderLimits { files: 1_000_000, ..RenderLimits::default() };
+        let checker = unsandboxed(
+            work.path(),
+            HaproxyOptions { binary: binary.into(), limits, ..Default::default() },
+        );
         Fixture { work, checker }
     }
 
@@ -1359,13 +1363,8 @@ exit 0",
     #[tokio::test]
     async fn a_render_past_a_limit_could_not_run_and_writes_nothing() {
         let work = tempfile::tempdir().unwrap();
-        let checker = HaproxyChecker::new(HaproxyOptions {
-            binary: "haproxy".into(),
-            work_dir: Some(work.path().to_path_buf()),
-            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
-            limits: RenderLimits { files: 2, bytes: 1000 },
-            ..HaproxyOptions::default()
-        });
+        let limits = RenderLimits { files: 2, bytes: 1000 };
+        let checker = unsandboxed(work.path(), HaproxyOptions { limits, ..Default::default() });
         let f = Fixture { work, checker };
         assert_eq!(f.check(&render(VALID, many_files(2))).await.label(), "pass");
         let out = f.check(&render(VALID, many_files(3))).await;
@@ -1587,13 +1586,9 @@ exit 0",
         // the config as sent: never rewritten
         assert!(seen.contains("  default-path origin /etc/haproxy\n"), "{seen}");
 
-        let checker = HaproxyChecker::new(HaproxyOptions {
-            binary: binary.clone(),
-            dns_skip: false,
-            work_dir: Some(f.work.path().to_path_buf()),
-            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
-            ..HaproxyOptions::default()
-        });
+        let options =
+            HaproxyOptions { binary: binary.clone(), dns_skip: false, ..Default::default() };
+        let checker = unsandboxed(f.work.path(), options);
         checker.check(&render("global\n", vec![]), Instant::now() + Duration::from_secs(20)).await;
         let seen = std::fs::read_to_string(&record).unwrap();
         assert_eq!(seen.lines().next(), Some("-V -c -f haproxy.cfg"));
@@ -1664,10 +1659,7 @@ exit 0",
             work_dir: Some(f.work.path().join("does-not-exist")),
             ..HaproxyOptions::default()
         });
-        let out = checker
-            .check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20))
-            .await
-            .outcome;
+        let out = valid(&checker).await.outcome;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(reason.starts_with("cannot create a check directory in "), "{reason}");
     }
@@ -1703,20 +1695,11 @@ exit 0",
         let base =
             std::fs::canonicalize(work.path()).unwrap().join(format!("rendergate-{}", euid()));
         std::os::unix::fs::symlink(elsewhere.path(), &base).unwrap();
-        let checker = |work: &Path| {
-            HaproxyChecker::new(HaproxyOptions {
-                work_dir: Some(work.to_path_buf()),
-                sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
-                ..HaproxyOptions::default()
-            })
-        };
+        let checker = |work: &Path| unsandboxed(work, HaproxyOptions::default());
         let c = checker(work.path());
         assert_eq!(c.check_dirs(), None);
         for _ in 0..2 {
-            let out = c
-                .check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20))
-                .await
-                .outcome;
+            let out = valid(&c).await.outcome;
             let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
             assert_eq!(
                 reason,
@@ -1741,8 +1724,7 @@ exit 0",
             return;
         }
         let c = checker(work.path());
-        let out =
-            c.check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20)).await.outcome;
+        let out = valid(&c).await.outcome;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(
             reason.contains(&format!(
@@ -1775,11 +1757,7 @@ exit 0",
         // a check of the live checker is running meanwhile
         std::fs::write(own.join("in-flight"), "x").unwrap();
 
-        let second = HaproxyChecker::new(HaproxyOptions {
-            work_dir: Some(f.work.path().to_path_buf()),
-            sandbox: SandboxOptions { mode: sandbox::Mode::Off, ..SandboxOptions::default() },
-            ..HaproxyOptions::default()
-        });
+        let second = unsandboxed(f.work.path(), HaproxyOptions::default());
         assert!(!dead.exists(), "a dead run's directory survived start-up");
         assert!(own.join("in-flight").exists(), "a live checker's directory was wiped");
         let mut names: Vec<_> =
@@ -1789,14 +1767,7 @@ exit 0",
         expected.sort();
         assert_eq!(names, expected);
         // both check, side by side
-        assert_eq!(
-            second
-                .check(&render(VALID, vec![]), Instant::now() + Duration::from_secs(20))
-                .await
-                .outcome
-                .label(),
-            "pass"
-        );
+        assert_eq!(valid(&second).await.outcome.label(), "pass");
         drop(second);
         assert!(base.exists(), "the base went while a checker still uses it");
         std::fs::remove_file(own.join("in-flight")).unwrap();
