@@ -5,16 +5,17 @@
 //! "`check DIR`").
 
 use cap_std::fs::Dir;
-use std::ffi::{CString, OsStr};
+use rustix::fs::OFlags;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 
 /// The directory `name` in `parent`. A symlink there is refused (`ELOOP`),
 /// and so is anything but a directory (`ENOTDIR`).
 pub fn open_dir(parent: &Dir, name: &OsStr) -> io::Result<Dir> {
-    match open(parent, name, libc::O_RDONLY | libc::O_DIRECTORY) {
+    match open(parent, name, OFlags::RDONLY | OFlags::DIRECTORY) {
         Ok(fd) => Ok(Dir::from_std_file(File::from(fd))),
         // With O_DIRECTORY, Linux answers a symlink with ENOTDIR: say which.
         Err(e)
@@ -31,7 +32,7 @@ pub fn open_dir(parent: &Dir, name: &OsStr) -> io::Result<Dir> {
 /// (`ELOOP`); a FIFO swapped in is opened without waiting (`O_NONBLOCK`), so
 /// the caller can refuse it by its type.
 pub fn open_file(parent: &Dir, name: &OsStr) -> io::Result<File> {
-    open(parent, name, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY).map(File::from)
+    open(parent, name, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY).map(File::from)
 }
 
 /// Whether an error from [`open_dir`] or [`open_file`] means the entry is
@@ -40,7 +41,7 @@ pub fn is_symlink_refusal(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ELOOP)
 }
 
-fn open(parent: &Dir, name: &OsStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+fn open(parent: &Dir, name: &OsStr, flags: OFlags) -> io::Result<OwnedFd> {
     // One name, never a path: nothing but the entry itself is resolved.
     if name.is_empty() || name == "." || name == ".." || name.as_bytes().contains(&b'/') {
         return Err(io::Error::new(
@@ -48,21 +49,8 @@ fn open(parent: &Dir, name: &OsStr, flags: libc::c_int) -> io::Result<OwnedFd> {
             format!("{name:?} is not one entry's name"),
         ));
     }
-    let c_name = CString::new(name.as_bytes())?;
-    // SAFETY: `parent` is an open directory for the call's duration and
-    // `c_name` is NUL-terminated; the result is checked before it is owned.
-    let fd = unsafe {
-        libc::openat(
-            parent.as_raw_fd(),
-            c_name.as_ptr(),
-            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: openat succeeded: `fd` is open and owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::openat(parent, name, flags, rustix::fs::Mode::empty())?)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use super::layout;
 use super::sandbox;
 use super::verdict::{Exit, Transcript};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Stdio;
 use tokio::io::AsyncReadExt;
@@ -199,19 +199,12 @@ impl Drop for GroupGuard {
 /// stdout/stderr only). `std::io::pipe` needs Rust 1.87; the workspace
 /// promises 1.85.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    pipe_with(0)
+    pipe_with(rustix::pipe::PipeFlags::empty())
 }
 
-/// [`pipe`] with more `pipe2` flags (`O_NONBLOCK`).
-pub fn pipe_with(flags: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | flags) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
-    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    Ok((reader, writer))
+/// [`pipe`] with more flags (`NONBLOCK`).
+pub fn pipe_with(flags: rustix::pipe::PipeFlags) -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC | flags)?)
 }
 
 /// Waits for the child `pid` and gives its exit code (tests: a child that

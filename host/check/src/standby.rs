@@ -360,7 +360,7 @@ impl Order {
         let pipes = || -> std::io::Result<_> {
             let dir = dir.fd().try_clone_to_owned()?;
             // the report is read once the child has exited: never waited on
-            let report = process::pipe_with(libc::O_NONBLOCK)?;
+            let report = process::pipe_with(rustix::pipe::PipeFlags::NONBLOCK)?;
             Ok((dir, process::pipe()?, process::pipe()?, report, process::pipe()?))
         };
         let (child_dir, (output, output_end), (word_end, word), (report, report_end), keeper) =

@@ -58,20 +58,17 @@ pub fn try_in_child(flags: libc::c_int) -> Result<(), i32> {
         // SAFETY: leaves the child at once, running no destructor.
         unsafe { libc::_exit(e.min(255)) };
     }
-    let mut status = 0;
-    loop {
-        // SAFETY: waiting for our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            break;
+    let child = rustix::process::Pid::from_raw(pid);
+    let status = loop {
+        match rustix::process::waitpid(child, rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, status))) => break status,
+            Ok(None) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.raw_os_error()),
         }
-        if r < 0 && super::errno() != libc::EINTR {
-            return Err(super::errno());
-        }
-    }
-    match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
-        (true, 0) => Ok(()),
-        (true, e) => Err(e),
-        _ => Err(libc::EINVAL),
+    };
+    match status.exit_status() {
+        Some(0) => Ok(()),
+        Some(e) => Err(e),
+        None => Err(libc::EINVAL),
     }
 }

@@ -34,7 +34,7 @@
 use super::hold::close_all_but;
 use super::{Layer, tagged};
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 
 /// Where the gate's command line and environment lie in its memory
 /// (`/proc/self/stat`'s `arg_start` to `env_end`), read once in the gate.
@@ -88,15 +88,11 @@ pub fn split(exposed: Exposed) -> io::Result<()> {
     // The init's life line: it ends when the reaper's end closes, however
     // the reaper ends (a death signal armed after the clone could come too
     // late). haproxy's process drops its copy at its hold or `execve`.
-    let mut ends = [0; 2];
-    // SAFETY: a valid array of two descriptors.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(tagged(Layer::Namespaces, super::errno()));
-    }
-    let [alive, held] = ends;
-    let init = start_init(alive)?;
-    // SAFETY: our own descriptor; the init has its copy.
-    unsafe { libc::close(alive) };
+    let (alive, held) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| tagged(Layer::Namespaces, e.raw_os_error()))?;
+    let init = start_init(alive.as_raw_fd())?;
+    drop(alive); // the init has its copy
+    let held = held.into_raw_fd();
     match fork() {
         Ok(0) => Ok(()),
         Ok(haproxy) => reap(haproxy, init, held),
