@@ -921,11 +921,7 @@ fn unavailable(reason: String) -> CheckOutcome {
 fn cap_message(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
     let cut = |mut text: String| {
         if text.len() > cap {
-            let mut end = cap;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
+            text.truncate(verdict::char_floor(&text, cap));
             text.push_str(&format!("\n(the message was cut at {cap} bytes)"));
         }
         text

@@ -239,11 +239,7 @@ fn resolve<'p>(
 
 /// The head of a path too long to show whole.
 fn shown(path: &str) -> String {
-    let mut end = path.len().min(64);
-    while !path.is_char_boundary(end) {
-        end -= 1;
-    }
-    path[..end].to_owned()
+    path[..crate::verdict::char_floor(path, 64)].to_owned()
 }
 
 /// Bytes written to a file between two looks at whether to go on, so that

@@ -295,11 +295,7 @@ impl<'a> Transcript<'a> {
         let text = String::from_utf8_lossy(raw);
         let mut kept = sanitise(&text, self.ctx.check_dir, self.ctx.haproxy_path);
         if kept.len() > LINE_LIMIT || cut {
-            let mut end = kept.len().min(LINE_LIMIT);
-            while !kept.is_char_boundary(end) {
-                end -= 1;
-            }
-            kept.truncate(end);
+            kept.truncate(char_floor(&kept, LINE_LIMIT));
             kept.push_str(" …");
         }
         kept
@@ -401,10 +397,7 @@ impl<'a> Transcript<'a> {
     /// What HAProxy printed, cut to a readable size.
     fn printed(&self) -> String {
         let trimmed = self.head.trim();
-        let mut cut = QUOTE_LIMIT.min(trimmed.len());
-        while !trimmed.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = char_floor(trimmed, QUOTE_LIMIT);
         if cut < trimmed.len() || self.bytes > QUOTE_LIMIT as u64 {
             format!("{} … ({} more bytes)", &trimmed[..cut], self.bytes.saturating_sub(cut as u64))
         } else {
@@ -531,6 +524,16 @@ pub fn settle_file_size(
     }
 }
 
+/// The longest head of `text` of at most `at` bytes that ends on a
+/// character's boundary (`str::floor_char_boundary`, past Rust 1.85).
+pub(crate) fn char_floor(text: &str, at: usize) -> usize {
+    let mut end = at.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
+}
+
 /// A bound as the flags write it (`1GiB`).
 pub(crate) fn bytes(bound: u64) -> String {
     usize::try_from(bound).map_or_else(|_| format!("{bound}"), crate::size::format)
@@ -583,11 +586,7 @@ fn shown_line(line: &[u8], limit: usize) -> String {
     if line.len() <= limit && text.len() <= limit {
         return text.into_owned();
     }
-    let mut end = limit.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{} …", &text[..end])
+    format!("{} …", &text[..char_floor(&text, limit)])
 }
 
 /// Removes host paths from `text`: the check directory becomes relative
