@@ -151,6 +151,7 @@ pub async fn run(args: Args) -> ExitCode {
     // The check itself tries the world the probe gives: only when its
     // sandbox cannot be set up are the worlds tried in turn, and the render
     // judged again in the one that works (HaproxyChecker's try_again).
+    tracing::trace!(target: "rendergate::timing", "checker to be made");
     let checker = HaproxyChecker::untried(options);
     super::log_sandbox(&checker);
     let Some(render_dir) = args.dir else { return ExitCode::from(2) };
@@ -164,6 +165,7 @@ pub async fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    tracing::trace!(target: "rendergate::timing", "render loaded");
     let started = tokio::time::Instant::now();
     let deadline = started + args.timeout;
     let outcome = match judge(&checker, &render, deadline, args.timeout, &mut signals).await {

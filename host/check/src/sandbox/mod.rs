@@ -143,6 +143,7 @@ impl Sandbox {
         }
         // Resolving the binary's libraries once, for Landlock and the world.
         let closure = loader::closure(binary).ok();
+        tracing::trace!(target: "rendergate::timing", "loader closure read");
         let mut grants = landlock::Grants::for_closure(binary, closure.as_ref());
         let mut world = None;
         if gives_world(opts.mode, &probe) {
@@ -162,6 +163,7 @@ impl Sandbox {
                 None => refusal = Some("the check's world has no private directory".into()),
             }
         }
+        tracing::trace!(target: "rendergate::timing", "world planned");
         let mut stock: Arc<[world::StockFile]> = Arc::from(Vec::new());
         if let Some(world) = &world {
             stock = world.stock().into();
