@@ -398,6 +398,23 @@ fn tool(name: &str) -> Option<PathBuf> {
     found
 }
 
+/// Whether the haproxy under test runs Lua; without, the test is missing
+/// a need (`needs::missing`).
+fn has_lua() -> bool {
+    let lua = needs::lua(&haproxy());
+    if !lua {
+        needs::missing(&format!("{} has no Lua", haproxy().display()), "this test");
+    }
+    lua
+}
+
+/// [`VALID`] loading `script` as `lua/w.lua`, and the render's file.
+fn with_lua(script: &str) -> (String, Vec<RenderFile>) {
+    let file =
+        RenderFile { kind: FileKind::General, path: "lua/w.lua".into(), content: script.into() };
+    (VALID.replace("global\n", "global\n  lua-load lua/w.lua\n"), vec![file])
+}
+
 fn passed(out: &CheckOutcome) -> bool {
     matches!(out, CheckOutcome::Passed { .. })
 }
@@ -408,28 +425,20 @@ fn passed(out: &CheckOutcome) -> bool {
 /// writes a file there while parsing the same way, on the haproxy under test.
 #[tokio::test]
 async fn a_file_written_next_to_the_config_while_parsing_passes_in_every_mode() {
-    if !needs::lua(&haproxy()) {
-        needs::missing(&format!("{} has no Lua", haproxy().display()), "this test");
+    if !has_lua() {
         return;
     }
     let script = "local f = assert(io.open(\"account.key\", \"w\"))\n\
                   assert(f:write(\"key\"))\n\
                   assert(f:close())\n";
-    let files = || {
-        vec![RenderFile {
-            kind: FileKind::General,
-            path: "lua/w.lua".into(),
-            content: script.into(),
-        }]
-    };
-    let config = VALID.replace("global\n", "global\n  lua-load lua/w.lua\n");
     for (mode, probe) in [
         (Mode::Off, Probe::detect("")),
         (Mode::Strict, Probe::detect("")),
         (Mode::BestEffort, Probe::detect("landlock")),
     ] {
         let f = checker(mode, probe);
-        let out = check(&f, &config, files()).await;
+        let (config, files) = with_lua(script);
+        let out = check(&f, &config, files).await;
         assert!(passed(&out), "{mode:?}: {out:?}");
     }
 }
@@ -461,8 +470,7 @@ async fn best_effort_without_landlock_passes_on_3_0() {
 /// it; past that too, it could not run (killed by SIGXFSZ), never refused.
 #[tokio::test]
 async fn files_written_in_the_check_directory_are_bounded() {
-    if !needs::lua(&haproxy()) {
-        needs::missing(&format!("{} has no Lua", haproxy().display()), "this test");
+    if !has_lua() {
         return;
     }
     let writes = |mib: u32| {
@@ -472,12 +480,7 @@ async fn files_written_in_the_check_directory_are_bounded() {
              for i = 1, {mib} do assert(f:write(chunk)) end\n\
              assert(f:close())\n"
         );
-        let files = vec![RenderFile {
-            kind: FileKind::General,
-            path: "lua/w.lua".into(),
-            content: script.into(),
-        }];
-        (VALID.replace("global\n", "global\n  lua-load lua/w.lua\n"), files)
+        with_lua(&script)
     };
     let f = strict();
     let (config, files) = writes(1);
@@ -512,8 +515,7 @@ async fn files_written_in_the_check_directory_are_bounded() {
 /// refused it, where bare writes on a disk.
 #[tokio::test]
 async fn a_check_that_fills_its_renders_room_is_not_judged() {
-    if !needs::lua(&haproxy()) {
-        needs::missing(&format!("{} has no Lua", haproxy().display()), "this test");
+    if !has_lua() {
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -529,7 +531,9 @@ async fn a_check_that_fills_its_renders_room_is_not_judged() {
     );
     let f = Fixture { _work: work, checker };
     if f.checker.world_kind() != crate::haproxy::WorldKind::Root {
-        return; // the config-dir world lays the render on the host's disk
+        // the config-dir world lays the render on the host's disk
+        needs::missing("no root world on this host (no namespaces)", "this test");
+        return;
     }
     // 15 MiB files, below the file-size bound, 330 MiB in all
     let script = "local chunk = string.rep(\"x\", 1024 * 1024)\n\
@@ -538,12 +542,7 @@ async fn a_check_that_fills_its_renders_room_is_not_judged() {
            for i = 1, 15 do assert(f:write(chunk)) end\n\
            assert(f:close())\n\
          end\n";
-    let files = vec![RenderFile {
-        kind: FileKind::General,
-        path: "lua/w.lua".into(),
-        content: script.into(),
-    }];
-    let config = VALID.replace("global\n", "global\n  lua-load lua/w.lua\n");
+    let (config, files) = with_lua(script);
     let out = check(&f, &config, files).await;
     let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
     assert!(
