@@ -1716,7 +1716,7 @@ exit 0",
             .create(&base)
             .unwrap();
         if std::os::unix::fs::chown(&base, Some(65534), Some(65534)).is_err() {
-            eprintln!("note: not root, cannot give the base directory away; that half skipped");
+            crate::needs::missing("root, to give the base directory away", "that half");
             return;
         }
         let c = checker(work.path());

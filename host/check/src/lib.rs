@@ -43,6 +43,11 @@ pub mod trial;
 pub mod verdict;
 pub mod version;
 
+/// What a unit test needs that a host may lack (every suite's one rule).
+#[cfg(test)]
+#[path = "../../../tests/needs.rs"]
+mod needs;
+
 use rendergate_core::CheckOutcome;
 use rendergate_core::render::Render;
 use std::future::Future;

@@ -8,8 +8,7 @@ use rendergate_core::render::{FileKind, Render, RenderFile};
 use std::path::PathBuf;
 use tokio::time::Instant;
 
-#[path = "../../../../tests/needs.rs"]
-mod needs;
+use crate::needs;
 
 const VALID: &str = "\
 global
