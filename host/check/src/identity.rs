@@ -12,7 +12,7 @@
 use sha2::{Digest, Sha256};
 use std::ffi::OsString;
 use std::fs::{File, Metadata};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -175,15 +175,7 @@ fn hash_file(path: &Path) -> io::Result<(String, Stamp)> {
     let mut file = File::open(path)?;
     let before = Stamp::of(&file.metadata()?);
     let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => hasher.update(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
+    io::copy(&mut file, &mut hasher)?;
     if Stamp::of(&file.metadata()?) != before {
         return Err(io::Error::other("it changed while it was read"));
     }

@@ -29,7 +29,7 @@
 //! The uid and gid are mapped to themselves, so HAProxy runs as the ids bare
 //! `haproxy -c` runs as on this host.
 
-use rustix::mount::MountFlags;
+use rustix::mount::{MountFlags, mount, mount_bind};
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsStr};
 use std::io;
@@ -1146,23 +1146,9 @@ fn locked_flags(path: &Path) -> io::Result<MountFlags> {
         .fold(MountFlags::empty(), |acc, (_, ms)| acc | *ms))
 }
 
-fn mount_bind(source: &CStr, target: &CStr) -> rustix::io::Result<()> {
-    rustix::mount::mount_bind(source, target)
-}
-
 /// A bind mount made read-only, with `flags` (its locked flags among them).
 fn read_only(target: &CStr, flags: MountFlags) -> rustix::io::Result<()> {
     rustix::mount::mount_remount(target, MountFlags::BIND | flags, c"")
-}
-
-fn mount<'a>(
-    source: &CStr,
-    target: &CStr,
-    fs: &CStr,
-    flags: MountFlags,
-    data: impl Into<Option<&'a CStr>>,
-) -> rustix::io::Result<()> {
-    rustix::mount::mount(source, target, fs, flags, data)
 }
 
 /// Writes `content` whole, in the child: a short write is `EIO`.
