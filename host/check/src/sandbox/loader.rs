@@ -213,7 +213,9 @@ impl Elf {
         let offsets = tags.iter().filter(|(t, _)| named(t)).map(|(_, v)| *v);
         let (low, high) = offsets.fold((strsz, 0), |(l, h), v| (l.min(v), h.max(v)));
         let low = low.min(strsz);
-        let mut span = r.bytes(at + low, high.saturating_add(NAME_SPAN).min(strsz) - low)?;
+        // no name asked for: an empty span
+        let end = high.saturating_add(NAME_SPAN).min(strsz).max(low);
+        let mut span = r.bytes(at + low, end - low)?;
         let string = |off: u64, span: &mut Vec<u8>| -> Option<String> {
             let from = off.checked_sub(low)? as usize;
             if !span.get(from..)?.contains(&0) && (low + span.len() as u64) < strsz {

@@ -258,6 +258,18 @@ fn a_run_path_longer_than_the_span_read_at_once_is_read_whole() {
 }
 
 #[test]
+fn an_object_that_names_nothing_is_read_whole() {
+    // no DT_NEEDED, no soname, no run path, and a string table past the span
+    let dir = tempfile::tempdir().unwrap();
+    let functions: String =
+        (0..400).map(|i| format!("int rg_function_{i}(void) {{ return {i}; }}\n")).collect();
+    let out = dir.path().join("lonely.so");
+    cc(&functions, &out, &["-shared", "-fPIC", "-nostdlib"]);
+    let elf = Elf::read(&out).unwrap();
+    assert!(elf.needed.is_empty() && elf.soname.is_none() && elf.rpath.is_none(), "{elf:?}");
+}
+
+#[test]
 fn a_needed_name_already_loaded_is_not_searched_again() {
     // libc needs the loader by its soname: it is the interpreter, not a library
     let c = closure(Path::new("/bin/sh")).unwrap();
