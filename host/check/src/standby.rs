@@ -384,8 +384,7 @@ impl Order {
             .map_err(sanitised)?
             .with_memory(self.memory)
             .with_file_size(crate::sandbox::rlimits::FILE_SIZE_MAX)
-            .with_resolver(channel_end.as_raw_fd())
-            .with_render_handed(channel_end.as_raw_fd())
+            .with_channel(channel_end.as_raw_fd())
             .held(hold);
         prepared.apply(&mut cmd);
         let (resolves, hands_render) = (prepared.resolves(), prepared.hands_render());

@@ -46,8 +46,9 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
                 "  world:    a root of its own (user, mount, network, IPC and UTS namespaces); nothing else of the host exists"
             );
             outln!(
-                "            the render: {} (the working directory; a tmpfs of its own the gate writes into, --max-render-size and 320 MiB; writable, discarded)",
-                world.options().config_dir.display()
+                "            the render: {} (the working directory; a tmpfs of its own the gate writes into, --max-render-size and {} MiB; writable, discarded)",
+                world.options().config_dir.display(),
+                rendergate::check::sandbox::world::RENDER_BESIDE >> 20
             );
             outln!("            read-only: {}", shown(&world.exposed()));
             outln!("            devices: {}", shown(&world.devices()));

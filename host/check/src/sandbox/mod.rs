@@ -298,17 +298,22 @@ impl Prepared<'_> {
         self.ruleset
     }
 
-    /// Where a child with a world of its own hands over its resolver socket
-    /// ([`network::hand_over_resolver`]): `channel`, the child's end of a
-    /// [`network::hand_over_channel`], open until `spawn` returns. Whether
-    /// one comes is for [`Prepared::resolves`] to say.
-    pub fn with_resolver(mut self, channel: RawFd) -> Self {
+    /// Where a child with a world of its own hands the gate what it made:
+    /// `channel`, the child's end of a [`network::hand_over_channel`], open
+    /// until `spawn` returns. Its resolver socket, where it has a network
+    /// of its own ([`network::hand_over_resolver`], [`Prepared::resolves`]);
+    /// its render's own tmpfs, for the gate to write the render into rather
+    /// than the check directory bound there, so that the check sees no host
+    /// path of it ([`Prepared::hands_render`]).
+    pub fn with_channel(mut self, channel: RawFd) -> Self {
         if let Some(setup) = &mut self.setup
             && setup.world.is_some()
-            && setup.unshare & libc::CLONE_NEWNET != 0
             && setup.unshare & libc::CLONE_NEWNS != 0
         {
-            setup.resolver = channel;
+            if setup.unshare & libc::CLONE_NEWNET != 0 {
+                setup.resolver = channel;
+            }
+            setup.render = channel;
         }
         self
     }
@@ -316,21 +321,6 @@ impl Prepared<'_> {
     /// Whether the child hands over a resolver socket.
     pub fn resolves(&self) -> bool {
         self.setup.as_ref().is_some_and(|setup| setup.resolver >= 0)
-    }
-
-    /// The render gets a tmpfs of its own in the child's world, handed over
-    /// on `channel` (the child's end of a [`network::hand_over_channel`],
-    /// open until `spawn` returns) for the gate to write the render into,
-    /// rather than the check directory bound there: the check then sees no
-    /// host path of it. Whether it comes is for [`Prepared::hands_render`].
-    pub fn with_render_handed(mut self, channel: RawFd) -> Self {
-        if let Some(setup) = &mut self.setup
-            && setup.world.is_some()
-            && setup.unshare & libc::CLONE_NEWNS != 0
-        {
-            setup.render = channel;
-        }
-        self
     }
 
     /// Whether the child hands over its render's tmpfs.

@@ -92,13 +92,15 @@ const ROOT_OPTIONS: &str = "size=16m,nr_inodes=4096,mode=755";
 /// that fills it is not judged (`crate::base::CheckDir::room_filled`).
 const RENDER_MARGIN: u64 = 64 << 20;
 
+/// What the render's own tmpfs holds beside the render itself.
+pub const RENDER_BESIDE: u64 = super::rlimits::FILE_SIZE_MAX + RENDER_MARGIN;
+
 /// The render's own tmpfs: private to the gate's user, as large as the
 /// render may be (`--max-render-size`, `--max-render-files`, each of its
 /// files in a directory of its own at most), the largest file a check may
-/// write, and [`RENDER_MARGIN`].
+/// write, and [`RENDER_MARGIN`] ([`RENDER_BESIDE`]).
 fn render_options(room: &crate::limits::RenderLimits) -> CString {
-    let beside = super::rlimits::FILE_SIZE_MAX + RENDER_MARGIN;
-    let size = room.bytes.saturating_add(beside) >> 10;
+    let size = room.bytes.saturating_add(RENDER_BESIDE) >> 10;
     let inodes = room.files.saturating_mul(2).saturating_add(4096);
     CString::new(format!("size={size}k,nr_inodes={inodes},mode=700")).expect("no NUL in numbers")
 }
@@ -354,7 +356,8 @@ enum Kind {
 impl World {
     /// Plans the world with its root mounted over `private` (the checker's
     /// own directory, owner-only) in the child's mount namespace, so that
-    /// nothing is made on the host's disk, for checks running `binary`; `libraries` are the loader's (their
+    /// nothing is made on the host's disk, for checks running `binary`;
+    /// `libraries` are the loader's (their
     /// directories are shown whole), `loader_data` the other files it
     /// reads (its cache).
     pub fn build(
