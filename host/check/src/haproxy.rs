@@ -794,9 +794,7 @@ impl HaproxyChecker {
         let earlier = tokio::time::timeout_at(deadline, self.aftercare.gone()).await;
         earlier
             .map_err(|_| "the check timed out while an earlier check's directory was removed")?;
-        let starting = launch.go(word);
-        tracing::trace!(target: "rendergate::timing", "word given");
-        let running = starting.running(deadline).await.map_err(|reason: String| {
+        let running = launch.go(word, deadline).await.map_err(|reason: String| {
             verdict::sanitise(&reason, ready.dir.hidden(), &setup.binary.path)
         })?;
         let ctx = verdict::Context {

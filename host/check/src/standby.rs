@@ -30,6 +30,7 @@ use crate::base::{BaseDir, CheckDir};
 use crate::config_dir::ConfigDir;
 use crate::prepare::InFlight;
 use crate::process::{self, Running};
+use crate::sandbox::rlimits::{FILE_SIZE_MAX, Limits};
 use crate::sandbox::{Go, Hold, Keeper, Sandbox, network};
 use crate::verdict;
 use std::io::Write;
@@ -118,14 +119,10 @@ pub struct Armed {
     pub launch: Launch,
 }
 
-/// The word to a standby's child, and what to watch the child by once it runs.
+/// A standby's child at its hold: the word's pipe, and what to watch the
+/// child by once it runs.
 pub struct Launch {
-    go: std::fs::File,
-    starting: Starting,
-}
-
-/// A child given its word, on its way to `execve`.
-pub struct Starting {
+    word: std::fs::File,
     output: OwnedFd,
     report: OwnedFd,
     started: oneshot::Receiver<std::io::Result<tokio::process::Child>>,
@@ -201,20 +198,14 @@ impl Standby {
 }
 
 impl Launch {
-    /// Gives the child its word: its check's bounds, and to go.
-    pub fn go(self, word: Go) -> Starting {
-        let Launch { mut go, starting } = self;
+    /// Gives the child its word (its check's bounds, and to go); the child
+    /// started as haproxy, by `deadline`, or why it could not.
+    pub async fn go(self, go: Go, deadline: Instant) -> Result<Running, String> {
+        let Launch { mut word, output, report, started, starter, program } = self;
         // A few bytes into an empty pipe: never blocks. If the child is
         // gone, its spawn's error or its report says why.
-        let _ = go.write_all(&word.to_bytes());
-        starting
-    }
-}
-
-impl Starting {
-    /// The child started as haproxy, by `deadline`; or why it could not.
-    pub async fn running(self, deadline: Instant) -> Result<Running, String> {
-        let Starting { output, report, started, starter, program } = self;
+        let _ = word.write_all(&go.to_bytes());
+        tracing::trace!(target: "rendergate::timing", "word given");
         let budget = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout_at(deadline, started).await {
             Ok(Ok(Ok(child))) => Running::new(child, program, output, report, starter),
@@ -297,7 +288,7 @@ impl Order {
                 // why the child could not be made, as its start would say it,
                 // before any of the render is written
                 (Err(e), _) => {
-                    let why = process::spawn_failure(&armed.launch.starting.program, e);
+                    let why = process::spawn_failure(&armed.launch.program, e);
                     Err(verdict::sanitise(&why, armed.dir.hidden(), &self.binary))
                 }
             };
@@ -380,10 +371,8 @@ impl Order {
             .map_err(|e| sanitised(format!("cannot prepare the check's child: {e}")))?;
         let prepared = self
             .sandbox
-            .prepare(child_dir.as_fd(), ARMED_CPU)
+            .prepare(child_dir.as_fd(), Limits::new(self.memory, FILE_SIZE_MAX, ARMED_CPU))
             .map_err(sanitised)?
-            .with_memory(self.memory)
-            .with_file_size(crate::sandbox::rlimits::FILE_SIZE_MAX)
             .with_channel(channel_end.as_raw_fd())
             .held(hold);
         prepared.apply(&mut cmd);
@@ -404,8 +393,8 @@ impl Order {
         };
         let program =
             process::Program { binary: self.binary.clone(), world: self.sandbox.world().cloned() };
-        let starting = Starting { output, report, started, starter, program };
-        let launch = Launch { go: std::fs::File::from(word), starting };
+        let word = std::fs::File::from(word);
+        let launch = Launch { word, output, report, started, starter, program };
         Ok((Armed { dir, launch }, cmd, held))
     }
 }

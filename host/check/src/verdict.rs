@@ -321,10 +321,11 @@ impl<'a> Transcript<'a> {
         };
         match code {
             0 => CheckOutcome::Passed { message: self.warnings_note() },
-            // A failure line before an exit 2 is a config HAProxy would not
-            // start for that failure, whatever set the status (a Lua
-            // `os.exit(2)` after a fatal alert): never a pass.
-            2 if self.alerts + self.summaries > 0 => {
+            // A failure line before a failing exit refuses, whatever set the
+            // status: before an exit 2 it is a config HAProxy would not start
+            // for that failure (a Lua `os.exit(2)` after a fatal alert),
+            // never a pass.
+            _ if self.alerts + self.summaries > 0 => {
                 CheckOutcome::Refused { message: self.refusal_message() }
             }
             2 => {
@@ -343,9 +344,6 @@ impl<'a> Transcript<'a> {
             _ if self.lines == 0 => CheckOutcome::Unavailable {
                 reason: format!("haproxy -c exited {code} with no output"),
             },
-            _ if self.alerts + self.summaries > 0 => {
-                CheckOutcome::Refused { message: self.refusal_message() }
-            }
             // HAProxy ran, spoke, and said "invalid" without an alert (a Lua
             // `os.exit(1)` after a warning does this): its exit status is its
             // judgement, and a pass is never reported against it.

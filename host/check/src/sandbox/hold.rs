@@ -15,7 +15,7 @@
 //! word means its check is gone: it exits without running anything.
 //!
 //! Before the hold (and before seccomp, which refuses it) the child makes
-//! a **keeper** ([`Hold::keep`]): a process sharing its memory
+//! a **keeper** ([`Keeper::spawn`]): a process sharing its memory
 //! (`CLONE_VM`), which only waits for the child's `execve` (or exit) and
 //! then exits. `execve` first lets go of the memory the child copied from
 //! the gate at the fork; were the child its only user, `execve` would tear
@@ -122,8 +122,9 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// In the forked child: starts the keeper; its pid.
-    fn spawn(&self) -> io::Result<libc::pid_t> {
+    /// In the forked child, before seccomp (which refuses it): starts the
+    /// keeper.
+    pub fn spawn(&self) -> io::Result<()> {
         // SAFETY: the stack is this process's own copy of a static only a
         // clone of it runs on (`processes::clone_stack`); the keeper makes
         // only raw system calls on it and reads nothing of this process's
@@ -135,7 +136,7 @@ impl Keeper {
         if pid < 0 {
             return Err(tagged(Layer::Hold, super::errno()));
         }
-        Ok(pid)
+        Ok(())
     }
 }
 
@@ -155,17 +156,14 @@ pub struct Hold {
 const KEEPER_FLAGS: libc::c_int = libc::CLONE_VM | libc::CLONE_PARENT | libc::SIGCHLD;
 
 impl Hold {
-    /// In the child, before seccomp (which refuses it): makes the keeper.
-    pub fn keep(&self) -> io::Result<()> {
-        self.keeper.spawn().map(drop)
-    }
-
     /// In the child, last: closes what it inherited, waits for the word,
     /// lowers its limits (`limits`: the sandbox set them), becomes haproxy.
     /// Returns only an error before anything was closed (which `spawn`
     /// then reports); afterwards it reports for itself and never returns.
     pub fn run(&self, limits: bool) -> io::Result<()> {
-        let e = self.close_inherited();
+        // every descriptor from 3 up but the word's, the report's and the
+        // keeper's write end
+        let e = close_all_but(3, &[self.word, self.report, self.keeper.write]);
         if e != 0 {
             return Err(tagged(Layer::Hold, e));
         }
@@ -182,12 +180,6 @@ impl Hold {
         }
         // SAFETY: ends this process without running anything of the parent's.
         unsafe { libc::_exit(127) }
-    }
-
-    /// Every descriptor from 3 up but the word's, the report's and the
-    /// keeper's write end; 0 or an errno.
-    fn close_inherited(&self) -> i32 {
-        close_all_but(3, &[self.word, self.report, self.keeper.write])
     }
 
     /// The word, or end-of-file (the check is gone).

@@ -35,7 +35,6 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// How much sandbox a check must have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -223,11 +222,11 @@ impl Sandbox {
     /// Everything one check's child needs, made now in the parent.
     /// `check_dir`: the check directory's descriptor, which the child
     /// `fchdir`s to and Landlock grants from; it must stay open until
-    /// `spawn` has returned. `time_left` bounds CPU.
+    /// `spawn` has returned. `limits`: the child's own.
     pub fn prepare<'a>(
         &self,
         check_dir: BorrowedFd<'a>,
-        time_left: Duration,
+        limits: rlimits::Limits,
     ) -> Result<Prepared<'a>, String> {
         let env = self.opts.env.clone();
         if self.opts.mode == Mode::Off {
@@ -247,7 +246,7 @@ impl Sandbox {
         let setup = ChildSetup {
             dir: check_dir.as_raw_fd(),
             parent: rustix::process::getpid().as_raw_nonzero().get(),
-            limits: rlimits::Limits::new(self.opts.memory, time_left),
+            limits,
             unshare: self.probe.unshare_flags(),
             ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             seccomp: self.seccomp.clone(),
@@ -275,23 +274,6 @@ pub struct Prepared<'a> {
 }
 
 impl Prepared<'_> {
-    /// The same sandbox with another address-space bound (the sandbox off
-    /// has no bound).
-    pub fn with_memory(mut self, memory: u64) -> Self {
-        if let Some(setup) = &mut self.setup {
-            setup.limits = setup.limits.with_memory(memory);
-        }
-        self
-    }
-
-    /// The same sandbox with another file-size bound.
-    pub fn with_file_size(mut self, file_size: u64) -> Self {
-        if let Some(setup) = &mut self.setup {
-            setup.limits = setup.limits.with_file_size(file_size);
-        }
-        self
-    }
-
     /// The Landlock ruleset the child's setup names by number, for a caller
     /// that must keep it open until `spawn` returns without keeping `self`.
     pub fn into_ruleset(self) -> Option<OwnedFd> {
@@ -355,7 +337,7 @@ impl Prepared<'_> {
                     enter(dir)?;
                     match &hold {
                         Some(hold) => {
-                            hold.keep()?;
+                            hold.keeper.spawn()?;
                             hold.run(limits)
                         }
                         None => Ok(()),
@@ -570,7 +552,7 @@ impl ChildSetup {
             if let Err(e) = rustix::process::set_dumpable_behavior(not_dumpable) {
                 return step(Layer::Hold, e.raw_os_error());
             }
-            hold.keep()?;
+            hold.keeper.spawn()?;
         }
         if let Some(prog) = &self.seccomp {
             step(Layer::Seccomp, seccomp::install(prog))?;

@@ -71,40 +71,20 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// `memory`: address space in bytes; `timeout`: the check's time left
-    /// ([`cpu_seconds`]).
-    pub fn new(memory: u64, timeout: Duration) -> Limits {
+    /// `memory`: address space and `file_size`: the largest file, in bytes;
+    /// `timeout`: the check's time left ([`cpu_seconds`]).
+    pub fn new(memory: u64, file_size: u64, timeout: Duration) -> Limits {
         let cpu = cpu_seconds(timeout);
         Limits {
             entries: [
                 (Resource::As, memory.min(address_space_ceiling())),
                 (Resource::Cpu, cpu),
                 // what HAProxy writes during -c fits; more kills the writer (SIGXFSZ)
-                (Resource::Fsize, FILE_SIZE.min(file_size_ceiling())),
+                (Resource::Fsize, file_size.min(file_size_ceiling())),
                 (Resource::Nofile, OPEN_FILES),
                 // a crash must not write a core holding the render's secrets
                 (Resource::Core, 0),
             ],
-        }
-    }
-
-    /// The same limits with another address space.
-    pub fn with_memory(mut self, memory: u64) -> Limits {
-        self.set(Resource::As, memory.min(address_space_ceiling()));
-        self
-    }
-
-    /// The same limits with another file size.
-    pub fn with_file_size(mut self, file_size: u64) -> Limits {
-        self.set(Resource::Fsize, file_size.min(file_size_ceiling()));
-        self
-    }
-
-    fn set(&mut self, resource: Resource, value: u64) {
-        for entry in &mut self.entries {
-            if entry.0 == resource {
-                entry.1 = value;
-            }
         }
     }
 
@@ -131,9 +111,9 @@ mod tests {
 
     #[test]
     fn cpu_seconds_round_up_and_files_are_bounded() {
-        let l = Limits::new(1 << 30, Duration::from_millis(2500));
+        let l = Limits::new(1 << 30, FILE_SIZE, Duration::from_millis(2500));
         assert_eq!(l.get(Resource::Cpu), Some(4));
-        assert_eq!(Limits::new(1, Duration::from_secs(30)).get(Resource::Cpu), Some(31));
+        assert_eq!(Limits::new(1, FILE_SIZE, Duration::from_secs(30)).get(Resource::Cpu), Some(31));
         assert_eq!(l.get(Resource::As), Some(1 << 30));
         assert_eq!(l.get(Resource::Fsize), Some(16 << 20));
         assert_eq!(l.get(Resource::Core), Some(0));

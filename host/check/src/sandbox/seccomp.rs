@@ -93,14 +93,16 @@ fn socket_rules(own_network: bool) -> seccompiler::Result<Vec<SeccompRule>> {
     Ok(rules)
 }
 
+/// The system calls refused outright, in the world's own network
+/// (`own_network`) or not.
+fn denied(own_network: bool) -> impl Iterator<Item = &'static (&'static str, libc::c_long)> {
+    DENIED.iter().filter(move |(_, nr)| !(own_network && IN_OWN_NETWORK.contains(nr)))
+}
+
 /// The names of what is refused, for the docs and `--explain`; in the
 /// world's own network (`own_network`) or not.
 pub fn denied_names(own_network: bool) -> Vec<&'static str> {
-    let mut names: Vec<&str> = DENIED
-        .iter()
-        .filter(|(_, nr)| !(own_network && IN_OWN_NETWORK.contains(nr)))
-        .map(|(n, _)| *n)
-        .collect();
+    let mut names: Vec<&str> = denied(own_network).map(|(n, _)| *n).collect();
     names.extend([
         match own_network {
             true => "socket (but IPv4/IPv6 stream or datagram, TCP or UDP)",
@@ -167,11 +169,8 @@ pub fn program(own_network: bool) -> Result<Arc<Vec<seccompiler::sock_filter>>, 
 
 fn build(own_network: bool) -> Result<Vec<seccompiler::sock_filter>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
-        .iter()
-        .filter(|(_, nr)| !(own_network && IN_OWN_NETWORK.contains(nr)))
-        .map(|(_, nr)| (*nr, vec![]))
-        .collect();
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        denied(own_network).map(|(_, nr)| (*nr, vec![])).collect();
     // clone: only threads (CLONE_THREAD set) may be made
     let no_thread = SeccompCondition::new(
         0,

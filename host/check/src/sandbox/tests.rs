@@ -6,6 +6,7 @@ use crate::{Checker, HaproxyChecker, HaproxyOptions};
 use rendergate_core::CheckOutcome;
 use rendergate_core::render::{FileKind, Render, RenderFile};
 use std::path::PathBuf;
+use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::needs;
@@ -57,6 +58,11 @@ fn checker_for(binary: PathBuf, mode: Mode, probe: Probe) -> Fixture {
         probe,
     );
     Fixture { _work: work, checker }
+}
+
+/// A check's own limits, as a default sandbox gives them.
+fn limits() -> rlimits::Limits {
+    rlimits::Limits::new(DEFAULT_MEMORY, rlimits::FILE_SIZE, Duration::from_secs(10))
 }
 
 fn strict() -> Fixture {
@@ -243,12 +249,8 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
     let dir = std::fs::File::open(&gone).unwrap();
     std::fs::rename(&gone, work.path().join("moved")).unwrap();
     let f = strict();
-    let prepared = f
-        .checker
-        .sandbox()
-        .unwrap()
-        .prepare(std::os::fd::AsFd::as_fd(&dir), Duration::from_secs(10))
-        .unwrap();
+    let prepared =
+        f.checker.sandbox().unwrap().prepare(std::os::fd::AsFd::as_fd(&dir), limits()).unwrap();
     // /bin/sh is not granted by Landlock: haproxy is the only thing that runs,
     // and `-c` on a missing haproxy.cfg says where it looked
     let mut cmd = tokio::process::Command::new(haproxy());
@@ -272,7 +274,7 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
         .prepare(
             // SAFETY: a descriptor number far above any open one; never used but by fchdir
             unsafe { std::os::fd::BorrowedFd::borrow_raw(1_000_000) },
-            Duration::from_secs(10),
+            limits(),
         )
         .unwrap();
     let mut cmd = tokio::process::Command::new(haproxy());
