@@ -125,14 +125,13 @@ impl Keeper {
     /// In the forked child, before seccomp (which refuses it): starts the
     /// keeper.
     pub fn spawn(&self) -> io::Result<()> {
-        // SAFETY: the stack is this process's own copy of a static only a
-        // clone of it runs on (`processes::clone_stack`); the keeper makes
-        // only raw system calls on it and reads nothing of this process's
-        // memory but its argument, a plain integer.
-        let pid = unsafe {
-            let top = super::processes::clone_stack();
-            libc::clone(keeper_main, top, KEEPER_FLAGS, self.read as isize as *mut _)
-        };
+        let stack = super::processes::clone_stack().map_err(|e| tagged(Layer::Hold, e))?;
+        // SAFETY: the stack is this process's own copy of one only a clone
+        // of it runs on (`processes::clone_stack`); the keeper makes only
+        // raw system calls on it and reads nothing of this process's memory
+        // but its argument, a plain integer.
+        let pid =
+            unsafe { libc::clone(keeper_main, stack, KEEPER_FLAGS, self.read as isize as *mut _) };
         if pid < 0 {
             return Err(tagged(Layer::Hold, super::errno()));
         }
@@ -322,6 +321,7 @@ mod tests {
         let truth = CString::new("/bin/true").unwrap();
         let argv = [truth.as_ptr(), std::ptr::null()];
         let envp = [std::ptr::null::<c_char>()];
+        super::super::processes::map_clone_stack();
         // SAFETY: the child makes raw system calls only and leaves by
         // execve or _exit.
         let child = unsafe { libc::fork() };

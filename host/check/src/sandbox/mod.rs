@@ -324,6 +324,8 @@ impl Prepared<'_> {
     /// it waits at the hold.
     pub fn apply(&self, cmd: &mut tokio::process::Command) {
         cmd.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
+        // the init's and the keeper's stack, mapped before the fork
+        processes::map_clone_stack();
         let hold = self.hold.clone();
         // limits are lowered at the word only where the sandbox sets them
         let limits = self.setup.is_some();

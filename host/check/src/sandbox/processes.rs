@@ -127,39 +127,65 @@ fn fork() -> io::Result<libc::pid_t> {
     Ok(pid as libc::pid_t)
 }
 
-/// The stack a clone of a forked child runs on: a static, so nothing is
-/// allocated after the gate's fork. Each child has its own copy, used by
-/// one clone at most: the init in the reaper's copy, the keeper
-/// ([`super::hold`]) in the held child's (forked from the reaper after the
-/// init started, or from the gate without a PID namespace).
-#[repr(C, align(16))]
-struct CloneStack(std::cell::UnsafeCell<[u8; CloneStack::LEN]>);
+/// The stack the clones of a forked child run on: mapped once in the gate
+/// ([`map_clone_stack`], before any fork), so that nothing is allocated
+/// after one, with a guard page below it, so that an overflow faults rather
+/// than writes over the memory beside it. Each forked child has its own
+/// copy (a private mapping), used by one clone at most: the init in the
+/// reaper's copy, the keeper ([`super::hold`]) in the held child's (forked
+/// from the reaper after the init started, or from the gate without a PID
+/// namespace). Its top; 0 where it could not be mapped.
+static CLONE_STACK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 
-impl CloneStack {
-    /// `close_range`, `prctl`, `sigprocmask`, `read`: a few frames.
-    const LEN: usize = 16 * 1024;
+/// `close_range`, `prctl`, `sigprocmask`, `read`: a few frames.
+const CLONE_STACK_LEN: usize = 16 * 1024;
+
+/// In the gate, before a child that makes clones is forked: maps the clone
+/// stack, once.
+pub(super) fn map_clone_stack() {
+    use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+    CLONE_STACK.get_or_init(|| {
+        let guard = rustix::param::page_size();
+        let rw = ProtFlags::READ | ProtFlags::WRITE;
+        // SAFETY: a fresh anonymous mapping where the kernel puts it,
+        // aliasing nothing; its lowest page becomes the guard. Never unmapped.
+        unsafe {
+            let Ok(base) = rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                guard + CLONE_STACK_LEN,
+                rw,
+                MapFlags::PRIVATE,
+            ) else {
+                return 0;
+            };
+            match rustix::mm::mprotect(base, guard, MprotectFlags::empty()) {
+                Ok(()) => base as usize + guard + CLONE_STACK_LEN,
+                Err(_) => 0,
+            }
+        }
+    });
 }
 
-// SAFETY: only a clone, in a forked child's copy, ever touches it.
-unsafe impl Sync for CloneStack {}
-
-static CLONE_STACK: CloneStack = CloneStack(std::cell::UnsafeCell::new([0; CloneStack::LEN]));
-
-/// The top of this process's copy of the clone stack (stacks grow down).
-pub(super) fn clone_stack() -> *mut libc::c_void {
-    CLONE_STACK.0.get().cast::<u8>().wrapping_add(CloneStack::LEN).cast()
+/// In a forked child: the top of its copy of the clone stack (stacks grow
+/// down), or ENOMEM where the gate could map none.
+pub(super) fn clone_stack() -> Result<*mut libc::c_void, i32> {
+    match CLONE_STACK.get() {
+        Some(&top) if top != 0 => Ok(top as *mut libc::c_void),
+        _ => Err(libc::ENOMEM),
+    }
 }
 
 /// Starts pid 1: it shares this process's memory (`CLONE_VM`), so it
 /// copies none of it and its end tears none down.
 fn start_init(alive: RawFd) -> io::Result<libc::pid_t> {
-    // SAFETY: the stack is this process's copy of a static nothing else
-    // uses; the init runs raw system calls on it and touches no other
-    // memory (it shares thread-local `errno` with this process, which only
-    // its last, failing `read` may set, as it leaves).
+    let stack = clone_stack().map_err(|e| tagged(Layer::Namespaces, e))?;
+    // SAFETY: the stack is this process's copy of one nothing else uses;
+    // the init runs raw system calls on it and touches no other memory (it
+    // shares thread-local `errno` with this process, which only its last,
+    // failing `read` may set, as it leaves).
     let pid = unsafe {
         let arg = alive as isize as *mut libc::c_void;
-        libc::clone(init_main, clone_stack(), libc::CLONE_VM | libc::SIGCHLD, arg)
+        libc::clone(init_main, stack, libc::CLONE_VM | libc::SIGCHLD, arg)
     };
     if pid < 0 {
         return Err(tagged(Layer::Namespaces, super::errno()));
@@ -251,6 +277,27 @@ mod tests {
         // SAFETY: the range the kernel names, mapped for the process's life.
         let shown = unsafe { std::slice::from_raw_parts(args.0 as *const u8, args.1 - args.0) };
         assert_eq!(shown, &cmdline[..]);
+    }
+
+    #[test]
+    fn the_clone_stack_is_writable_over_a_guard_page() {
+        map_clone_stack();
+        let top = clone_stack().unwrap() as usize;
+        let bottom = top - CLONE_STACK_LEN;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        // the permissions of the mapping holding `address`
+        let perms = |address: usize| {
+            maps.lines().find_map(|line| {
+                let (range, rest) = line.split_once(' ')?;
+                let (start, end) = range.split_once('-')?;
+                let range =
+                    usize::from_str_radix(start, 16).ok()?..usize::from_str_radix(end, 16).ok()?;
+                range.contains(&address).then(|| rest[..4].to_owned())
+            })
+        };
+        assert_eq!(perms(bottom).as_deref(), Some("rw-p"), "{maps}");
+        assert_eq!(perms(top - 1).as_deref(), Some("rw-p"), "{maps}");
+        assert_eq!(perms(bottom - 1).as_deref(), Some("---p"), "{maps}");
     }
 
     #[test]
