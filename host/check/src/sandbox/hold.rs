@@ -28,7 +28,8 @@
 //! whose write end closes on the child's `execve`.
 //!
 //! Raw system calls only, on memory prepared before the fork (the keeper
-//! runs on a static stack of its own copy of the memory). `close_range`, `read`, `write`,
+//! runs on its own copy of a stack the gate mapped, with a guard page,
+//! [`super::processes::clone_stack`]). `close_range`, `read`, `write`,
 //! `setrlimit` and `execve` all pass the seccomp filter.
 
 use super::{Layer, tagged};
