@@ -933,16 +933,8 @@ mod tests {
     use rendergate_core::render::{FileKind, RenderFile};
     use std::time::Duration;
 
-    const VALID: &str = "\
-global
-defaults
-  mode http
-  timeout client 1s
-  timeout server 1s
-  timeout connect 1s
-frontend f
-  bind 127.0.0.1:18080
-";
+    // a config valid on every supported HAProxy
+    use crate::trial::CONFIG as VALID;
 
     /// A checker without the sandbox (stand-in scripts need /bin/sh: they
     /// run unsandboxed; sandbox/tests.rs runs the real one), its check
