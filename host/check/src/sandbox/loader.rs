@@ -21,7 +21,7 @@
 //! anyway. Relative search directories (relative to the check directory at
 //! run time) are skipped.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::ffi::{CStr, OsStr};
 use std::fs::File;
 use std::io;
@@ -326,7 +326,7 @@ struct Search<'a> {
     objects: Vec<Object>,
     /// Every name an object is known by (the name asked for, its soname).
     names: HashSet<String>,
-    cache: Option<HashMap<String, Vec<(PathBuf, bool)>>>,
+    cache: Option<LdCache>,
     default_dirs: Vec<PathBuf>,
     main: Elf,
     lib: String,
@@ -354,7 +354,7 @@ impl<'a> Search<'a> {
                 search.default_dirs = glibc_default_dirs(main);
                 if let Ok(bytes) = read_bounded(Path::new(LD_SO_CACHE), MAX_CACHE) {
                     search.out.data.push(LD_SO_CACHE.into());
-                    search.cache = Some(parse_cache(&bytes));
+                    search.cache = Some(LdCache::new(bytes));
                 }
                 if Path::new(LD_SO_PRELOAD).exists() {
                     search.out.data.push(LD_SO_PRELOAD.into());
@@ -489,7 +489,7 @@ impl<'a> Search<'a> {
             return Some(found);
         }
         let nodeflib = self.objects[requester].elf.nodeflib;
-        let entries = self.cache.as_ref().and_then(|c| c.get(name)).cloned().unwrap_or_default();
+        let entries = self.cache.as_ref().map(|c| c.lookup(name)).unwrap_or_default();
         let mut from_cache = Vec::new();
         let mut plain_found = false;
         for (path, variant) in entries {
@@ -682,63 +682,83 @@ fn read_bounded(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The new-format part of glibc's `ld.so.cache` (`glibc-ld.so.cache1.1`,
-/// alone or after the old `ld.so-1.7.0` table): each name with its paths in
-/// cache order, and whether the entry is a hwcap variant. Entries for other
-/// architectures are left for `Search::candidate` to refuse, as the
-/// loader's `open_verify` would.
-pub fn parse_cache(bytes: &[u8]) -> HashMap<String, Vec<(PathBuf, bool)>> {
-    const OLD: &[u8] = b"ld.so-1.7.0";
-    const NEW: &[u8] = b"glibc-ld.so.cache1.1";
-    const HWCAP_EXTENSION: u64 = 1 << 62;
-    let mut map: HashMap<String, Vec<(PathBuf, bool)>> = HashMap::new();
-    let u32_at =
-        |b: &[u8], o: usize| b.get(o..o + 4).map(|x| u32::from_ne_bytes(x.try_into().unwrap()));
-    let u64_at =
-        |b: &[u8], o: usize| b.get(o..o + 8).map(|x| u64::from_ne_bytes(x.try_into().unwrap()));
-    let mut start = 0usize;
-    if bytes.starts_with(OLD) {
-        // old header: magic (padded to 12) and a count, then 12-byte entries;
-        // the new table follows, aligned to 8
-        let Some(n) = u32_at(bytes, 12) else {
-            return map;
-        };
-        start = (16 + n as usize * 12).next_multiple_of(8);
-    }
-    let Some(cache) = bytes.get(start..) else {
-        return map;
-    };
-    if !cache.starts_with(NEW) {
-        return map;
-    }
-    let Some(nlibs) = u32_at(cache, 20) else {
-        return map;
-    };
-    // strings are offsets from the start of the new header
-    let string = |off: u32| -> Option<&[u8]> {
-        let tail = cache.get(off as usize..)?;
-        Some(&tail[..tail.iter().position(|&b| b == 0)?])
-    };
-    for i in 0..nlibs as usize {
-        let e = 48 + i * 24;
-        let (Some(flags), Some(key), Some(value), Some(hwcap)) =
-            (u32_at(cache, e), u32_at(cache, e + 4), u32_at(cache, e + 8), u64_at(cache, e + 16))
-        else {
-            break;
-        };
-        // FLAG_ELF_LIBC6 in the type byte: the only kind glibc's loader takes
-        if flags & 0xff != 3 {
-            continue;
+/// glibc's `ld.so.cache`, read: the new-format part (`glibc-ld.so.cache1.1`,
+/// alone or after the old `ld.so-1.7.0` table), its entries looked up by
+/// name where they lie, rather than a table made of all of them (some
+/// thousand, for a score of names). Entries for other architectures are
+/// left for `Search::candidate` to refuse, as the loader's `open_verify`
+/// would.
+pub struct LdCache {
+    bytes: Vec<u8>,
+    /// Where the new format's header starts (its string offsets count from there).
+    start: usize,
+    count: usize,
+}
+
+impl LdCache {
+    /// The cache in `bytes`; one with no entries where they are not a cache.
+    pub fn new(bytes: Vec<u8>) -> LdCache {
+        const OLD: &[u8] = b"ld.so-1.7.0";
+        const NEW: &[u8] = b"glibc-ld.so.cache1.1";
+        let mut start = 0;
+        if bytes.starts_with(OLD) {
+            // old header: magic (padded to 12) and a count, then 12-byte
+            // entries; the new table follows, aligned to 8
+            start = u32_at(&bytes, 12)
+                .map_or(bytes.len(), |n| (16 + n as usize * 12).next_multiple_of(8));
         }
-        let (Some(k), Some(v)) = (string(key), string(value)) else {
-            continue;
+        let cache = bytes.get(start..).unwrap_or_default();
+        let count = match cache.starts_with(NEW) {
+            true => u32_at(cache, 20).unwrap_or(0) as usize,
+            false => 0,
         };
-        let variant = hwcap & HWCAP_EXTENSION != 0 || hwcap != 0;
-        map.entry(String::from_utf8_lossy(k).into_owned())
-            .or_default()
-            .push((PathBuf::from(OsStr::from_bytes(v)), variant));
+        LdCache { bytes, start, count }
     }
-    map
+
+    /// The paths the cache gives for `name`, in its order, each with whether
+    /// it is a hwcap variant.
+    pub fn lookup(&self, name: &str) -> Vec<(PathBuf, bool)> {
+        const HWCAP_EXTENSION: u64 = 1 << 62;
+        let cache = self.bytes.get(self.start..).unwrap_or_default();
+        // strings are offsets from the start of the new header
+        let string = |off: u32| -> Option<&[u8]> {
+            let tail = cache.get(off as usize..)?;
+            Some(&tail[..memchr::memchr(0, tail)?])
+        };
+        let named = |off: u32| {
+            let tail = cache.get(off as usize..).unwrap_or_default();
+            tail.starts_with(name.as_bytes()) && tail.get(name.len()) == Some(&0)
+        };
+        let mut paths = Vec::new();
+        for i in 0..self.count {
+            let e = 48 + i * 24;
+            let (Some(flags), Some(key), Some(value), Some(hwcap)) = (
+                u32_at(cache, e),
+                u32_at(cache, e + 4),
+                u32_at(cache, e + 8),
+                u64_at(cache, e + 16),
+            ) else {
+                break;
+            };
+            // FLAG_ELF_LIBC6 in the type byte: the only kind glibc's loader takes
+            if flags & 0xff != 3 || !named(key) {
+                continue;
+            }
+            if let Some(path) = string(value) {
+                let variant = hwcap & HWCAP_EXTENSION != 0 || hwcap != 0;
+                paths.push((PathBuf::from(OsStr::from_bytes(path)), variant));
+            }
+        }
+        paths
+    }
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    bytes.get(at..at + 4).map(|x| u32::from_ne_bytes(x.try_into().unwrap()))
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
+    bytes.get(at..at + 8).map(|x| u64::from_ne_bytes(x.try_into().unwrap()))
 }
 
 #[cfg(test)]

@@ -283,9 +283,11 @@ fn a_needed_name_already_loaded_is_not_searched_again() {
 
 #[test]
 fn the_real_loader_cache_names_libc() {
-    let cache = parse_cache(&std::fs::read(LD_SO_CACHE).unwrap());
-    let libc = cache.get("libc.so.6").expect("libc.so.6 is in the cache");
+    let cache = LdCache::new(std::fs::read(LD_SO_CACHE).unwrap());
+    let libc = cache.lookup("libc.so.6");
     assert!(libc.iter().any(|(p, variant)| !variant && p.exists()), "{libc:?}");
+    // a name is matched whole, not as the start of a longer one
+    assert!(cache.lookup("libc.so").is_empty());
 }
 
 #[test]
@@ -327,24 +329,26 @@ fn the_cache_format_is_read_with_and_without_the_old_table() {
         (0x0000, "libold.so", "/l/libold.so", 0), // libc4: not for this loader
     ];
     let table = new_table(&entries);
-    let map = parse_cache(&table);
+    let names = ["libx.so.1", "liby.so.2", "libold.so"];
+    let lookups = |cache: LdCache| names.map(|name| cache.lookup(name));
+    let found = lookups(LdCache::new(table.clone()));
     assert_eq!(
-        map["libx.so.1"],
+        found[0],
         [("/l/glibc-hwcaps/x86-64-v3/libx.so.1".into(), true), ("/l/libx.so.1".into(), false)]
     );
-    assert_eq!(map["liby.so.2"], [("/l32/liby.so.2".into(), false)]);
-    assert!(!map.contains_key("libold.so"));
+    assert_eq!(found[1], [("/l32/liby.so.2".into(), false)]);
+    assert!(found[2].is_empty());
     // the old format first: 11-byte magic padded to 12, count, 12-byte entries
     let mut old = b"ld.so-1.7.0\0".to_vec();
     old.extend_from_slice(&1u32.to_ne_bytes());
     old.extend_from_slice(&[0; 12]);
     old.resize(old.len().next_multiple_of(8), 0);
     old.extend_from_slice(&table);
-    assert_eq!(parse_cache(&old), map);
+    assert_eq!(lookups(LdCache::new(old)), found);
     // garbage and truncation: nothing, never a panic
-    assert!(parse_cache(b"nonsense").is_empty());
+    assert!(lookups(LdCache::new(b"nonsense".to_vec())).iter().all(Vec::is_empty));
     for len in [0, 20, 47, 60, table.len() - 3] {
-        let _ = parse_cache(&table[..len]);
+        let _ = lookups(LdCache::new(table[..len].to_vec()));
     }
 }
 
