@@ -122,7 +122,8 @@ pub struct Armed {
 /// A standby's child at its hold: the word's pipe, and what to watch the
 /// child by once it runs.
 pub struct Launch {
-    word: std::fs::File,
+    /// The write end of the pipe the child reads its word from.
+    word_pipe: std::fs::File,
     output: OwnedFd,
     report: OwnedFd,
     started: oneshot::Receiver<std::io::Result<tokio::process::Child>>,
@@ -200,11 +201,11 @@ impl Standby {
 impl Launch {
     /// Gives the child its word (its check's bounds, and to go); the child
     /// started as haproxy, by `deadline`, or why it could not.
-    pub async fn go(self, go: Go, deadline: Instant) -> Result<Running, String> {
-        let Launch { mut word, output, report, started, starter, program } = self;
+    pub async fn go(self, word: Go, deadline: Instant) -> Result<Running, String> {
+        let Launch { mut word_pipe, output, report, started, starter, program } = self;
         // A few bytes into an empty pipe: never blocks. If the child is
         // gone, its spawn's error or its report says why.
-        let _ = word.write_all(&go.to_bytes());
+        let _ = word_pipe.write_all(&word.to_bytes());
         tracing::trace!(target: "rendergate::timing", "word given");
         let budget = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout_at(deadline, started).await {
@@ -393,8 +394,8 @@ impl Order {
         };
         let program =
             process::Program { binary: self.binary.clone(), world: self.sandbox.world().cloned() };
-        let word = std::fs::File::from(word);
-        let launch = Launch { word, output, report, started, starter, program };
+        let word_pipe = std::fs::File::from(word);
+        let launch = Launch { word_pipe, output, report, started, starter, program };
         Ok((Armed { dir, launch }, cmd, held))
     }
 }
