@@ -225,11 +225,6 @@ impl BaseDir {
         Err(fail(format!("{} keeps being removed while it is set up", path.display())))
     }
 
-    /// `<work dir>/rendergate-<euid>`.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// This checker's subdirectory, where its check directories are made.
     pub fn own_path(&self) -> &Path {
         &self.own_path
@@ -240,23 +235,7 @@ impl BaseDir {
         let own = self.own.as_ref().expect("the subdirectory lives as long as the base");
         // owner-only: the render may hold secrets (the subdirectory around
         // it is 0700 already)
-        let mut builder = cap_std::fs::DirBuilder::new();
-        cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        let name = loop {
-            let name = fresh_name();
-            match own.create_dir_with(&name, &builder) {
-                Ok(()) => break name,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        };
-        let dir = match crate::at::open_dir(own, name.as_ref()) {
-            Ok(dir) => dir,
-            Err(e) => {
-                let _ = own.remove_dir(&name);
-                return Err(e);
-            }
-        };
+        let (name, dir) = make_dir(own, || Ok(fresh_name()))?;
         let dir = FreshDir { parent: own.try_clone()?, name: name.clone().into(), dir };
         Ok(CheckDir { path: self.own_path.join(&name), place: Place::Fresh(dir), render: None })
     }
@@ -281,24 +260,13 @@ impl Drop for BaseDir {
 /// private; `None` when it has just gone.
 fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<File>, String> {
     let shown = path.display();
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(format!(
-                "{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"
-            ));
-        }
-        Ok(m) if !m.is_dir() => {
-            return Err(format!("{shown} exists and is not a directory; refusing it"));
-        }
-        Ok(_) => {}
-        Err(e) => return Err(format!("{shown}: {e}")),
-    }
     let file = match open_dir_nofollow(path) {
         Ok(file) => file,
         Err(e) => {
+            let symlink = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
             return Err(match e.raw_os_error() {
-                Some(libc::ELOOP) => {
+                // With O_DIRECTORY, Linux answers a symlink with ENOTDIR.
+                Some(libc::ELOOP | libc::ENOTDIR) if symlink => {
                     format!(
                         "{shown} is a symlink; refusing it (remove it, or run with another TMPDIR or work directory)"
                     )
@@ -322,7 +290,7 @@ fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<
         // made by us just now, with the umask's say in its mode
         file.set_permissions(std::fs::Permissions::from_mode(0o700))
             .map_err(|e| format!("{shown}: {e}"))?;
-    } else if meta.mode() & 0o7777 & !SETGID != 0o700 {
+    } else if meta.mode() & 0o7777 & !libc::S_ISGID != 0o700 {
         // setgid aside: a directory made in a setgid parent (an emptyDir with
         // an fsGroup) has it until its maker's chmod, and it grants nothing
         return Err(format!(
@@ -333,20 +301,13 @@ fn open_private(path: &Path, euid: libc::uid_t, created: bool) -> Result<Option<
     Ok(Some(file))
 }
 
-/// The set-group-ID bit of a mode.
-const SETGID: u32 = 0o2000;
-
 /// Opens the directory `path` for reading (a lockable descriptor), never
 /// through a symlink at its last component (ELOOP or ENOTDIR then).
 pub(crate) fn open_dir_nofollow(path: &Path) -> io::Result<File> {
-    Ok(File::from(rustix::fs::open(path, DIR_NOFOLLOW, rustix::fs::Mode::empty())?))
+    use rustix::fs::OFlags;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(File::from(rustix::fs::open(path, flags, rustix::fs::Mode::empty())?))
 }
-
-/// A directory for reading, never through a symlink.
-const DIR_NOFOLLOW: rustix::fs::OFlags = rustix::fs::OFlags::RDONLY
-    .union(rustix::fs::OFlags::DIRECTORY)
-    .union(rustix::fs::OFlags::NOFOLLOW)
-    .union(rustix::fs::OFlags::CLOEXEC);
 
 /// Whether `path` still names the directory `file` has open.
 fn same_file(path: &Path, file: &File) -> bool {
@@ -397,7 +358,7 @@ fn wipe(base: &Dir, locking: bool) -> Vec<String> {
 /// can be taken (or, without `flock`, the pid in its name is gone).
 fn stale(base: &Dir, name: &OsStr, locking: bool) -> io::Result<bool> {
     if locking {
-        let dir = open_dir_at(base, name)?;
+        let dir = crate::at::open_dir(base, name)?;
         match flock(dir.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => return Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => return Ok(false),
@@ -422,30 +383,40 @@ fn stale(base: &Dir, name: &OsStr, locking: bool) -> io::Result<bool> {
 /// is left out where it can be: the path shows in a check's own
 /// `/proc/self/mountinfo` (the root of each of its binds).
 fn make_own(base: &Dir, locking: bool) -> io::Result<(String, Dir)> {
+    let (name, dir) = make_dir(base, || match locking {
+        true => random_hex(),
+        false => Ok(format!("{}.{}", std::process::id(), random_hex()?)),
+    })?;
+    if locking {
+        flock(dir.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+    }
+    Ok((name, dir))
+}
+
+/// Makes a directory of mode 0700 in `parent`, under the first name
+/// `name` gives that is free, and opens it (for reading: a lockable
+/// descriptor, unlike cap-std's `O_PATH` directories).
+fn make_dir(
+    parent: &Dir,
+    mut name: impl FnMut() -> io::Result<String>,
+) -> io::Result<(String, Dir)> {
     let mut builder = cap_std::fs::DirBuilder::new();
     cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
     loop {
-        let name = match locking {
-            true => random_hex()?,
-            false => format!("{}.{}", std::process::id(), random_hex()?),
-        };
-        match base.create_dir_with(&name, &builder) {
+        let name = name()?;
+        match parent.create_dir_with(&name, &builder) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
-        let dir = open_dir_at(base, OsStr::new(&name))?;
-        if locking {
-            flock(dir.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
-        }
-        return Ok((name, Dir::from_std_file(dir)));
+        return match crate::at::open_dir(parent, name.as_ref()) {
+            Ok(dir) => Ok((name, dir)),
+            Err(e) => {
+                let _ = parent.remove_dir(&name);
+                Err(e)
+            }
+        };
     }
-}
-
-/// Opens `name` in `base` for reading (a lockable descriptor, unlike cap-std's
-/// `O_PATH` directories), never through a symlink.
-fn open_dir_at(base: &Dir, name: &OsStr) -> io::Result<File> {
-    Ok(File::from(rustix::fs::openat(base, name, DIR_NOFOLLOW, rustix::fs::Mode::empty())?))
 }
 
 pub(crate) fn flock(fd: BorrowedFd<'_>, op: rustix::fs::FlockOperation) -> io::Result<()> {
@@ -501,16 +472,16 @@ mod tests {
     fn the_base_is_made_private_with_a_locked_subdirectory() {
         let work = tempfile::tempdir().unwrap();
         let base = BaseDir::open(work.path()).unwrap();
-        assert_eq!(base.path(), base_in(work.path()));
-        let meta = std::fs::symlink_metadata(base.path()).unwrap();
+        assert_eq!(base.path, base_in(work.path()));
+        let meta = std::fs::symlink_metadata(&base.path).unwrap();
         assert!(meta.is_dir());
         assert_eq!(meta.mode() & 0o7777, 0o700);
         assert_eq!(meta.uid(), euid());
-        let own = names(base.path());
+        let own = names(&base.path);
         assert_eq!(own.len(), 1, "{own:?}");
         // locked, so no pid in its name: it shows in a check's mountinfo
         assert!(own[0].len() == 16 && own[0].bytes().all(|b| b.is_ascii_hexdigit()), "{own:?}");
-        assert_eq!(base.own_path(), base.path().join(&own[0]));
+        assert_eq!(base.own_path(), base.path.join(&own[0]));
         assert_eq!(std::fs::metadata(base.own_path()).unwrap().mode() & 0o7777, 0o700);
         // a clean exit leaves nothing
         drop(base);

@@ -16,7 +16,6 @@
 
 use crate::base::{flock, open_dir_nofollow};
 use cap_std::fs::Dir;
-use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
@@ -35,7 +34,7 @@ pub struct ConfigDir {
     /// code may `chmod` the directory it lies in.
     mode: u32,
     /// Read, lockable; also the handle files are written through.
-    file: File,
+    dir: Dir,
     slot: Arc<Semaphore>,
 }
 
@@ -66,7 +65,8 @@ impl ConfigDir {
         }
         let mode = file.metadata().map_err(|e| format!("{shown}: {e}"))?.mode() & 0o7777;
         let slot = Arc::new(Semaphore::new(1));
-        let claimed = ConfigDir { path: path.to_path_buf(), mode, file, slot };
+        let claimed =
+            ConfigDir { path: path.to_path_buf(), mode, dir: Dir::from_std_file(file), slot };
         let content = claimed.entries().map_err(|e| format!("{shown}: {e}"))?;
         if !content.is_empty() {
             if !claimed.marked() {
@@ -106,25 +106,23 @@ impl ConfigDir {
         if !self.entries().is_ok_and(|names| names.is_empty()) {
             self.empty()?;
         }
-        let set = rustix::fs::fsetxattr(&self.file, MARK, b"1", rustix::fs::XattrFlags::empty());
+        let set = rustix::fs::fsetxattr(&self.dir, MARK, b"1", rustix::fs::XattrFlags::empty());
         match set {
             // a file system without user xattrs: no mark (see the module's doc)
             Ok(()) | Err(rustix::io::Errno::NOTSUP | rustix::io::Errno::PERM) => {}
             Err(e) => return Err(e.into()),
         }
-        let dir = Dir::from_std_file(self.file.try_clone()?);
-        Ok(InConfigDir { dir, owner: self.file.try_clone()?, mode: self.mode, _permit: permit })
+        Ok(InConfigDir { dir: self.dir.try_clone()?, mode: self.mode, _permit: permit })
     }
 
     fn marked(&self) -> bool {
         // an empty buffer asks only whether it exists
-        rustix::fs::fgetxattr(&self.file, MARK, &mut [0u8; 0][..]).is_ok()
+        rustix::fs::fgetxattr(&self.dir, MARK, &mut [0u8; 0][..]).is_ok()
     }
 
     fn entries(&self) -> io::Result<Vec<String>> {
-        let dir = Dir::from_std_file(self.file.try_clone()?);
         let mut names = Vec::new();
-        for entry in dir.entries()? {
+        for entry in self.dir.entries()? {
             names.push(entry?.file_name().to_string_lossy().into_owned());
         }
         names.sort();
@@ -132,7 +130,7 @@ impl ConfigDir {
     }
 
     fn empty(&self) -> io::Result<()> {
-        empty(&Dir::from_std_file(self.file.try_clone()?), &self.file, self.mode)
+        empty(&self.dir, self.mode)
     }
 }
 
@@ -140,7 +138,6 @@ impl ConfigDir {
 #[derive(Debug)]
 pub struct InConfigDir {
     dir: Dir,
-    owner: File,
     /// The config directory's modes when claimed ([`ConfigDir`]'s).
     mode: u32,
     _permit: OwnedSemaphorePermit,
@@ -156,7 +153,7 @@ impl Drop for InConfigDir {
     /// Empties the directory (never following a symlink HAProxy or the
     /// render made), unmarks it, then frees it for the next check.
     fn drop(&mut self) {
-        if let Err(e) = empty(&self.dir, &self.owner, self.mode) {
+        if let Err(e) = empty(&self.dir, self.mode) {
             tracing::error!(
                 "cannot empty the config directory after a check: {e}; the next check tries again"
             );
@@ -164,14 +161,13 @@ impl Drop for InConfigDir {
     }
 }
 
-/// Gives `owner` (the directory `dir` is) back its claimed `mode`, removes
-/// every entry of `dir` whatever modes the render gave them, then the mark
-/// from `owner`.
-fn empty(dir: &Dir, owner: &File, mode: u32) -> io::Result<()> {
+/// Gives `dir` back its claimed `mode`, removes every entry of it whatever
+/// modes the render gave them, then the mark.
+fn empty(dir: &Dir, mode: u32) -> io::Result<()> {
     // Only when changed: a directory the gate does not own (an emptyDir is
     // root's, group-writable) cannot be chmodded, by the gate nor by a render.
-    if owner.metadata()?.mode() & 0o7777 != mode {
-        rustix::fs::fchmod(owner.as_fd(), rustix::fs::Mode::from_raw_mode(mode))?;
+    if rustix::fs::fstat(dir)?.st_mode & 0o7777 != mode {
+        rustix::fs::fchmod(dir, rustix::fs::Mode::from_raw_mode(mode))?;
     }
     for entry in dir.entries()? {
         let entry = entry?;
@@ -186,7 +182,7 @@ fn empty(dir: &Dir, owner: &File, mode: u32) -> io::Result<()> {
             _ => {}
         }
     }
-    match rustix::fs::fremovexattr(owner, MARK) {
+    match rustix::fs::fremovexattr(dir, MARK) {
         Ok(())
         | Err(rustix::io::Errno::NODATA | rustix::io::Errno::NOTSUP | rustix::io::Errno::PERM) => {
             Ok(())

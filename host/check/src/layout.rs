@@ -140,7 +140,7 @@ fn arrange_within<'a>(
                     }
                     None => node,
                 },
-                None => add(&mut nodes, &mut index, parent, Node::new(directory, None, at_file)),
+                None => add(&mut nodes, &mut index, parent, directory, None, at_file),
             };
         }
         match index.get(&(parent, *name)).map(|&node| (nodes[node].file, nodes[node].by)) {
@@ -158,7 +158,7 @@ fn arrange_within<'a>(
                 });
             }
             None => {
-                add(&mut nodes, &mut index, parent, Node::new(name, Some(at_file), at_file));
+                add(&mut nodes, &mut index, parent, name, Some(at_file), at_file);
             }
         }
         files.push(PlacedFile { relative: components.iter().collect(), content: &file.content });
@@ -166,21 +166,18 @@ fn arrange_within<'a>(
     Ok(Arrangement { config: render.config(), files, tree: render.tree(), nodes })
 }
 
-impl<'a> Node<'a> {
-    fn new(name: &'a str, file: Option<usize>, by: usize) -> Self {
-        Node { name, file, by, children: Vec::new() }
-    }
-}
-
+/// Adds the node `name` under `parent`; `file` and `by` as [`Node`]'s.
 fn add<'a>(
     nodes: &mut Vec<Node<'a>>,
     index: &mut HashMap<(usize, &'a str), usize>,
     parent: usize,
-    node: Node<'a>,
+    name: &'a str,
+    file: Option<usize>,
+    by: usize,
 ) -> usize {
     let at = nodes.len();
-    index.insert((parent, node.name), at);
-    nodes.push(node);
+    index.insert((parent, name), at);
+    nodes.push(Node { name, file, by, children: Vec::new() });
     nodes[parent].children.push(at);
     at
 }
@@ -302,11 +299,6 @@ impl<'a> Arrangement<'a> {
         }
         Ok(())
     }
-
-    /// The render's config, as sent.
-    pub fn config(&self) -> &'a [u8] {
-        self.config
-    }
 }
 
 fn stopped() -> io::Error {
@@ -332,21 +324,17 @@ fn write_tree_entry(
     if !plain || relative.as_os_str().is_empty() {
         return Err(named(io::Error::new(io::ErrorKind::InvalidInput, "not a plain path")));
     }
-    let mut names: Vec<&OsStr> = relative.iter().collect();
-    let last = match content {
-        Some(_) => names.pop(),
-        None => None,
-    };
+    let mut names = relative.iter();
+    let file = content.and_then(|content| Some((names.next_back()?, content)));
     let mut here: Option<Dir> = None;
     for name in names {
-        let entered = create_dir(here.as_ref().unwrap_or(dir), name).map_err(named)?;
-        here = Some(entered);
+        here = Some(create_dir(here.as_ref().unwrap_or(dir), name).map_err(named)?);
     }
-    match (last, content) {
-        (Some(name), Some(content)) => {
+    match file {
+        Some((name, content)) => {
             create_file(here.as_ref().unwrap_or(dir), name, content, go_on).map_err(named)
         }
-        _ => Ok(()),
+        None => Ok(()),
     }
 }
 
@@ -764,7 +752,7 @@ mod tests {
             ],
         );
         let arrangement = arrange(&r, Path::new(CONFIG_DIR)).unwrap();
-        assert_eq!(arrangement.config(), b"global\n  default-path origin /etc/haproxy\n");
+        assert_eq!(arrangement.config, b"global\n  default-path origin /etc/haproxy\n");
         arrangement.write(&handle(&dir), &mut |_| true).unwrap();
         // the config as sent, byte for byte
         let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();

@@ -14,9 +14,6 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
 
-/// The modes a directory is given back before it is emptied: the owner's.
-const OWNER_ONLY: Mode = Mode::RWXU;
-
 /// Gives every directory under `dir` (itself already readable) the
 /// owner's modes again, top down, so that all of it can be read and removed.
 fn reclaim_entries(dir: &Dir) -> io::Result<()> {
@@ -43,9 +40,8 @@ fn reclaim_entries(dir: &Dir) -> io::Result<()> {
 /// dead), and a symlink's target would be refused by the kernel all the
 /// same unless it is the gate's own.
 fn chmod_dir(dir: &Dir, name: &OsStr) -> io::Result<()> {
-    match rustix::fs::chmodat(dir.as_fd(), name, OWNER_ONLY, AtFlags::empty()) {
-        Ok(()) => Ok(()),
-        Err(rustix::io::Errno::NOENT) => Ok(()),
+    match rustix::fs::chmodat(dir.as_fd(), name, Mode::RWXU, AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -55,15 +51,12 @@ fn chmod_dir(dir: &Dir, name: &OsStr) -> io::Result<()> {
 /// removes it again.
 pub fn remove_dir_all(parent: &Dir, name: &OsStr) -> io::Result<()> {
     match parent.remove_dir_all(name) {
-        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) if e.kind() != io::ErrorKind::PermissionDenied => return Err(e),
-        Err(_) => {}
+        other => return other,
     }
     chmod_dir(parent, name)?;
-    let dir = crate::at::open_dir(parent, name)?;
-    reclaim_entries(&dir)?;
-    drop(dir);
+    reclaim_entries(&crate::at::open_dir(parent, name)?)?;
     match parent.remove_dir_all(name) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,

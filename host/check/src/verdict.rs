@@ -85,6 +85,20 @@ pub struct Context<'a> {
     pub haproxy_path: &'a Path,
 }
 
+impl Context<'_> {
+    /// The line as it may be shown: sanitised, scrubbed, cut (`cut`: more
+    /// of it was read than held).
+    fn keep(&self, raw: &[u8], cut: bool) -> Kept {
+        let text = String::from_utf8_lossy(raw);
+        let mut kept = sanitise(&text, self.check_dir, self.haproxy_path);
+        if kept.len() > LINE_LIMIT || cut {
+            kept.truncate(char_floor(&kept, LINE_LIMIT));
+            kept.push_str(" …");
+        }
+        kept
+    }
+}
+
 /// One output line as kept: sanitised, cut to [`LINE_LIMIT`].
 type Kept = String;
 
@@ -188,12 +202,8 @@ impl<'a> Transcript<'a> {
             + self.ctx.check_dir.as_os_str().len()
             + self.ctx.haproxy_path.as_os_str().len())
         .saturating_sub(self.partial.len());
-        if piece.len() > room {
-            self.partial.extend_from_slice(&piece[..room]);
-            self.partial_cut = true;
-        } else {
-            self.partial.extend_from_slice(piece);
-        }
+        self.partial.extend_from_slice(&piece[..piece.len().min(room)]);
+        self.partial_cut |= piece.len() > room;
     }
 
     fn line(&mut self, raw: &[u8]) {
@@ -206,8 +216,8 @@ impl<'a> Transcript<'a> {
             && !judging
             && if continuation {
                 self.previous_advisory
-            } else if REMARKS.iter().any(|r| head.starts_with(&r[..r.len().min(HEAD)])) {
-                self.no_listener |= head.starts_with(&REMARKS[0][..REMARKS[0].len().min(HEAD)]);
+            } else if REMARKS.iter().any(|r| body.starts_with(r)) {
+                self.no_listener |= body.starts_with(REMARKS[0]);
                 true
             } else {
                 ADVISORY.iter().any(|tag| head.starts_with(tag))
@@ -221,15 +231,12 @@ impl<'a> Transcript<'a> {
         self.previous_advisory = advisory;
         // Most lines of a long output are warnings: a line is sanitised only
         // when something still keeps it.
+        let keep = || self.ctx.keep(raw, self.partial_cut);
         let mut kept: Option<Kept> = None;
-        if head.starts_with(b"[WARNING]") {
-            self.in_warning = true;
-        } else if !continuation {
-            self.in_warning = false;
-        }
+        self.in_warning = head.starts_with(b"[WARNING]") || (continuation && self.in_warning);
         if self.in_warning {
             if self.warnings.len() < WARNINGS_LIMIT {
-                let k = kept.get_or_insert_with(|| self.keep(raw));
+                let k = kept.get_or_insert_with(keep);
                 self.warnings.push('\n');
                 self.warnings.push_str(k);
             } else {
@@ -237,42 +244,32 @@ impl<'a> Transcript<'a> {
             }
         }
         if self.head.len() < QUOTE_LIMIT * 2 && !blank {
-            let k = kept.get_or_insert_with(|| self.keep(raw));
+            let k = kept.get_or_insert_with(keep);
             if !self.head.is_empty() {
                 self.head.push('\n');
             }
             self.head.push_str(k);
         }
-        if self.blocks.iter().chain(&self.summary_blocks).any(|b| b.after > 0) {
-            let k = kept.get_or_insert_with(|| self.keep(raw)).clone();
-            for block in
-                self.blocks.iter_mut().chain(self.summary_blocks.iter_mut()).filter(|b| b.after > 0)
-            {
-                block.lines.push(k.clone());
-                block.after -= 1;
-            }
+        for block in self.blocks.iter_mut().chain(&mut self.summary_blocks).filter(|b| b.after > 0)
+        {
+            block.lines.push(kept.get_or_insert_with(keep).clone());
+            block.after -= 1;
         }
         if judging {
-            let k = kept.get_or_insert_with(|| self.keep(raw)).clone();
-            let summary = SUMMARIES.iter().any(|s| k.contains(s));
-            let open = if summary { self.summary_blocks.len() } else { self.blocks.len() };
-            if open < MAX_BLOCKS {
+            let k = kept.unwrap_or_else(keep);
+            let (blocks, count) = if SUMMARIES.iter().any(|s| k.contains(s)) {
+                (&mut self.summary_blocks, &mut self.summaries)
+            } else {
+                (&mut self.blocks, &mut self.alerts)
+            };
+            if blocks.len() < MAX_BLOCKS {
                 let mut lines: Vec<Kept> =
-                    self.recent.iter().map(|(raw, cut)| self.keep_as(raw, *cut)).collect();
+                    self.recent.iter().map(|(raw, cut)| self.ctx.keep(raw, *cut)).collect();
                 let alert = lines.len();
                 lines.push(k);
-                let block = Block { lines, alert, after: OUTPUT_CONTEXT };
-                if summary {
-                    self.summary_blocks.push(block);
-                } else {
-                    self.blocks.push(block);
-                }
+                blocks.push(Block { lines, alert, after: OUTPUT_CONTEXT });
             }
-            if summary {
-                self.summaries += 1;
-            } else {
-                self.alerts += 1;
-            }
+            *count += 1;
         }
         // the context before a later alert, kept raw (sanitised only if used)
         let mut slot = if self.recent.len() == OUTPUT_CONTEXT {
@@ -285,42 +282,21 @@ impl<'a> Transcript<'a> {
         self.recent.push_back((slot, self.partial_cut));
     }
 
-    fn keep(&self, raw: &[u8]) -> Kept {
-        self.keep_as(raw, self.partial_cut)
-    }
-
-    /// The line as it may be shown: sanitised, scrubbed, cut (`cut`: more
-    /// of it was read than held).
-    fn keep_as(&self, raw: &[u8], cut: bool) -> Kept {
-        let text = String::from_utf8_lossy(raw);
-        let mut kept = sanitise(&text, self.ctx.check_dir, self.ctx.haproxy_path);
-        if kept.len() > LINE_LIMIT || cut {
-            kept.truncate(char_floor(&kept, LINE_LIMIT));
-            kept.push_str(" …");
-        }
-        kept
-    }
-
     /// The verdict, once HAProxy has exited and its output has ended.
     pub fn finish(mut self, exit: Exit) -> CheckOutcome {
         if !self.partial.is_empty() {
             let line = std::mem::take(&mut self.partial);
             self.line(&line);
         }
-        let code = match exit {
-            Exit::Signal(signal) => {
-                return CheckOutcome::Unavailable {
-                    reason: format!(
-                        "haproxy was killed by signal {signal}{}{}",
-                        signal_name(signal),
-                        self.quoted()
-                    ),
-                };
-            }
-            Exit::Code(code) => code,
-        };
-        match code {
-            0 => CheckOutcome::Passed { message: self.warnings_note() },
+        match exit {
+            Exit::Signal(signal) => CheckOutcome::Unavailable {
+                reason: format!(
+                    "haproxy was killed by signal {signal}{}{}",
+                    signal_name(signal),
+                    self.quoted()
+                ),
+            },
+            Exit::Code(0) => CheckOutcome::Passed { message: self.warnings_note() },
             // A failure line before a failing exit refuses, whatever set the
             // status: before an exit 2 it is a config HAProxy would not start
             // for that failure (a Lua `os.exit(2)` after a fatal alert),
@@ -328,32 +304,33 @@ impl<'a> Transcript<'a> {
             _ if self.alerts + self.summaries > 0 => {
                 CheckOutcome::Refused { message: self.refusal_message() }
             }
-            2 => {
-                let mut message = if self.no_listener {
-                    "valid, but HAProxy would not start it: no listener (exit 2)".to_owned()
+            Exit::Code(2) => {
+                let valid = if self.no_listener {
+                    "valid, but HAProxy would not start it: no listener (exit 2)"
                 } else {
-                    "valid, but HAProxy would not start it (exit 2)".to_owned()
+                    "valid, but HAProxy would not start it (exit 2)"
                 };
                 let warnings = self.warnings_note();
-                if !warnings.is_empty() {
-                    message.push('\n');
-                    message.push_str(&warnings);
-                }
+                let message = if warnings.is_empty() {
+                    valid.to_owned()
+                } else {
+                    format!("{valid}\n{warnings}")
+                };
                 CheckOutcome::Passed { message }
             }
-            _ if self.lines == 0 => CheckOutcome::Unavailable {
+            Exit::Code(code) if self.lines == 0 => CheckOutcome::Unavailable {
                 reason: format!("haproxy -c exited {code} with no output"),
             },
             // HAProxy ran, spoke, and said "invalid" without an alert (a Lua
             // `os.exit(1)` after a warning does this): its exit status is its
             // judgement, and a pass is never reported against it.
-            _ if self.unexplained == 0 => CheckOutcome::Refused {
+            Exit::Code(code) if self.unexplained == 0 => CheckOutcome::Refused {
                 message: format!(
                     "HAProxy exited {code} (the config is invalid) without an alert saying why; it printed:\n{}",
                     self.printed()
                 ),
             },
-            _ => CheckOutcome::Unavailable {
+            Exit::Code(code) => CheckOutcome::Unavailable {
                 reason: format!(
                     "haproxy -c exited {code} without judging the config{}",
                     self.quoted()
@@ -407,13 +384,6 @@ impl<'a> Transcript<'a> {
     fn quoted(&self) -> String {
         if self.head.trim().is_empty() { String::new() } else { format!(": {}", self.printed()) }
     }
-}
-
-/// Classifies one finished run of `haproxy -c` whose output is at hand.
-pub fn classify(exit: Exit, output: &str, ctx: Context) -> CheckOutcome {
-    let mut transcript = Transcript::new(ctx);
-    transcript.feed(output.as_bytes());
-    transcript.finish(exit)
 }
 
 /// Whether a first run's end may be the gate's address-space limit
@@ -667,6 +637,13 @@ mod tests {
             check_dir: Path::new(DIR),
             haproxy_path: Path::new(BIN),
         }
+    }
+
+    /// Classifies one finished run of `haproxy -c` whose output is at hand.
+    fn classify(exit: Exit, output: &str, ctx: Context) -> CheckOutcome {
+        let mut transcript = Transcript::new(ctx);
+        transcript.feed(output.as_bytes());
+        transcript.finish(exit)
     }
 
     fn run(exit: Exit, output: &str, config: &str) -> CheckOutcome {
