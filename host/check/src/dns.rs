@@ -1,6 +1,6 @@
 //! The DNS a check asks, answered by the gate: the queries arriving on the
 //! UDP socket the check's child bound on 127.0.0.1:53 in its own network
-//! namespace ([`serve`]), each answered ([`answer`]) from the gate host's
+//! namespace ([`serve`]), each answered ([`respond`]) from the gate host's
 //! resolver ([`HostResolver`]) as a recursive resolver would answer libc.
 //!
 //! A render learns through this only that a name resolves and to what, as
@@ -107,19 +107,10 @@ async fn host_lookup(name: String) -> Result<Vec<IpAddr>, LookupError> {
         drop(permit);
         found
     });
-    let found = match looked_up.await {
-        Ok(found) => found,
-        Err(_) => return Err(LookupError::Failed),
-    };
-    match found.map(Vec::into_iter) {
+    match looked_up.await.map_err(|_| LookupError::Failed)? {
         Ok(found) => {
-            let mut addrs = Vec::new();
-            for ip in found.map(|a| a.ip()) {
-                if !addrs.contains(&ip) {
-                    addrs.push(ip);
-                }
-            }
-            Ok(addrs)
+            let mut seen = std::collections::HashSet::new();
+            Ok(found.into_iter().map(|a| a.ip()).filter(|ip| seen.insert(*ip)).collect())
         }
         Err(e) if gai_says(&e, libc::EAI_NONAME) => Err(LookupError::NoSuchName),
         Err(e) if gai_says(&e, libc::EAI_NODATA) => Ok(Vec::new()),
@@ -231,20 +222,6 @@ async fn respond(socket: Arc<UdpSocket>, peer: SocketAddr, query: Vec<u8>, askin
     }
 }
 
-/// One answer, pure: the response bytes for `query`, with `lookup` asked
-/// only when the question needs it (an A or AAAA of a name other than
-/// localhost). `None`: nothing to answer (not a DNS query, or a response).
-pub fn answer(
-    query: &[u8],
-    lookup: impl FnOnce(&str) -> Result<Vec<IpAddr>, LookupError>,
-) -> Option<Vec<u8>> {
-    match request(query) {
-        Err(response) => response,
-        Ok((query, Found::Known(addrs))) => reply(&query, Ok(addrs)),
-        Ok((query, Found::LookUp(name))) => reply(&query, lookup(&name)),
-    }
-}
-
 /// Where a question's addresses come from.
 enum Found {
     /// Known without a lookup: none for a type other than A or AAAA, the
@@ -348,6 +325,20 @@ mod tests {
     use hickory_proto::op::Query;
     use hickory_proto::rr::Name;
     use std::cell::Cell;
+
+    /// One answer, pure: the response bytes for `query`, with `lookup` asked
+    /// only when the question needs it (an A or AAAA of a name other than
+    /// localhost). `None`: nothing to answer (not a DNS query, or a response).
+    fn answer(
+        query: &[u8],
+        lookup: impl FnOnce(&str) -> Result<Vec<IpAddr>, LookupError>,
+    ) -> Option<Vec<u8>> {
+        match request(query) {
+            Err(response) => response,
+            Ok((query, Found::Known(addrs))) => reply(&query, Ok(addrs)),
+            Ok((query, Found::LookUp(name))) => reply(&query, lookup(&name)),
+        }
+    }
 
     fn query(id: u16, name: &str, rtype: RecordType, edns: bool) -> Vec<u8> {
         let mut m = Message::new();

@@ -159,13 +159,8 @@ fn resolve_binary(binary: &Path, search: Option<&std::ffi::OsStr>) -> Result<Pat
         // an empty entry means "the current directory": never trusted
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(binary))
-        .find(|candidate| is_executable_file(candidate))
+        .find(|c| std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0))
         .ok_or_else(|| format!("haproxy binary not found: no {} on PATH", binary.display()))
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The file's SHA-256 and the stamp of what was read: taken from the open

@@ -94,8 +94,7 @@ pub struct Prepared {
 pub async fn prepare(job: Job, deadline: Instant) -> Result<Prepared, String> {
     let budget = deadline.saturating_duration_since(Instant::now());
     let files = job.render.files().len();
-    let progress =
-        Arc::new(Progress { cancel: AtomicBool::new(false), written: AtomicUsize::new(0) });
+    let progress = Arc::<Progress>::default();
     if job.is_small() {
         // Into the empty haproxy.cfg made ahead: a copy into the page cache
         // (0.1 ms for 430 KB), cheaper than the trip to a blocking thread
@@ -105,20 +104,16 @@ pub async fn prepare(job: Job, deadline: Instant) -> Result<Prepared, String> {
     let (tx, rx) = oneshot::channel();
     // Raises the flag on every way out, and removes an unwanted directory.
     let mut pending =
-        Pending { progress: progress.clone(), answer: Some(rx), in_flight: job.in_flight.clone() };
+        Pending { progress: progress.clone(), answer: rx, in_flight: job.in_flight.clone() };
     let until = deadline.into_std();
     let token = job.in_flight.enter();
     tokio::task::spawn_blocking(move || {
-        let prepared = job.run(&progress, until, budget);
-        if let Err(unwanted) = tx.send(prepared) {
-            // nobody waits for it any more: removed here, off the loop
-            drop(unwanted);
-        }
+        // when nobody waits for it any more, dropped (removed) here, off the loop
+        drop(tx.send(job.run(&progress, until, budget)));
         drop(token);
     });
-    let answer = pending.answer.as_mut().expect("taken only when dropped");
     tokio::select! {
-        answer = answer => answer.unwrap_or_else(|_| Err("preparing the check directory failed: its thread ended without an answer".into())),
+        answer = &mut pending.answer => answer.unwrap_or_else(|_| Err("preparing the check directory failed: its thread ended without an answer".into())),
         () = tokio::time::sleep_until(deadline) => Err(timed_out(budget, pending.progress.written.load(Ordering::Relaxed), files)),
     }
 }
@@ -130,6 +125,7 @@ fn timed_out(budget: Duration, written: usize, files: usize) -> String {
 }
 
 /// What the thread and the check share.
+#[derive(Default)]
 struct Progress {
     /// Nobody waits for the directory any more: stop at the next look.
     cancel: AtomicBool,
@@ -140,17 +136,16 @@ struct Progress {
 /// The waiting side of one preparation.
 struct Pending {
     progress: Arc<Progress>,
-    answer: Option<oneshot::Receiver<Result<Prepared, String>>>,
+    answer: oneshot::Receiver<Result<Prepared, String>>,
     in_flight: Arc<InFlight>,
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
         self.progress.cancel.store(true, Ordering::Relaxed);
-        let Some(mut answer) = self.answer.take() else { return };
-        answer.close();
+        self.answer.close();
         // Ready just as the check gave up on it: not removed on this thread.
-        if let Ok(Ok(prepared)) = answer.try_recv() {
+        if let Ok(Ok(prepared)) = self.answer.try_recv() {
             let token = self.in_flight.enter();
             let removal = move || {
                 drop(prepared);

@@ -106,20 +106,15 @@ pub struct Grants {
 
 impl Grants {
     /// The fixed part: the binary, its loader and the libraries the loader
-    /// opens, the system library directories. A binary whose headers
-    /// cannot be read gets only itself (it then fails to start, and the
-    /// check says so).
-    pub fn for_binary(binary: &Path) -> Grants {
-        Grants::for_closure(binary, super::loader::closure(binary).ok().as_ref())
-    }
-
-    /// [`Grants::for_binary`] with the loader's closure already found.
+    /// opens (its `closure`), the system library directories. A binary
+    /// whose headers cannot be read (no closure) gets only itself (it then
+    /// fails to start, and the check says so).
     pub fn for_closure(binary: &Path, closure: Option<&super::loader::Closure>) -> Grants {
         let mut rules = vec![(binary.to_path_buf(), RUN)];
-        if let Some(closure) = closure.cloned() {
-            rules.extend(closure.interpreter.map(|i| (i, RUN)));
-            rules.extend(closure.libraries.into_iter().map(|l| (l, AccessFs::ReadFile.into())));
-            rules.extend(closure.data.into_iter().map(|d| (d, AccessFs::ReadFile.into())));
+        if let Some(closure) = closure {
+            rules.extend(closure.interpreter.iter().map(|i| (i.clone(), RUN)));
+            let read = closure.libraries.iter().chain(&closure.data);
+            rules.extend(read.map(|l| (l.clone(), AccessFs::ReadFile.into())));
         }
         for dir in LIBRARY_DIRS {
             rules.push((dir.into(), READ));
@@ -150,17 +145,13 @@ impl Grants {
         }
         self
     }
-}
 
-impl Grants {
     /// Adds the config-directory world's read-only list and devices
     /// ([`super::world::host_parts`]): a host without namespaces.
     pub fn with_host_parts(mut self, options: &super::world::WorldOptions) -> Grants {
         let (reads, devices) = super::world::host_parts(options);
         self.rules.extend(reads.into_iter().map(|path| (path, READ)));
-        for device in devices {
-            self.rules.push((device, DEVICE));
-        }
+        self.rules.extend(devices.into_iter().map(|device| (device, DEVICE)));
         self
     }
 }
@@ -307,9 +298,13 @@ pub fn restrict_self(ruleset_fd: RawFd) -> i32 {
 mod tests {
     use super::*;
 
+    fn for_binary(binary: &Path) -> Grants {
+        Grants::for_closure(binary, crate::sandbox::loader::closure(binary).ok().as_ref())
+    }
+
     #[test]
     fn the_loader_and_its_libraries_are_granted_by_their_own_paths() {
-        let grants = Grants::for_binary(Path::new("/bin/sh"));
+        let grants = for_binary(Path::new("/bin/sh"));
         let right = |p: &Path| grants.rules.iter().find(|(r, _)| r == p).map(|(_, a)| *a);
         assert_eq!(right(Path::new("/bin/sh")), Some(RUN));
         let closure = crate::sandbox::loader::closure(Path::new("/bin/sh")).unwrap();
@@ -328,7 +323,7 @@ mod tests {
             grants.rules.iter().filter(|(_, a)| a.contains(AccessFs::Execute)).collect();
         assert_eq!(executable.len(), 2, "{executable:?}");
         // a file that is no ELF: itself only, and the system directories
-        let text = Grants::for_binary(Path::new("/etc/hostname"));
+        let text = for_binary(Path::new("/etc/hostname"));
         assert_eq!(text.rules.len(), 1 + LIBRARY_DIRS.len());
     }
 
@@ -347,7 +342,7 @@ mod tests {
     fn a_ruleset_builds_on_this_host_and_skips_missing_paths() {
         let Ok(abi) = abi() else { return };
         let dir = tempfile::tempdir().unwrap();
-        let mut grants = Grants::for_binary(Path::new("/bin/sh"));
+        let mut grants = for_binary(Path::new("/bin/sh"));
         grants.rules.push(("/does/not/exist".into(), AccessFs::ReadFile.into()));
         let handle = std::fs::File::open(dir.path()).unwrap();
         ruleset(abi, &grants, std::os::fd::AsFd::as_fd(&handle)).unwrap();

@@ -21,10 +21,10 @@
 //! anyway. Relative search directories (relative to the check directory at
 //! run time) are skipped.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::ffi::{CStr, OsStr};
 use std::fs::File;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -88,23 +88,11 @@ impl Reader<'_> {
         Ok(buf)
     }
 
-    fn uint(&self, b: &[u8]) -> u64 {
-        let mut v = 0u64;
-        if self.big {
-            for &x in b {
-                v = v << 8 | u64::from(x);
-            }
-        } else {
-            for &x in b.iter().rev() {
-                v = v << 8 | u64::from(x);
-            }
-        }
-        v
-    }
-
     /// A field of `n` bytes at `at` in `b`.
     fn field(&self, b: &[u8], at: usize, n: usize) -> u64 {
-        self.uint(&b[at..at + n])
+        let bytes = b[at..at + n].iter();
+        let push = |v: u64, x: &u8| v << 8 | u64::from(*x);
+        if self.big { bytes.fold(0, push) } else { bytes.rev().fold(0, push) }
     }
 
     /// An address-sized field (4 or 8 bytes) at the ELF64 or ELF32 offset.
@@ -155,11 +143,8 @@ impl Elf {
         let r = Reader { file: &file, len, big, class64 };
         let machine = r.field(&ident, 18, 2) as u16;
         let phoff = r.word(&ident, 0x20, 0x1c);
-        let (phentsize, phnum) = if class64 {
-            (r.field(&ident, 0x36, 2), r.field(&ident, 0x38, 2))
-        } else {
-            (r.field(&ident, 0x2a, 2), r.field(&ident, 0x2c, 2))
-        };
+        let ph = if class64 { 0x36 } else { 0x2a }; // e_phentsize, then e_phnum
+        let (phentsize, phnum) = (r.field(&ident, ph, 2), r.field(&ident, ph + 2, 2));
         let min_entry = if class64 { 56 } else { 32 };
         if phnum as usize > MAX_PHNUM || (phnum > 0 && phentsize < min_entry) {
             return Err(bad("program headers"));
@@ -184,15 +169,11 @@ impl Elf {
             return Ok(elf); // static: nothing to load
         };
         let entries = r.bytes(dynamic.offset, dynamic.filesz.min(MAX_DYNAMIC))?;
-        let size = if class64 { 16 } else { 8 };
-        let mut tags: Vec<(u64, u64)> = Vec::new();
-        for e in entries.chunks_exact(size) {
-            let (tag, val) = (r.word(e, 0, 0), r.word(e, 8, 4));
-            if tag == DT_NULL {
-                break;
-            }
-            tags.push((tag, val));
-        }
+        let tags: Vec<(u64, u64)> = entries
+            .chunks_exact(if class64 { 16 } else { 8 })
+            .map(|e| (r.word(e, 0, 0), r.word(e, 8, 4)))
+            .take_while(|(tag, _)| *tag != DT_NULL)
+            .collect();
         let find = |t: u64| tags.iter().find(|(tag, _)| *tag == t).map(|(_, v)| *v);
         elf.nodeflib = find(DT_FLAGS_1).is_some_and(|f| f & DF_1_NODEFLIB != 0);
         let Some(strtab) = find(DT_STRTAB) else {
@@ -212,7 +193,6 @@ impl Elf {
         let named = |t: &u64| matches!(*t, DT_NEEDED | DT_SONAME | DT_RPATH | DT_RUNPATH);
         let offsets = tags.iter().filter(|(t, _)| named(t)).map(|(_, v)| *v);
         let (low, high) = offsets.fold((strsz, 0), |(l, h), v| (l.min(v), h.max(v)));
-        let low = low.min(strsz);
         // no name asked for: an empty span
         let end = high.saturating_add(NAME_SPAN).min(strsz).max(low);
         let mut span = r.bytes(at + low, end - low)?;
@@ -235,14 +215,6 @@ impl Elf {
             }
         }
         Ok(elf)
-    }
-
-    /// Whether `other` could be loaded into this object's process (glibc's
-    /// `open_verify`: same class, byte order and machine).
-    fn accepts(&self, other: &Elf) -> bool {
-        self.class64 == other.class64
-            && self.big_endian == other.big_endian
-            && self.machine == other.machine
     }
 }
 
@@ -268,9 +240,8 @@ pub struct Closure {
 /// ELF file this module can read.
 pub fn closure(binary: &Path) -> io::Result<Closure> {
     let main = Elf::read(binary)?;
-    let mut out = Closure { interpreter: main.interpreter.clone(), ..Closure::default() };
     let Some(interp) = main.interpreter.clone() else {
-        return Ok(out);
+        return Ok(Closure::default());
     };
     let flavour = if interp.file_name().is_some_and(|n| n.as_bytes().starts_with(b"ld-musl-")) {
         Flavour::Musl
@@ -282,27 +253,34 @@ pub fn closure(binary: &Path) -> io::Result<Closure> {
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
         .unwrap_or_else(|| binary.parent().unwrap_or(Path::new("/")).to_path_buf());
-    let mut search = Search::new(flavour, &main, &interp, &mut out);
-    search.objects.push(Object { elf: main, origin, loader: None, is_main: true });
+    let mut search = Search::new(flavour, main, origin, &interp);
     // the loader itself is loaded already: its names are taken
     if let Ok(elf) = Elf::read(&interp) {
-        search.take_names(&interp.to_string_lossy(), elf.soname.as_deref());
+        search.names.insert(interp.to_string_lossy().into_owned());
+        search.names.extend(elf.soname);
     }
     if flavour == Flavour::Glibc {
         for name in preload_names() {
             search.load(&name, 0);
         }
     }
-    search.run();
-    let uses_origin = search.objects.iter().any(|o| {
+    // breadth first, as glibc maps dependencies: each object's needed names
+    // in order, objects in the order they were found
+    let mut next = 0;
+    while let Some(object) = search.objects.get(next) {
+        for name in object.elf.needed.clone() {
+            search.load(&name, next);
+        }
+        next += 1;
+    }
+    search.out.uses_origin = search.objects.iter().any(|o| {
         [&o.elf.rpath, &o.elf.runpath]
             .into_iter()
             .flatten()
             .any(|path| path.contains("$ORIGIN") || path.contains("${ORIGIN}"))
     });
-    drop(search);
-    out.uses_origin = uses_origin;
-    Ok(out)
+    search.out.interpreter = Some(interp);
+    Ok(search.out)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -315,50 +293,41 @@ struct Object {
     elf: Elf,
     /// `$ORIGIN`: the directory of the path the object was found at.
     origin: PathBuf,
-    /// Index of the object whose `DT_NEEDED` brought this one in.
+    /// Index of the object whose `DT_NEEDED` brought this one in; `None`
+    /// for the executable, the first object.
     loader: Option<usize>,
-    is_main: bool,
 }
 
 /// One closure computation.
-struct Search<'a> {
+struct Search {
     flavour: Flavour,
     objects: Vec<Object>,
     /// Every name an object is known by (the name asked for, its soname).
     names: HashSet<String>,
     cache: Option<LdCache>,
     default_dirs: Vec<PathBuf>,
-    main: Elf,
     lib: String,
     platform: Option<String>,
-    out: &'a mut Closure,
-    granted: HashSet<PathBuf>,
+    out: Closure,
 }
 
-impl<'a> Search<'a> {
-    fn new(flavour: Flavour, main: &Elf, interp: &Path, out: &'a mut Closure) -> Search<'a> {
-        let mut search = Search {
-            flavour,
-            objects: Vec::new(),
-            names: HashSet::new(),
-            cache: None,
-            default_dirs: Vec::new(),
-            main: main.clone(),
-            lib: dst_lib(interp),
-            platform: platform(),
-            out,
-            granted: HashSet::new(),
-        };
-        match flavour {
+impl Search {
+    /// The search from the executable `main`, found in `origin`.
+    fn new(flavour: Flavour, main: Elf, origin: PathBuf, interp: &Path) -> Search {
+        let mut out = Closure::default();
+        let mut cache = None;
+        let default_dirs = match flavour {
             Flavour::Glibc => {
-                search.default_dirs = glibc_default_dirs(main);
-                if let Ok(bytes) = read_bounded(Path::new(LD_SO_CACHE), MAX_CACHE) {
-                    search.out.data.push(LD_SO_CACHE.into());
-                    search.cache = Some(LdCache::new(bytes));
+                let mut bytes = Vec::new();
+                let file = File::open(LD_SO_CACHE);
+                if file.and_then(|f| f.take(MAX_CACHE).read_to_end(&mut bytes)).is_ok() {
+                    out.data.push(LD_SO_CACHE.into());
+                    cache = Some(LdCache::new(bytes));
                 }
                 if Path::new(LD_SO_PRELOAD).exists() {
-                    search.out.data.push(LD_SO_PRELOAD.into());
+                    out.data.push(LD_SO_PRELOAD.into());
                 }
+                glibc_default_dirs(&main)
             }
             Flavour::Musl => {
                 // /etc/ld-musl-<arch>.path, named after the loader
@@ -370,55 +339,42 @@ impl<'a> Search<'a> {
                     .unwrap_or_default()
                     .to_owned();
                 let file = PathBuf::from(format!("/etc/ld-musl-{arch}.path"));
-                search.default_dirs = match std::fs::read_to_string(&file) {
+                match std::fs::read_to_string(&file) {
                     Ok(text) => {
-                        search.out.data.push(file);
+                        out.data.push(file);
                         text.split([':', '\n'])
                             .filter(|d| !d.is_empty())
                             .map(PathBuf::from)
                             .collect()
                     }
                     Err(_) => ["/lib", "/usr/local/lib", "/usr/lib"].map(PathBuf::from).to_vec(),
-                };
+                }
             }
-        }
-        search
-    }
-
-    fn take_names(&mut self, name: &str, soname: Option<&str>) {
-        self.names.insert(name.to_owned());
-        if let Some(s) = soname {
-            self.names.insert(s.to_owned());
-        }
-    }
-
-    /// Breadth first, as glibc maps dependencies: each object's needed names
-    /// in order, objects in the order they were found.
-    fn run(&mut self) {
-        let mut queue: VecDeque<usize> = (0..self.objects.len()).collect();
-        while let Some(i) = queue.pop_front() {
-            for name in self.objects[i].elf.needed.clone() {
-                let before = self.objects.len();
-                self.load(&name, i);
-                queue.extend(before..self.objects.len());
-            }
+        };
+        Search {
+            flavour,
+            objects: vec![Object { elf: main, origin, loader: None }],
+            names: HashSet::new(),
+            cache,
+            default_dirs,
+            lib: dst_lib(interp),
+            platform: platform(),
+            out,
         }
     }
 
     /// Finds `name`, needed by object `requester`, unless an object already has it.
     fn load(&mut self, name: &str, requester: usize) {
-        if self.names.contains(name) || self.objects.len() >= MAX_OBJECTS {
-            return;
-        }
         // musl's libc is its loader, under whatever name
-        if self.flavour == Flavour::Musl && is_musl_builtin(name) {
+        let builtin = self.flavour == Flavour::Musl && is_musl_builtin(name);
+        if builtin || self.names.contains(name) || self.objects.len() >= MAX_OBJECTS {
             return;
         }
         let found = if name.contains('/') {
             // a path: used as it is (a relative one would be relative to the
             // check directory at run time, where no library is)
             let path = self.expand(name, requester).map(PathBuf::from).filter(|p| p.is_absolute());
-            path.and_then(|p| self.candidate(&p).map(|elf| vec![(p, elf)]))
+            path.and_then(|p| self.candidate(p)).map(|found| vec![found])
         } else {
             self.search(name, requester)
         };
@@ -428,91 +384,69 @@ impl<'a> Search<'a> {
             return;
         };
         for (path, elf) in found {
-            if let Some(s) = &elf.soname {
-                self.names.insert(s.clone());
-            }
+            self.names.extend(elf.soname.clone());
             self.names.insert(path.to_string_lossy().into_owned());
-            if self.granted.insert(path.clone()) {
+            if !self.out.libraries.contains(&path) {
                 self.out.libraries.push(path.clone());
             }
             let origin = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-            self.objects.push(Object { elf, origin, loader: Some(requester), is_main: false });
+            self.objects.push(Object { elf, origin, loader: Some(requester) });
         }
     }
 
     /// The search for a bare name: every file found in the first place
     /// that has it (the plain file first, then hwcap variants).
-    fn search(&mut self, name: &str, requester: usize) -> Option<Vec<(PathBuf, Elf)>> {
+    fn search(&self, name: &str, requester: usize) -> Option<Vec<(PathBuf, Elf)>> {
+        // the requester, the object that loaded it, … up to the executable
+        let mut chain = std::iter::successors(Some(requester), |&i| self.objects[i].loader);
         if self.flavour == Flavour::Musl {
             // musl: the run paths of the requester and its loaders, then the system path
-            let mut at = Some(requester);
-            while let Some(i) = at {
-                let o = &self.objects[i];
-                let list = o.elf.runpath.clone().or_else(|| o.elf.rpath.clone());
-                if let Some(found) = list.and_then(|l| self.in_dirs(name, &l, i)) {
-                    return Some(found);
-                }
-                at = self.objects[i].loader;
-            }
-            let dirs = self.default_dirs.clone();
-            return dirs.iter().find_map(|d| self.in_dir(name, d));
+            let found = chain.find_map(|i| {
+                let elf = &self.objects[i].elf;
+                self.in_dirs(name, elf.runpath.as_ref().or(elf.rpath.as_ref())?, i)
+            });
+            return found.or_else(|| self.default_dirs.iter().find_map(|d| self.in_dir(name, d)));
         }
-        let req = &self.objects[requester];
-        if req.elf.runpath.is_none() {
-            // the requester's RPATH, then its loader's, … up to the executable
-            let mut did_main = false;
-            let mut at = Some(requester);
-            while let Some(i) = at {
-                let o = &self.objects[i];
-                // the executable's RPATH is ignored when it has a RUNPATH
-                let rpath =
-                    if o.is_main && o.elf.runpath.is_some() { None } else { o.elf.rpath.clone() };
-                if let Some(found) = rpath.and_then(|l| self.in_dirs(name, &l, i)) {
-                    return Some(found);
-                }
-                did_main |= self.objects[i].is_main;
-                at = self.objects[i].loader;
-            }
-            // then the executable's own RPATH, if the chain did not reach it
-            if !did_main
-                && self.objects[0].elf.runpath.is_none()
-                && let Some(found) =
-                    self.objects[0].elf.rpath.clone().and_then(|l| self.in_dirs(name, &l, 0))
-            {
-                return Some(found);
+        let req = &self.objects[requester].elf;
+        if req.runpath.is_none() {
+            // the requester's RPATH, then its loader's, … up to the
+            // executable, whose RPATH is ignored when it has a RUNPATH
+            let found = chain.find_map(|i| {
+                let elf = &self.objects[i].elf;
+                let rpath = elf.rpath.as_ref().filter(|_| i != 0 || elf.runpath.is_none());
+                self.in_dirs(name, rpath?, i)
+            });
+            if found.is_some() {
+                return found;
             }
         }
         // no LD_LIBRARY_PATH: checks run with an empty environment
-        if let Some(runpath) = self.objects[requester].elf.runpath.clone()
-            && let Some(found) = self.in_dirs(name, &runpath, requester)
-        {
+        if let Some(found) = req.runpath.as_ref().and_then(|l| self.in_dirs(name, l, requester)) {
             return Some(found);
         }
-        let nodeflib = self.objects[requester].elf.nodeflib;
         let entries = self.cache.as_ref().map(|c| c.lookup(name)).unwrap_or_default();
         let mut from_cache = Vec::new();
         let mut plain_found = false;
         for (path, variant) in entries {
             // under DF_1_NODEFLIB, no cache entry from a default directory
-            if nodeflib && self.default_dirs.iter().any(|d| path.starts_with(d)) {
+            if req.nodeflib && self.default_dirs.iter().any(|d| path.starts_with(d)) {
                 continue;
             }
             if plain_found && !variant {
                 continue; // the first plain entry that loads is the one taken
             }
-            if let Some(elf) = self.candidate(&path) {
+            if let Some(found) = self.candidate(path) {
                 plain_found |= !variant;
-                from_cache.push((path, elf));
+                from_cache.push(found);
             }
         }
         if !from_cache.is_empty() {
             return Some(from_cache);
         }
-        if nodeflib {
+        if req.nodeflib {
             return None;
         }
-        let dirs = self.default_dirs.clone();
-        dirs.iter().find_map(|d| self.in_dir(name, d))
+        self.default_dirs.iter().find_map(|d| self.in_dir(name, d))
     }
 
     /// The first directory of a `:`-separated run path holding `name`.
@@ -527,41 +461,28 @@ impl<'a> Search<'a> {
         if !dir.is_absolute() {
             return None; // relative to the check directory at run time
         }
-        let mut found = Vec::new();
-        let plain = dir.join(name);
-        if let Some(elf) = self.candidate(&plain) {
-            found.push((plain, elf));
-        }
-        for sub in self.hwcap_dirs(dir) {
-            let path = sub.join(name);
-            if let Some(elf) = self.candidate(&path) {
-                found.push((path, elf));
+        let mut dirs = vec![dir.to_path_buf()];
+        if self.flavour == Flavour::Glibc {
+            // `glibc-hwcaps/*` and the legacy `tls`, `<platform>` subdirectories
+            if let Ok(entries) = std::fs::read_dir(dir.join("glibc-hwcaps")) {
+                dirs.extend(entries.flatten().map(|e| e.path()));
+            }
+            dirs.push(dir.join("tls"));
+            if let Some(p) = &self.platform {
+                dirs.push(dir.join(p));
+                dirs.push(dir.join("tls").join(p));
             }
         }
+        let found: Vec<_> = dirs.iter().filter_map(|d| self.candidate(d.join(name))).collect();
         (!found.is_empty()).then_some(found)
     }
 
-    /// `glibc-hwcaps/*` and the legacy `tls`, `<platform>` subdirectories.
-    fn hwcap_dirs(&self, dir: &Path) -> Vec<PathBuf> {
-        if self.flavour == Flavour::Musl {
-            return Vec::new();
-        }
-        let mut subs = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(dir.join("glibc-hwcaps")) {
-            subs.extend(entries.flatten().map(|e| e.path()));
-        }
-        subs.push(dir.join("tls"));
-        if let Some(p) = &self.platform {
-            subs.push(dir.join(p));
-            subs.push(dir.join("tls").join(p));
-        }
-        subs
-    }
-
-    /// A file the loader would take: present, ELF, loadable with the executable.
-    fn candidate(&self, path: &Path) -> Option<Elf> {
-        let elf = Elf::read(path).ok()?;
-        self.main.accepts(&elf).then_some(elf)
+    /// A file the loader would take: present, ELF, loadable with the
+    /// executable (glibc's `open_verify`: same class, byte order and machine).
+    fn candidate(&self, path: PathBuf) -> Option<(PathBuf, Elf)> {
+        let elf = Elf::read(&path).ok()?;
+        let kind = |e: &Elf| (e.class64, e.big_endian, e.machine);
+        (kind(&elf) == kind(&self.objects[0].elf)).then_some((path, elf))
     }
 
     /// A run-path element with `$ORIGIN`, `$LIB` and `$PLATFORM` expanded
@@ -621,10 +542,8 @@ fn preload_names() -> Vec<String> {
 
 /// Names musl answers from its own libc, without a file.
 fn is_musl_builtin(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix("lib") else {
-        return false;
-    };
-    ["c.", "pthread.", "rt.", "m.", "dl.", "util.", "xnet."].iter().any(|p| rest.starts_with(p))
+    let builtin = ["c.", "pthread.", "rt.", "m.", "dl.", "util.", "xnet."];
+    name.strip_prefix("lib").is_some_and(|rest| builtin.iter().any(|p| rest.starts_with(p)))
 }
 
 /// glibc's built-in search directories for this executable's kind. Debian
@@ -641,16 +560,12 @@ fn glibc_default_dirs(main: &Elf) -> Vec<PathBuf> {
         (EM_386, false) => Some("i386-linux-gnu"),
         _ => None,
     };
-    let mut dirs = Vec::new();
-    if let Some(t) = triplet.filter(|t| Path::new("/usr/lib").join(t).is_dir()) {
-        dirs.push(PathBuf::from("/lib").join(t));
-        dirs.push(PathBuf::from("/usr/lib").join(t));
-    } else if main.class64 {
-        dirs.push("/lib64".into());
-        dirs.push("/usr/lib64".into());
-    }
-    dirs.push("/lib".into());
-    dirs.push("/usr/lib".into());
+    let mut dirs = match triplet.filter(|t| Path::new("/usr/lib").join(t).is_dir()) {
+        Some(t) => vec![Path::new("/lib").join(t), Path::new("/usr/lib").join(t)],
+        None if main.class64 => vec!["/lib64".into(), "/usr/lib64".into()],
+        None => Vec::new(),
+    };
+    dirs.extend(["/lib", "/usr/lib"].map(PathBuf::from));
     dirs
 }
 
@@ -673,13 +588,6 @@ fn platform() -> Option<String> {
     // SAFETY: AT_PLATFORM points at a NUL-terminated string the kernel put
     // on this process's stack, alive for the whole process.
     Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-}
-
-fn read_bounded(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    File::open(path)?.take(cap).read_to_end(&mut bytes)?;
-    Ok(bytes)
 }
 
 /// glibc's `ld.so.cache`, read: the new-format part (`glibc-ld.so.cache1.1`,
@@ -708,17 +616,14 @@ impl LdCache {
                 .map_or(bytes.len(), |n| (16 + n as usize * 12).next_multiple_of(8));
         }
         let cache = bytes.get(start..).unwrap_or_default();
-        let count = match cache.starts_with(NEW) {
-            true => u32_at(cache, 20).unwrap_or(0) as usize,
-            false => 0,
-        };
+        let count =
+            if cache.starts_with(NEW) { u32_at(cache, 20).unwrap_or(0) as usize } else { 0 };
         LdCache { bytes, start, count }
     }
 
     /// The paths the cache gives for `name`, in its order, each with whether
     /// it is a hwcap variant.
     pub fn lookup(&self, name: &str) -> Vec<(PathBuf, bool)> {
-        const HWCAP_EXTENSION: u64 = 1 << 62;
         let cache = self.bytes.get(self.start..).unwrap_or_default();
         // strings are offsets from the start of the new header
         let string = |off: u32| -> Option<&[u8]> {
@@ -745,8 +650,8 @@ impl LdCache {
                 continue;
             }
             if let Some(path) = string(value) {
-                let variant = hwcap & HWCAP_EXTENSION != 0 || hwcap != 0;
-                paths.push((PathBuf::from(OsStr::from_bytes(path)), variant));
+                // a variant: a glibc-hwcaps entry (bit 62) or legacy hwcap bits
+                paths.push((PathBuf::from(OsStr::from_bytes(path)), hwcap != 0));
             }
         }
         paths

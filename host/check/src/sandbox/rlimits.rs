@@ -74,11 +74,10 @@ impl Limits {
     /// `memory`: address space and `file_size`: the largest file, in bytes;
     /// `timeout`: the check's time left ([`cpu_seconds`]).
     pub fn new(memory: u64, file_size: u64, timeout: Duration) -> Limits {
-        let cpu = cpu_seconds(timeout);
         Limits {
             entries: [
                 (Resource::As, memory.min(address_space_ceiling())),
-                (Resource::Cpu, cpu),
+                (Resource::Cpu, cpu_seconds(timeout)),
                 // what HAProxy writes during -c fits; more kills the writer (SIGXFSZ)
                 (Resource::Fsize, file_size.min(file_size_ceiling())),
                 (Resource::Nofile, OPEN_FILES),
@@ -99,15 +98,17 @@ impl Limits {
         }
         0
     }
-
-    pub fn get(&self, resource: Resource) -> Option<u64> {
-        self.entries.iter().find(|(r, _)| *r == resource).map(|(_, v)| *v)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Limits {
+        fn get(&self, resource: Resource) -> Option<u64> {
+            self.entries.iter().find(|(r, _)| *r == resource).map(|(_, v)| *v)
+        }
+    }
 
     #[test]
     fn cpu_seconds_round_up_and_files_are_bounded() {

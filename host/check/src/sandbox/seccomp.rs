@@ -224,10 +224,7 @@ pub fn install(prog: &[seccompiler::sock_filter]) -> i32 {
 
 /// Whether this kernel has seccomp filters (`PR_GET_SECCOMP` answers).
 pub fn available() -> Result<(), i32> {
-    match rustix::thread::secure_computing_mode() {
-        Ok(_) => Ok(()),
-        Err(e) => Err(e.raw_os_error()),
-    }
+    rustix::thread::secure_computing_mode().map(drop).map_err(|e| e.raw_os_error())
 }
 
 #[cfg(test)]

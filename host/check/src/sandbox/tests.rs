@@ -594,7 +594,7 @@ async fn a_haproxy_with_its_own_loader_and_libraries_runs_sandboxed() {
     let elf = loader::Elf::read(&binary).unwrap();
     assert_eq!(elf.interpreter.as_deref(), Some(interp.as_path()));
     assert_eq!(elf.runpath.as_deref(), Some("$ORIGIN/../lib"));
-    let grants = landlock::Grants::for_binary(&binary);
+    let grants = landlock::Grants::for_closure(&binary, loader::closure(&binary).ok().as_ref());
     assert!(grants.rules.iter().any(|(p, _)| p.ends_with(&private_name)), "{:?}", grants.rules);
 
     for (mode, probe) in [

@@ -355,15 +355,8 @@ fn the_cache_format_is_read_with_and_without_the_old_table() {
 #[test]
 fn tokens_expand_as_glibc_expands_them() {
     let main = Elf::read(Path::new("/bin/sh")).unwrap();
-    let mut out = Closure::default();
-    let mut s =
-        Search::new(Flavour::Glibc, &main, Path::new("/lib64/ld-linux-x86-64.so.2"), &mut out);
-    s.objects.push(Object {
-        elf: main.clone(),
-        origin: "/opt/app/bin".into(),
-        loader: None,
-        is_main: true,
-    });
+    let interp = Path::new("/lib64/ld-linux-x86-64.so.2");
+    let s = Search::new(Flavour::Glibc, main, "/opt/app/bin".into(), interp);
     assert_eq!(s.expand("$ORIGIN/../lib", 0).unwrap(), "/opt/app/bin/../lib");
     assert_eq!(s.expand("${ORIGIN}/x:$ORIGINAL", 0).unwrap(), "/opt/app/bin/x:$ORIGINAL");
     assert_eq!(s.expand("/a/$LIB/b", 0).unwrap(), format!("/a/{}/b", s.lib));
