@@ -61,12 +61,9 @@ impl Mode {
 impl std::str::FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> Result<Mode, String> {
-        match s {
-            "strict" => Ok(Mode::Strict),
-            "best-effort" => Ok(Mode::BestEffort),
-            "off" => Ok(Mode::Off),
-            other => Err(format!("unknown sandbox mode {other:?} (strict, best-effort, off)")),
-        }
+        let modes = [Mode::Strict, Mode::BestEffort, Mode::Off];
+        let unknown = || format!("unknown sandbox mode {s:?} (strict, best-effort, off)");
+        modes.into_iter().find(|m| m.name() == s).ok_or_else(unknown)
     }
 }
 
@@ -136,10 +133,7 @@ impl Sandbox {
         probe: Probe,
         private: Option<&Path>,
     ) -> Sandbox {
-        let mut refusal = None;
-        if opts.mode == Mode::Strict {
-            refusal = probe.strict_gap();
-        }
+        let mut refusal = probe.strict_gap().filter(|_| opts.mode == Mode::Strict);
         // Resolving the binary's libraries once, for Landlock and the world.
         let closure = loader::closure(binary).ok();
         tracing::trace!(target: "rendergate::timing", "loader closure read");
@@ -235,23 +229,19 @@ impl Sandbox {
         if let Some(refusal) = &self.refusal {
             return Err(refusal.clone());
         }
-        let ruleset = match &self.probe.landlock {
-            Ok(abi) => {
-                let fd = landlock::ruleset(*abi, &self.grants, check_dir)
-                    .map_err(|e| format!("sandbox setup failed in layer 'landlock': {e}"))?;
-                Some(fd)
-            }
-            Err(_) => None,
-        };
+        let abi = self.probe.landlock.as_ref().ok().copied();
+        let ruleset = abi
+            .map(|abi| landlock::ruleset(abi, &self.grants, check_dir))
+            .transpose()
+            .map_err(|e| format!("sandbox setup failed in layer 'landlock': {e}"))?;
         let setup = ChildSetup {
-            dir: check_dir.as_raw_fd(),
             parent: rustix::process::getpid().as_raw_nonzero().get(),
             limits,
             unshare: self.probe.unshare_flags(),
             ruleset: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             seccomp: self.seccomp.clone(),
             world: self.world.clone(),
-            abi: *self.probe.landlock.as_ref().unwrap_or(&0),
+            abi: abi.unwrap_or(0),
             resolver: -1,
             render: -1,
             exposed: processes::Exposed::of_this_process(),
@@ -290,7 +280,6 @@ impl Prepared<'_> {
     pub fn with_channel(mut self, channel: RawFd) -> Self {
         if let Some(setup) = &mut self.setup
             && setup.world.is_some()
-            && setup.unshare & libc::CLONE_NEWNS != 0
         {
             if setup.unshare & libc::CLONE_NEWNET != 0 {
                 setup.resolver = channel;
@@ -326,38 +315,21 @@ impl Prepared<'_> {
         cmd.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
         // the init's and the keeper's stack, mapped before the fork
         processes::map_clone_stack();
-        let hold = self.hold.clone();
-        // limits are lowered at the word only where the sandbox sets them
-        let limits = self.setup.is_some();
-        let Some(setup) = self.setup.clone() else {
-            let dir = self.dir.as_raw_fd();
-            // SAFETY: `enter` and `Hold::run` are raw, async-signal-safe
-            // system calls on descriptors the caller keeps open until `spawn`
-            // returns, and memory prepared before the fork.
-            unsafe {
-                cmd.pre_exec(move || {
-                    enter(dir)?;
-                    match &hold {
-                        Some(hold) => {
-                            hold.keeper.spawn()?;
-                            hold.run(limits)
-                        }
-                        None => Ok(()),
-                    }
-                });
-            }
-            return;
-        };
-        // SAFETY: `ChildSetup::run` and `Hold`'s steps make only
-        // async-signal-safe raw system calls and touch only memory prepared
-        // before the fork.
+        let (dir, setup, hold) = (self.dir.as_raw_fd(), self.setup.clone(), self.hold.clone());
+        // SAFETY: `enter`, `ChildSetup::run` and `Hold`'s steps make only
+        // async-signal-safe raw system calls on descriptors the caller keeps
+        // open until `spawn` returns, and touch only memory prepared before
+        // the fork.
         unsafe {
             cmd.pre_exec(move || {
-                setup.run(hold.as_ref())?;
-                match &hold {
-                    Some(hold) => hold.run(limits),
-                    None => Ok(()),
+                enter(dir)?;
+                match (&setup, &hold) {
+                    (Some(setup), _) => setup.run(hold.as_ref())?,
+                    (None, Some(hold)) => hold.keeper.spawn()?,
+                    (None, None) => {}
                 }
+                // limits are lowered at the word only where the sandbox sets them
+                hold.as_ref().map_or(Ok(()), |hold| hold.run(setup.is_some()))
             });
         }
     }
@@ -425,6 +397,11 @@ pub(crate) fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
+/// 0 or the errno of `result`, as the child's steps report it.
+pub(crate) fn errno_of(result: rustix::io::Result<()>) -> i32 {
+    result.map_or_else(|e| e.raw_os_error(), |()| 0)
+}
+
 pub(crate) fn tagged(layer: Layer, errno: i32) -> io::Error {
     tagged_step(layer, 0, None, errno)
 }
@@ -476,15 +453,14 @@ pub fn spawn_failure(e: &io::Error, world: Option<&world::World>) -> Option<Stri
 /// What the child does between `fork` and `execve`: plain values only.
 #[derive(Clone, Debug)]
 struct ChildSetup {
-    /// The check directory (`fchdir` target); open until `spawn` returns.
-    dir: RawFd,
     parent: libc::pid_t,
     limits: rlimits::Limits,
     unshare: libc::c_int,
     /// -1: no Landlock.
     ruleset: RawFd,
     seccomp: Option<Arc<Vec<seccompiler::sock_filter>>>,
-    /// Entered when `unshare` makes a mount namespace.
+    /// Entered in the new namespaces, which make a mount namespace where a
+    /// world is given ([`gives_world`]).
     world: Option<Arc<world::World>>,
     /// The Landlock ABI (0: none), for the scratch `/tmp`'s rule.
     abi: u32,
@@ -498,14 +474,13 @@ struct ChildSetup {
 }
 
 impl ChildSetup {
-    /// Runs in the forked child: raw system calls only, no allocation.
-    /// A held child makes its keeper last before seccomp, which refuses it.
+    /// Runs in the forked child, in the check directory already ([`enter`]):
+    /// raw system calls only, no allocation. A held child makes its keeper
+    /// last before seccomp, which refuses it.
     fn run(&self, hold: Option<&Hold>) -> io::Result<()> {
         let step = |layer: Layer, errno: i32| {
             if errno == 0 { Ok(()) } else { Err(tagged(layer, errno)) }
         };
-        // Into the check directory by its descriptor: no path string to resolve.
-        enter(self.dir)?;
         // Die with the gate. PDEATHSIG fires when the forking *thread* ends:
         // checks are spawned from runtime worker threads, which outlive them.
         let signal = Some(rustix::process::Signal::KILL);
@@ -523,9 +498,7 @@ impl ChildSetup {
             // from here on, haproxy's process, in the new PID namespace
             processes::split(self.exposed)?;
         }
-        if let Some(world) = &self.world
-            && self.unshare & libc::CLONE_NEWNS != 0
-        {
+        if let Some(world) = &self.world {
             let own_users = self.unshare & libc::CLONE_NEWUSER != 0;
             world
                 .enter(own_users, own_processes, self.resolver, self.render)
@@ -536,11 +509,10 @@ impl ChildSetup {
             return step(Layer::NoNewPrivs, e.raw_os_error());
         }
         if self.ruleset >= 0 {
-            if self.world.is_some() && self.unshare & libc::CLONE_NEWNS != 0 {
+            if let Some(world) = &self.world {
                 // the world's root, the scratch /tmp and the own /proc exist
                 // only now, in the new root
-                let render = self.world.as_ref().filter(|_| self.render >= 0);
-                let render = render.map(|world| world.render_inside());
+                let render = (self.render >= 0).then(|| world.render_inside());
                 step(Layer::Landlock, landlock::grant_world(self.ruleset, self.abi, render))?;
             }
             step(Layer::Landlock, landlock::restrict_self(self.ruleset))?;
@@ -563,8 +535,9 @@ impl ChildSetup {
     }
 }
 
-/// In the child: `fchdir` to the check directory (a close-on-exec
-/// descriptor, still open before `execve`). One raw system call.
+/// In the child, first: `fchdir` to the check directory (a close-on-exec
+/// descriptor, still open before `execve`) by its descriptor, no path
+/// string to resolve. One raw system call.
 fn enter(dir: RawFd) -> io::Result<()> {
     // SAFETY: a plain system call on a descriptor the parent keeps open.
     if unsafe { libc::fchdir(dir) } != 0 {

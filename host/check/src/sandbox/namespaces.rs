@@ -9,26 +9,19 @@
 //! alone (CAP_SYS_ADMIN allows it); capabilities are dropped right after.
 
 /// What the child unshares: user+net+ipc+uts, net+ipc+uts, or nothing;
-/// plus [`MOUNT`] where the host lets the check mount in it.
-pub const WITH_USER: libc::c_int =
-    libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+/// plus `CLONE_NEWNS` where the host lets the check mount in it.
+pub const WITH_USER: libc::c_int = libc::CLONE_NEWUSER | WITHOUT_USER;
 pub const WITHOUT_USER: libc::c_int = libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
-/// A mount namespace, for the host view's stand-ins.
-pub const MOUNT: libc::c_int = libc::CLONE_NEWNS;
 /// Processes of the check's own, with a mount namespace only (their `/proc`
 /// is mounted in it): a PID namespace, and a cgroup namespace where the host
-/// gives one ([`PID`] alone otherwise).
+/// gives one (`CLONE_NEWPID` alone otherwise).
 pub const PROCESSES: libc::c_int = libc::CLONE_NEWPID | libc::CLONE_NEWCGROUP;
-pub const PID: libc::c_int = libc::CLONE_NEWPID;
 
 /// In the child, in a new mount namespace: its mounts become private, so
 /// nothing mounted in it reaches the host. 0 or an errno.
 pub fn private_mounts() -> i32 {
     use rustix::mount::MountPropagationFlags as Propagation;
-    match rustix::mount::mount_change(c"/", Propagation::REC | Propagation::PRIVATE) {
-        Ok(()) => 0,
-        Err(e) => e.raw_os_error(),
-    }
+    super::errno_of(rustix::mount::mount_change(c"/", Propagation::REC | Propagation::PRIVATE))
 }
 
 /// In the child: 0 or an errno. Raw system call only.
@@ -40,7 +33,7 @@ pub fn unshare(flags: libc::c_int) -> i32 {
     if unsafe { libc::unshare(flags) } != 0 { super::errno() } else { 0 }
 }
 
-/// Tries `unshare(flags)` in a throw-away child (with [`MOUNT`], also making
+/// Tries `unshare(flags)` in a throw-away child (with `CLONE_NEWNS`, also making
 /// its mounts private: a host may allow the namespace but no mount in it):
 /// the answer says whether checks can have these namespaces. Used by the probe.
 pub fn try_in_child(flags: libc::c_int) -> Result<(), i32> {
@@ -52,23 +45,18 @@ pub fn try_in_child(flags: libc::c_int) -> Result<(), i32> {
     }
     if pid == 0 {
         let mut e = unshare(flags);
-        if e == 0 && flags & MOUNT != 0 {
+        if e == 0 && flags & libc::CLONE_NEWNS != 0 {
             e = private_mounts();
         }
         // SAFETY: leaves the child at once, running no destructor.
         unsafe { libc::_exit(e.min(255)) };
     }
     let child = rustix::process::Pid::from_raw(pid);
-    let status = loop {
-        match rustix::process::waitpid(child, rustix::process::WaitOptions::empty()) {
-            Ok(Some((_, status))) => break status,
-            Ok(None) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.raw_os_error()),
-        }
-    };
-    match status.exit_status() {
-        Some(0) => Ok(()),
-        Some(e) => Err(e),
-        None => Err(libc::EINVAL),
+    let wait = || rustix::process::waitpid(child, rustix::process::WaitOptions::empty());
+    match rustix::io::retry_on_intr(wait).map(|w| w.and_then(|(_, s)| s.exit_status())) {
+        Ok(Some(0)) => Ok(()),
+        Ok(Some(e)) => Err(e),
+        Ok(None) => Err(libc::EINVAL),
+        Err(e) => Err(e.raw_os_error()),
     }
 }

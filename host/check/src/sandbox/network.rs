@@ -40,19 +40,13 @@ pub fn hand_over_channel() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// end of [`hand_over_channel`]; its own copy closes. 0 or an errno. System
 /// calls on the stack only (rustix's, which set no `errno`).
 pub fn hand_over_resolver(channel: RawFd) -> i32 {
-    let socket = match rustix::net::socket_with(
-        AddressFamily::INET,
-        SocketType::DGRAM,
-        SocketFlags::CLOEXEC,
-        None,
-    ) {
-        Ok(socket) => socket,
-        Err(e) => return e.raw_os_error(),
-    };
-    if let Err(e) = rustix::net::bind(&socket, &RESOLVER) {
-        return e.raw_os_error();
+    let flags = SocketFlags::CLOEXEC;
+    let socket = rustix::net::socket_with(AddressFamily::INET, SocketType::DGRAM, flags, None)
+        .and_then(|socket| rustix::net::bind(&socket, &RESOLVER).map(|()| socket));
+    match socket {
+        Ok(socket) => hand_over(channel, RESOLVER_SOCKET, &socket),
+        Err(e) => e.raw_os_error(),
     }
-    hand_over(channel, RESOLVER_SOCKET, &socket)
 }
 
 /// In the child: sends `fd` over `channel` with `what` ([`RESOLVER_SOCKET`],
@@ -65,10 +59,9 @@ pub fn hand_over(channel: RawFd, what: u8, fd: &OwnedFd) -> i32 {
     let fds = [fd.as_fd()];
     ancillary.push(SendAncillaryMessage::ScmRights(&fds));
     let tag = [what];
-    match rustix::net::sendmsg(channel, &[IoSlice::new(&tag)], &mut ancillary, SendFlags::empty()) {
-        Ok(_) => 0,
-        Err(e) => e.raw_os_error(),
-    }
+    let sent =
+        rustix::net::sendmsg(channel, &[IoSlice::new(&tag)], &mut ancillary, SendFlags::empty());
+    super::errno_of(sent.map(drop))
 }
 
 /// What a child handed over ([`hand_over`]).
@@ -119,40 +112,26 @@ const fn default_route(family: u8, seq: u32) -> [u8; 36] {
         (libc::NLM_F_REQUEST | libc::NLM_F_ACK | libc::NLM_F_CREATE | libc::NLM_F_EXCL) as u16;
     const RTA_OIF: u16 = 4;
     const LOOPBACK_INDEX: u32 = 1; // always lo's in a new network namespace
+    /// `bytes` into `m` at `at`.
+    const fn put<const N: usize>(m: &mut [u8; 36], at: usize, bytes: [u8; N]) {
+        let mut i = 0;
+        while i < N {
+            m[at + i] = bytes[i];
+            i += 1;
+        }
+    }
     let mut m = [0u8; 36];
-    let len = 36u32.to_ne_bytes();
-    let kind = RTM_NEWROUTE.to_ne_bytes();
-    let flags = FLAGS.to_ne_bytes();
-    let seq = seq.to_ne_bytes();
-    let mut i = 0;
-    while i < 4 {
-        m[i] = len[i];
-        m[8 + i] = seq[i];
-        i += 1;
-    }
-    m[4] = kind[0];
-    m[5] = kind[1];
-    m[6] = flags[0];
-    m[7] = flags[1];
+    put(&mut m, 0, 36u32.to_ne_bytes());
+    put(&mut m, 4, RTM_NEWROUTE.to_ne_bytes());
+    put(&mut m, 6, FLAGS.to_ne_bytes());
+    put(&mut m, 8, seq.to_ne_bytes());
     // rtmsg: family, dst_len 0, src_len 0, tos 0, table, protocol, scope, type; flags 0
-    m[16] = family;
-    m[20] = libc::RT_TABLE_MAIN;
-    m[21] = libc::RTPROT_BOOT;
-    m[22] = libc::RT_SCOPE_LINK;
-    m[23] = libc::RTN_UNICAST;
+    let (table, protocol) = (libc::RT_TABLE_MAIN, libc::RTPROT_BOOT);
+    put(&mut m, 16, [family, 0, 0, 0, table, protocol, libc::RT_SCOPE_LINK, libc::RTN_UNICAST]);
     // rtattr RTA_OIF: length 8, the interface's index
-    let attr_len = 8u16.to_ne_bytes();
-    let attr = RTA_OIF.to_ne_bytes();
-    let index = LOOPBACK_INDEX.to_ne_bytes();
-    m[28] = attr_len[0];
-    m[29] = attr_len[1];
-    m[30] = attr[0];
-    m[31] = attr[1];
-    let mut i = 0;
-    while i < 4 {
-        m[32 + i] = index[i];
-        i += 1;
-    }
+    put(&mut m, 28, 8u16.to_ne_bytes());
+    put(&mut m, 30, RTA_OIF.to_ne_bytes());
+    put(&mut m, 32, LOOPBACK_INDEX.to_ne_bytes());
     m
 }
 
@@ -190,7 +169,6 @@ pub fn loopback_up() -> i32 {
 /// only where the host has IPv6 (a pod without it has no such route
 /// either). Returns 0 or an errno.
 pub fn default_routes() -> i32 {
-    use rustix::net::{AddressFamily, SocketFlags, SocketType};
     let socket = rustix::net::socket_with(
         AddressFamily::NETLINK,
         SocketType::RAW,
@@ -215,8 +193,7 @@ const NLMSG_ERROR: u16 = 2;
 
 /// Sends one request on a netlink socket and reads its acknowledgement: 0,
 /// or the errno the kernel answered with.
-fn route(socket: &std::os::fd::OwnedFd, message: &[u8; 36]) -> i32 {
-    use rustix::net::{RecvFlags, SendFlags};
+fn route(socket: &OwnedFd, message: &[u8; 36]) -> i32 {
     if let Err(e) = rustix::net::send(socket, message, SendFlags::empty()) {
         return e.raw_os_error();
     }

@@ -32,19 +32,21 @@ pub fn check_disable(value: &str) -> Result<(), String> {
     }
 }
 
+/// Why `layer` is off: `disable` (comma separated) names it.
+fn knob(disable: &str, layer: &str) -> Result<(), String> {
+    match disable.split(',').any(|name| name.trim() == layer) {
+        true => Err(format!("disabled by {DISABLE_VAR}")),
+        false => Ok(()),
+    }
+}
+
 /// Landlock's ABI and whether seccomp filters: asked of the kernel, no
-/// child needed. `knob` says why a layer is off by [`DISABLE_VAR`].
-fn filters(knob: &dyn Fn(&str) -> Option<String>) -> (Result<u32, String>, Result<(), String>) {
-    let landlock = match knob("landlock") {
-        Some(why) => Err(why),
-        None => landlock::abi().map_err(errno_name),
-    };
-    let seccomp = match knob("seccomp") {
-        Some(why) => Err(why),
-        None => seccomp::available()
-            .map_err(errno_name)
-            .and_then(|()| seccomp::program(false).map(drop)),
-    };
+/// child needed, unless `disable` names them ([`DISABLE_VAR`]).
+fn filters(disable: &str) -> (Result<u32, String>, Result<(), String>) {
+    let landlock = knob(disable, "landlock").and_then(|()| landlock::abi().map_err(errno_name));
+    let seccomp = knob(disable, "seccomp").and_then(|()| {
+        seccomp::available().map_err(errno_name).and_then(|()| seccomp::program(false).map(drop))
+    });
     (landlock, seccomp)
 }
 
@@ -61,7 +63,7 @@ pub struct Probe {
     /// mount the host view's stand-ins.
     pub mountns: Result<(), String>,
     /// The namespaces of the check's own processes, with the mount
-    /// namespace: [`namespaces::PROCESSES`] or [`namespaces::PID`] alone.
+    /// namespace: [`namespaces::PROCESSES`] or `CLONE_NEWPID` alone.
     pub pidns: Result<libc::c_int, String>,
     /// Whether a root of the check's own works here, as tried
     /// ([`crate::trial`]); `Ok` until a trial says otherwise. Without it the
@@ -81,19 +83,15 @@ impl Probe {
     /// Probes the host, treating the layers named in `disable` (comma
     /// separated) as missing.
     pub fn detect(disable: &str) -> Probe {
-        let off: Vec<&str> = disable.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-        let knob = |name: &str| off.contains(&name).then(|| format!("disabled by {DISABLE_VAR}"));
-        let (landlock, seccomp) = filters(&knob);
-        let userns = match knob("userns") {
-            Some(why) => Err(why),
-            None => namespaces::try_in_child(namespaces::WITH_USER).map_err(errno_name),
-        };
+        let knob = |layer: &str| knob(disable, layer);
+        let try_in_child = |flags| namespaces::try_in_child(flags).map_err(errno_name);
+        let (landlock, seccomp) = filters(disable);
+        let userns = knob("userns").and_then(|()| try_in_child(namespaces::WITH_USER));
         // only worth knowing when the user namespace is missing
-        let netns = match knob("netns") {
-            Some(why) => Err(why),
-            None if userns.is_ok() => Ok(()),
-            None => namespaces::try_in_child(namespaces::WITHOUT_USER).map_err(errno_name),
-        };
+        let netns = knob("netns").and_then(|()| match userns {
+            Ok(()) => Ok(()),
+            Err(_) => try_in_child(namespaces::WITHOUT_USER),
+        });
         let mut probe = Probe {
             landlock,
             seccomp,
@@ -105,30 +103,23 @@ impl Probe {
             assumed: false,
         };
         let base = probe.namespace_flags();
-        probe.mountns = match knob("mountns") {
-            Some(why) => Err(why),
-            None if base == 0 => Err("no namespaces".to_owned()),
-            None => {
-                // the usual answer in one child: mounts and processes of its own
-                let processes = if knob("pidns").is_some() { 0 } else { namespaces::PROCESSES };
-                let with = |extra| namespaces::try_in_child(base | namespaces::MOUNT | extra);
-                match with(processes) {
-                    Ok(()) if processes != 0 => {
-                        probe.pidns = Ok(processes);
-                        Ok(())
-                    }
-                    _ => with(0).map_err(errno_name),
-                }
+        let mounts = base | libc::CLONE_NEWNS;
+        probe.mountns = knob("mountns").and_then(|()| {
+            if base == 0 {
+                return Err("no namespaces".to_owned());
             }
-        };
+            // the usual answer in one child: mounts and processes of its own
+            if knob("pidns").is_ok() && try_in_child(mounts | namespaces::PROCESSES).is_ok() {
+                probe.pidns = Ok(namespaces::PROCESSES);
+                return Ok(());
+            }
+            try_in_child(mounts)
+        });
         if probe.mountns.is_ok() && probe.pidns.is_err() {
-            probe.pidns = match knob("pidns") {
-                Some(why) => Err(why),
-                // a host without cgroup namespaces may still give a PID one
-                None => namespaces::try_in_child(base | namespaces::MOUNT | namespaces::PID)
-                    .map(|()| namespaces::PID)
-                    .map_err(errno_name),
-            };
+            // a host without cgroup namespaces may still give a PID one
+            probe.pidns = knob("pidns")
+                .and_then(|()| try_in_child(mounts | libc::CLONE_NEWPID))
+                .map(|()| libc::CLONE_NEWPID);
         }
         probe
     }
@@ -140,12 +131,10 @@ impl Probe {
     /// be set up, the checker probes and tries the worlds in turn
     /// ([`crate::HaproxyChecker::untried`]). `disable` as for `detect`.
     pub fn assumed(disable: &str) -> Probe {
-        let off: Vec<&str> = disable.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-        if ["userns", "netns", "mountns", "pidns"].iter().any(|n| off.contains(n)) {
+        if ["userns", "netns", "mountns", "pidns"].iter().any(|n| knob(disable, n).is_err()) {
             return Probe::detect(disable); // a knob asks for the real answer
         }
-        let knob = |name: &str| off.contains(&name).then(|| format!("disabled by {DISABLE_VAR}"));
-        let (landlock, seccomp) = filters(&knob);
+        let (landlock, seccomp) = filters(disable);
         Probe {
             landlock,
             seccomp,
@@ -162,7 +151,7 @@ impl Probe {
     pub fn unshare_flags(&self) -> libc::c_int {
         let base = self.namespace_flags();
         if base != 0 && self.mountns.is_ok() && self.root_world.is_ok() {
-            base | namespaces::MOUNT | self.pidns.as_ref().map_or(0, |flags| *flags)
+            base | libc::CLONE_NEWNS | self.pidns.as_ref().map_or(0, |flags| *flags)
         } else {
             base
         }
@@ -199,9 +188,8 @@ impl Probe {
 
     /// Each layer and whether checks get it in `mode` (the gauge's values).
     pub fn layers(&self, mode: Mode) -> Vec<(&'static str, bool)> {
-        let on = mode != Mode::Off;
         let strict_blocked = mode == Mode::Strict && self.strict_gap().is_some();
-        let on = on && !strict_blocked;
+        let on = mode != Mode::Off && !strict_blocked;
         let flags = self.unshare_flags();
         vec![
             ("landlock", on && self.landlock.is_ok()),

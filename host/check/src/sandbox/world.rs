@@ -29,6 +29,7 @@
 //! The uid and gid are mapped to themselves, so HAProxy runs as the ids bare
 //! `haproxy -c` runs as on this host.
 
+use super::errno_of;
 use rustix::mount::{MountFlags, mount, mount_bind};
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsStr};
@@ -194,21 +195,18 @@ impl WorldOptions {
 /// a world replaces with stand-ins; then the devices. The binary and its
 /// loader's closure are granted beside these.
 pub fn host_parts(options: &WorldOptions) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let mut reads: Vec<PathBuf> = CA_STORE.iter().chain(&LUA_DIRS).map(PathBuf::from).collect();
-    reads.extend(stock_outside(options));
+    let mut reads: Vec<PathBuf> = public_parts(options).collect();
     reads.extend(HOST_FILES.iter().map(PathBuf::from));
     reads.extend(options.reads.iter().cloned());
     (reads, DEVICES.iter().map(PathBuf::from).collect())
 }
 
-/// The packaged stock paths outside the config directory: shown read-only
-/// (those under it are copied under each render).
-fn stock_outside(options: &WorldOptions) -> impl Iterator<Item = PathBuf> + '_ {
-    STOCK
-        .iter()
-        .map(Path::new)
-        .filter(|p| !p.starts_with(&options.config_dir))
-        .map(Path::to_path_buf)
+/// The CA store, Lua's directories and the packaged stock paths outside the
+/// config directory, shown read-only in either world (stock files under the
+/// render's own directory are copied: the render's files win).
+fn public_parts(options: &WorldOptions) -> impl Iterator<Item = PathBuf> + '_ {
+    let stock = STOCK.iter().filter(|p| !Path::new(p).starts_with(&options.config_dir));
+    CA_STORE.iter().chain(&LUA_DIRS).chain(stock).map(PathBuf::from)
 }
 
 fn plain_absolute(path: &Path) -> bool {
@@ -252,7 +250,7 @@ impl Op {
     /// What the operation makes, for an operator: `bind /usr/lib`.
     pub fn describe(&self, root: &Path) -> String {
         let inside = |c: &CString| {
-            let path = Path::new(OsStr::from_bytes(c.as_bytes()));
+            let path = c_str_path(c);
             let inside =
                 path.strip_prefix(root).map_or(path.to_path_buf(), |p| Path::new("/").join(p));
             inside.display().to_string()
@@ -330,7 +328,6 @@ pub struct StockFile {
 pub struct World {
     /// The mount point of the world's root tmpfs: the checker's own
     /// directory, covered only in the child's mount namespace.
-    root_path: PathBuf,
     root: CString,
     /// The world, applied in order in the child's own mount namespace.
     ops: Vec<Op>,
@@ -338,9 +335,7 @@ pub struct World {
     /// `/proc/self/uid_map` and friends, written after `unshare`.
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
-    hostname: Vec<u8>,
-    /// `--check-hostname` was given: the only case `sethostname` is called.
-    set_hostname: bool,
+    hostname: String,
     stock: Vec<StockFile>,
     options: WorldOptions,
 }
@@ -375,12 +370,8 @@ impl World {
         let mut public: Vec<PathBuf> = vec![binary.to_path_buf()];
         public.extend(libraries.iter().filter_map(|l| l.parent()).map(Path::to_path_buf));
         public.extend(loader_data.iter().cloned());
-        public.extend(CA_STORE.iter().map(PathBuf::from));
-        public.extend(LUA_DIRS.iter().map(PathBuf::from));
+        public.extend(public_parts(options));
         public.extend(options.reads.iter().cloned());
-        // stock files under the render's own directory are copied (the
-        // render's files win); those elsewhere are shown read-only
-        public.extend(stock_outside(options));
         let stock = stock_files(options)?;
         // each path walked once: the libraries mostly share one directory
         let mut seen = std::collections::HashSet::new();
@@ -410,10 +401,7 @@ impl World {
         if proc_self {
             skeleton.dirs(Path::new("/proc/self"))?;
         }
-        let hostname = match &options.hostname {
-            Some(name) => name.clone(),
-            None => host_name(),
-        };
+        let hostname = options.hostname.clone().unwrap_or_else(host_name);
         let accounts = options.accounts.as_deref().unwrap_or(Path::new("/etc"));
         for (name, content) in stand_ins(&hostname, accounts, options.hosts.as_deref())? {
             skeleton.file(&Path::new("/etc").join(name), content)?;
@@ -460,13 +448,11 @@ impl World {
         let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
         Ok(World {
             root: c_path(&root)?,
-            root_path: root,
             ops,
             config_inside: c_path(&options.config_dir)?,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
-            hostname: hostname.into_bytes(),
-            set_hostname: options.hostname.is_some(),
+            hostname,
             stock,
             options: options.clone(),
         })
@@ -477,14 +463,9 @@ impl World {
         &self.config_inside
     }
 
-    /// The world's operations, in order.
-    pub fn ops(&self) -> &[Op] {
-        &self.ops
-    }
-
     /// What operation `index` makes (`bind /usr/lib`), for a failure's reason.
     pub fn describe(&self, index: usize) -> Option<String> {
-        self.ops.get(index).map(|op| op.describe(&self.root_path))
+        self.ops.get(index).map(|op| op.describe(c_str_path(&self.root)))
     }
 
     /// The host paths shown read-only (real paths, symlinks followed), as
@@ -503,7 +484,7 @@ impl World {
     fn binds(&self, read_only: bool) -> Vec<PathBuf> {
         let source = |op: &Op| match op {
             Op::Bind { source, remount, .. } if remount.is_some() == read_only => {
-                Some(PathBuf::from(OsStr::from_bytes(source.as_bytes())))
+                Some(c_str_path(source).to_path_buf())
             }
             _ => None,
         };
@@ -526,7 +507,7 @@ impl World {
 
     /// The host name checks see.
     pub fn hostname(&self) -> &str {
-        std::str::from_utf8(&self.hostname).unwrap_or_default()
+        &self.hostname
     }
 
     /// In the child, right after `unshare` of user, mount, network, IPC and
@@ -570,9 +551,10 @@ impl World {
             }),
             (Step::Chroot, &|| self.pivot()),
             (Step::Chdir, &|| errno_of(rustix::process::chdir(self.config_inside.as_c_str()))),
-            (Step::Hostname, &|| match self.set_hostname {
-                true => errno_of(rustix::system::sethostname(&self.hostname)),
-                false => 0,
+            // `sethostname` for `--check-hostname` only
+            (Step::Hostname, &|| match self.options.hostname {
+                Some(_) => errno_of(rustix::system::sethostname(self.hostname.as_bytes())),
+                None => 0,
             }),
         ];
         for (step, run) in steps {
@@ -724,22 +706,15 @@ fn tmpfs(target: &Path, flags: MountFlags, options: &str) -> io::Result<Op> {
     Ok(Op::Tmpfs { target: c_path(target)?, flags, options })
 }
 
-/// What the planned world has at a path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Made {
-    Dir,
-    File,
-    Symlink,
-}
-
 /// The world being planned: every exposed host path found, with its kind,
 /// and the operations that make the root's own entries.
 struct Skeleton {
     root: PathBuf,
     /// Real host paths (symlinks followed) and what they are.
     found: BTreeMap<PathBuf, Kind>,
-    /// The root's entries planned so far, by their path in the world.
-    made: BTreeMap<PathBuf, Made>,
+    /// The root's entries planned so far, by their path in the world:
+    /// whether each is a directory (or a file or symlink).
+    made: BTreeMap<PathBuf, bool>,
     ops: Vec<Op>,
     /// Symlinks on the way that lie under a scratch tmpfs not yet planned:
     /// made once it is mounted, or it would hide them.
@@ -755,7 +730,7 @@ impl Skeleton {
         Skeleton {
             root: root.to_path_buf(),
             found: BTreeMap::new(),
-            made: BTreeMap::from([(PathBuf::from("/"), Made::Dir)]),
+            made: BTreeMap::from([(PathBuf::from("/"), true)]),
             ops: root_tmpfs.into_iter().collect(),
             deferred: Vec::new(),
             scratch_mounted: false,
@@ -808,8 +783,7 @@ impl Skeleton {
                     pending.push(normalise(&rest));
                     continue 'paths;
                 }
-                let last = i + 1 == parts.len();
-                if last {
+                if i + 1 == parts.len() {
                     use std::os::unix::fs::FileTypeExt;
                     let kind = if ty.is_dir() {
                         Kind::Dir
@@ -839,10 +813,10 @@ impl Skeleton {
             self.deferred.push((at.to_path_buf(), target.to_path_buf()));
             return Ok(());
         }
-        self.parents(at)?;
+        at.parent().map_or(Ok(()), |parent| self.dirs(parent))?;
         let (path, target) = (c_path(&self.inside(at))?, c_path(target)?);
         self.ops.push(Op::Symlink { path, target });
-        self.made.insert(at.to_path_buf(), Made::Symlink);
+        self.made.insert(at.to_path_buf(), false);
         Ok(())
     }
 
@@ -874,17 +848,10 @@ impl Skeleton {
         if self.made.contains_key(path) {
             return Ok(());
         }
-        self.parents(path)?;
+        path.parent().map_or(Ok(()), |parent| self.dirs(parent))?;
         self.ops.push(Op::File { path: c_path(&self.inside(path))?, content });
-        self.made.insert(path.to_path_buf(), Made::File);
+        self.made.insert(path.to_path_buf(), false);
         Ok(())
-    }
-
-    fn parents(&mut self, path: &Path) -> io::Result<()> {
-        match path.parent() {
-            Some(parent) => self.dirs(parent),
-            None => Ok(()),
-        }
     }
 
     /// `path` and the directories on the way to it. A world's directory
@@ -894,8 +861,8 @@ impl Skeleton {
         for part in path.components().filter(|c| matches!(c, Component::Normal(_))) {
             at.push(part);
             match self.made.get(&at) {
-                Some(Made::Dir) => {}
-                Some(_) => {
+                Some(true) => {}
+                Some(false) => {
                     return Err(io::Error::other(format!(
                         "{} lies through {}, which is not a directory in the check's world",
                         path.display(),
@@ -904,7 +871,7 @@ impl Skeleton {
                 }
                 None => {
                     self.ops.push(Op::Dir { path: c_path(&self.inside(&at))? });
-                    self.made.insert(at.clone(), Made::Dir);
+                    self.made.insert(at.clone(), true);
                 }
             }
         }
@@ -927,7 +894,6 @@ fn normalise(path: &Path) -> PathBuf {
     out
 }
 
-/// Reads the stock files under `path` (a directory or a file) into `stock`.
 /// The stock files laid under each render (its own files win): every
 /// regular file under `--stock-dir`, at its path relative to it; without
 /// one, the host's packaged stock files under the config directory.
@@ -988,30 +954,21 @@ fn read_stock_tree(
     Ok(())
 }
 
+/// Reads the packaged stock file or directory at `path` into `stock`,
+/// leaving out what is missing or too large.
 fn read_stock(path: &Path, relative: &Path, stock: &mut Vec<StockFile>) -> io::Result<()> {
     let Ok(meta) = std::fs::metadata(path) else { return Ok(()) };
-    if meta.is_file() {
-        if meta.len() <= MAX_STOCK_FILE {
-            stock.push(StockFile {
-                relative: relative.to_path_buf(),
-                content: std::fs::read(path)?,
-            });
-        }
-        return Ok(());
-    }
-    if !meta.is_dir() {
-        return Ok(());
-    }
-    let mut entries: Vec<_> = std::fs::read_dir(path)?.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
+    let mut files = vec![(path.to_path_buf(), relative.to_path_buf())];
+    if meta.is_dir() {
         // one level: a packaged HAProxy ships flat directories of pages
-        let Ok(meta) = std::fs::metadata(entry.path()) else { continue };
+        let mut entries: Vec<_> = std::fs::read_dir(path)?.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        files = entries.iter().map(|e| (e.path(), relative.join(e.file_name()))).collect();
+    }
+    for (path, relative) in files {
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
         if meta.is_file() && meta.len() <= MAX_STOCK_FILE {
-            stock.push(StockFile {
-                relative: relative.join(entry.file_name()),
-                content: std::fs::read(entry.path())?,
-            });
+            stock.push(StockFile { relative, content: std::fs::read(&path)? });
         }
     }
     Ok(())
@@ -1038,10 +995,7 @@ pub fn stand_in_sources(options: &WorldOptions) -> StandInSources {
             std::fs::metadata(path).ok().map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
         })
         .collect();
-    let hostname = match options.hostname {
-        Some(_) => None,
-        None => Some(host_name()),
-    };
+    let hostname = options.hostname.is_none().then(host_name);
     StandInSources { files, hostname }
 }
 
@@ -1117,9 +1071,7 @@ fn names_and_ids(path: &Path, fields: usize) -> io::Result<String> {
         if parts[0].is_empty() || !ids_ok {
             continue;
         }
-        let kept: Vec<&str> =
-            [parts[0], "x"].into_iter().chain(parts[2..fields].iter().copied()).collect();
-        out.push_str(&kept.join(":"));
+        out.push_str(&format!("{}:x:{}", parts[0], parts[2..fields].join(":")));
         // passwd: gecos, home, shell; group: members
         out.push_str(if fields == 4 { ":::\n" } else { ":\n" });
     }
@@ -1162,9 +1114,8 @@ fn write_all(file: &impl std::os::fd::AsFd, content: &[u8]) -> rustix::io::Resul
     }
 }
 
-/// 0 or the errno of `result`, as the child's steps report it.
-fn errno_of(result: rustix::io::Result<()>) -> i32 {
-    result.map_or_else(|e| e.raw_os_error(), |()| 0)
+fn c_str_path(c: &CStr) -> &Path {
+    Path::new(OsStr::from_bytes(c.to_bytes()))
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {
@@ -1248,7 +1199,7 @@ mod tests {
         let world = World::build(private.path(), binary, &[], &[], false, &WorldOptions::default())
             .unwrap();
         let described: Vec<String> =
-            (0..world.ops().len()).map(|i| world.describe(i).unwrap()).collect();
+            (0..world.ops.len()).map(|i| world.describe(i).unwrap()).collect();
         // the root's tmpfs first, read-only last; the render bound before
         assert_eq!(described.first().unwrap(), "tmpfs /");
         assert_eq!(described.last().unwrap(), "read-only /");
@@ -1263,7 +1214,7 @@ mod tests {
         assert!(at("directory /dev") < at("file /dev/null"));
         assert!(at("file /dev/null") < at("bind /dev/null"));
         // nothing but the root's mount point on disk
-        let on_disk: Vec<_> = std::fs::read_dir(&world.root_path).unwrap().collect();
+        let on_disk: Vec<_> = std::fs::read_dir(c_str_path(&world.root)).unwrap().collect();
         assert!(on_disk.is_empty(), "{on_disk:?}");
         // a failure names the operation
         let index = at("bind /dev/null");
@@ -1294,7 +1245,7 @@ mod tests {
         let world =
             World::build(private.path(), Path::new("/bin/sh"), &[], &[], false, &options).unwrap();
         let described: Vec<String> =
-            (0..world.ops().len()).map(|i| world.describe(i).unwrap()).collect();
+            (0..world.ops.len()).map(|i| world.describe(i).unwrap()).collect();
         let at = |what: String| {
             described
                 .iter()
