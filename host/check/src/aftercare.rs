@@ -120,27 +120,25 @@ impl Aftercare {
     fn due(self: &Arc<Self>, id: u64) {
         let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(at) = queue.waiting.iter().position(|w| w.id == id) else { return };
-        let waiting = queue.waiting.remove(at);
-        if waiting.leftover.dir.is_config_dir() {
+        let Waiting { leftover, token, next, .. } = queue.waiting.remove(at);
+        let left = if leftover.dir.is_config_dir() {
             // emptied here and now, under the lock: a check that comes
             // meanwhile waits for it, as it would for the removal
-            let Waiting { leftover, token, next, .. } = waiting;
             drop(self.removal(leftover, token));
-            if !queue.closed
-                && let Some(next) = next
-            {
-                next();
-            }
-            return;
-        }
-        if !queue.closed {
-            // under the lock: a checker going away finds it made, and lets it go
-            if let Some(next) = waiting.next {
-                next();
-            }
+            None
+        } else {
+            Some((leftover, token))
+        };
+        // under the lock: a checker going away finds it made, and lets it go
+        if !queue.closed
+            && let Some(next) = next
+        {
+            next();
         }
         drop(queue);
-        self.release(waiting.leftover, waiting.token);
+        if let Some((leftover, token)) = left {
+            self.release(leftover, token);
+        }
     }
 
     /// Takes care of everything left at once, and makes none of the next

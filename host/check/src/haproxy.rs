@@ -28,10 +28,10 @@ use super::config_dir::ConfigDir;
 pub use super::identity::Naming;
 use super::identity::{Binary, BinaryIdentity};
 use super::limits::RenderLimits;
-use super::prepare::{self, InFlight, Job, Prepared};
+use super::prepare::{self, InFlight, Job};
 use super::process;
 use super::sandbox::{self, Go, Sandbox, SandboxOptions};
-use super::standby::{self, Armed, Launch, Order, Place, Standby};
+use super::standby::{self, Armed, Order, Place, Standby};
 use super::trial::{self, Trial};
 use super::verdict::{self, Exit, Transcript};
 use super::{CheckFuture, Checked, Checker};
@@ -359,22 +359,16 @@ impl HaproxyChecker {
         {
             tracing::error!("{problem}; every check will be could-not-run");
         }
-        let binary = BinaryIdentity::new(&opts.binary, opts.naming);
-        let in_flight = Arc::default();
-        let choice = Mutex::new(Arc::new(Choice::new(&opts, probe, tried)));
-        let sandbox = Mutex::new(None);
-        let standby = Arc::default();
-        let aftercare = Arc::default();
         let checker = HaproxyChecker {
-            binary,
+            binary: BinaryIdentity::new(&opts.binary, opts.naming),
+            choice: Mutex::new(Arc::new(Choice::new(&opts, probe, tried))),
             opts,
-            choice,
             retried: None,
-            sandbox,
+            sandbox: Mutex::default(),
             base,
-            in_flight,
-            standby,
-            aftercare,
+            in_flight: Arc::default(),
+            standby: Arc::default(),
+            aftercare: Arc::default(),
         };
         // The first check need not hash the binary nor read its loader, nor
         // wait for its child, when there is a runtime to watch it from.
@@ -411,13 +405,6 @@ impl HaproxyChecker {
             }
         };
         Ok(Setup { binary, sandbox })
-    }
-
-    /// Where this checker's check directories are made
-    /// (`<work dir>/rendergate-<euid>/<pid>.<random>`), unless the base
-    /// directory was refused.
-    pub fn check_dirs(&self) -> Option<&Path> {
-        self.base.as_ref().ok().map(|base| base.own_path())
     }
 
     /// The sandbox checks of the binary found now run in (`None` when there
@@ -518,8 +505,7 @@ impl HaproxyChecker {
             *retried = Some(std::time::Instant::now());
         }
         let before = self.world_kind();
-        let assumed = self.choice().probe.assumed;
-        if assumed {
+        if self.choice().probe.assumed {
             // One check assumed the strongest world: now the host's probe,
             // untried, as the world to judge in; should it fail too, the
             // worlds are tried in turn.
@@ -584,7 +570,9 @@ impl HaproxyChecker {
         let sandboxed = self.opts.sandbox.mode != sandbox::Mode::Off;
         let measures = sandboxed && bounds.second > bounds.first;
         let top = RunBounds::top(self.opts.memory_max, sandboxed);
-        let first = if measures { RunBounds::first(bounds) } else { top };
+        // a first run below the top: `--check-memory` of address space
+        let below = RunBounds { address_space: bounds.first, resident: None, ..top };
+        let first = if measures { below } else { top };
         let larger_files = RunBounds { file_size: file_size_of(true), ..top };
         let outcome = match self.run_once(setup, render, deadline, first).await {
             // the file-size bound, measured as the address space is
@@ -628,18 +616,65 @@ impl HaproxyChecker {
         self.aftercare.hurry();
         let Armed { dir, launch } = self.armed(setup, deadline).await?;
         tracing::trace!(target: "rendergate::timing", "check directory and child ready");
-        let ready = self.prepare_check_dir(setup, render, deadline, dir).await?;
+        // the render laid out in it, off the runtime and by the deadline
+        let job = Job {
+            render: render.clone(),
+            dir,
+            limits: self.opts.limits,
+            binary: setup.binary.path.clone(),
+            config_dir: self.opts.sandbox.world.config_dir.clone(),
+            stock: setup.sandbox.stock().clone(),
+            in_flight: self.in_flight.clone(),
+        };
+        let ready = prepare::prepare(job, deadline).await?;
         tracing::trace!(target: "rendergate::timing", "render written");
-        let ran = self.run_haproxy(setup, render, &ready, launch, deadline, started, bounds).await;
-        let (ran, starter) = match ran {
-            Ok((transcript, exit, starter)) => {
-                let outcome = self.read_verdict(transcript, exit, bounds.file_size);
-                (room_judged(outcome, exit, &ready.dir), Some(starter))
+        // `haproxy -c` in it, from the word to its child (under `bounds`) to
+        // the end of its output, read as it arrives, with the thread that
+        // started it (let go after the verdict). Its process group is dead
+        // once this is over, or when the future is dropped.
+        let ran = async {
+            let time_left = deadline.saturating_duration_since(Instant::now());
+            let word = Go {
+                cpu_seconds: sandbox::rlimits::cpu_seconds(time_left.min(standby::ARMED_CPU)),
+                memory: bounds.address_space,
+                file_size: bounds.file_size,
+            };
+            // nothing of an earlier check is left when this one starts
+            let earlier = tokio::time::timeout_at(deadline, self.aftercare.gone()).await;
+            earlier.map_err(
+                |_| "the check timed out while an earlier check's directory was removed",
+            )?;
+            let running = launch.go(word, deadline).await.map_err(|reason: String| {
+                verdict::sanitise(&reason, ready.dir.hidden(), &setup.binary.path)
+            })?;
+            let ctx = verdict::Context {
+                config: render.config(),
+                check_dir: ready.dir.hidden(),
+                haproxy_path: &setup.binary.path,
+            };
+            // Every line is classified as it arrives; only the excerpt is kept.
+            let mut transcript = Transcript::new(ctx);
+            let (exit, starter) = process::collect_output(
+                running,
+                &mut transcript,
+                deadline,
+                started,
+                bounds.resident,
+            )
+            .await?;
+            // what HAProxy said, read into a verdict: the file-size limit named when it killed
+            let mut outcome = transcript.finish(exit);
+            if self.opts.sandbox.mode != sandbox::Mode::Off {
+                outcome = sandbox::explain_file_size(outcome, bounds.file_size);
             }
+            Ok((outcome, exit, starter))
+        };
+        let (ran, starter) = match ran.await {
+            Ok((outcome, exit, starter)) => (room_judged(outcome, exit, &ready.dir), Some(starter)),
             Err(reason) => (Err(reason), None),
         };
         tracing::trace!(target: "rendergate::timing", "haproxy exited");
-        // After the process group is dead (run_haproxy's guards), and after
+        // After the process group is dead (collect_output's guards), and after
         // the answer; dropped mid-check instead, the directory goes with the
         // future.
         let leftover = Leftover { dir: ready.dir, starter };
@@ -673,8 +708,7 @@ impl HaproxyChecker {
     /// The directory the next check's child is made over, once it is made
     /// (`None` without one): empty until its check comes.
     pub async fn standby_dir(&self) -> Option<PathBuf> {
-        let taken = self.standby.lock().unwrap_or_else(PoisonError::into_inner).take();
-        let mut standby = taken?;
+        let mut standby = self.standby.lock().unwrap_or_else(PoisonError::into_inner).take()?;
         let dir = standby.settle().await.map(Path::to_path_buf);
         let mut slot = self.standby.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
@@ -692,11 +726,7 @@ impl HaproxyChecker {
         }
         // in the config directory once the check's render is gone from it
         // (the aftercare empties it first), else a fresh directory
-        let config_dir = match &self.choice().config_dir {
-            Some(Ok(config_dir)) => Some(config_dir.clone()),
-            Some(Err(_)) => return None,
-            None => None,
-        };
+        let config_dir = self.choice().config_dir.clone().transpose().ok()?;
         let base = self.base.clone().ok()?;
         let (judge, order) = (setup.binary.identity.clone(), self.order(setup, true));
         let slot = self.standby.clone();
@@ -746,79 +776,6 @@ impl HaproxyChecker {
             }
         }
     }
-
-    /// Lays the render out in its check directory, made empty, off the
-    /// runtime and by the deadline ([`prepare`]).
-    async fn prepare_check_dir(
-        &self,
-        setup: &Setup,
-        render: &Render,
-        deadline: Instant,
-        dir: super::base::CheckDir,
-    ) -> Result<Prepared, String> {
-        let job = Job {
-            render: render.clone(),
-            dir,
-            limits: self.opts.limits,
-            binary: setup.binary.path.clone(),
-            config_dir: self.opts.sandbox.world.config_dir.clone(),
-            stock: setup.sandbox.stock().clone(),
-            in_flight: self.in_flight.clone(),
-        };
-        prepare::prepare(job, deadline).await
-    }
-
-    /// `haproxy -c` in the prepared check directory, from the word to its
-    /// child (under `bounds`) to the end of
-    /// its output, read as it arrives into a [`Transcript`], with the thread
-    /// that started it (let go after the verdict). Its process group is dead
-    /// when this returns, or when the future is dropped.
-    #[allow(clippy::too_many_arguments)]
-    async fn run_haproxy<'a>(
-        &self,
-        setup: &'a Setup,
-        render: &'a Render,
-        ready: &'a Prepared,
-        launch: Launch,
-        deadline: Instant,
-        started: Instant,
-        bounds: RunBounds,
-    ) -> Result<(Transcript<'a>, Exit, std::sync::mpsc::Sender<()>), String> {
-        let time_left = deadline.saturating_duration_since(Instant::now());
-        let word = Go {
-            cpu_seconds: sandbox::rlimits::cpu_seconds(time_left.min(standby::ARMED_CPU)),
-            memory: bounds.address_space,
-            file_size: bounds.file_size,
-        };
-        // nothing of an earlier check is left when this one starts
-        let earlier = tokio::time::timeout_at(deadline, self.aftercare.gone()).await;
-        earlier
-            .map_err(|_| "the check timed out while an earlier check's directory was removed")?;
-        let running = launch.go(word, deadline).await.map_err(|reason: String| {
-            verdict::sanitise(&reason, ready.dir.hidden(), &setup.binary.path)
-        })?;
-        let ctx = verdict::Context {
-            config: render.config(),
-            check_dir: ready.dir.hidden(),
-            haproxy_path: &setup.binary.path,
-        };
-        // Every line is classified as it arrives; only the excerpt is kept.
-        let mut transcript = Transcript::new(ctx);
-        let (exit, starter) =
-            process::collect_output(running, &mut transcript, deadline, started, bounds.resident)
-                .await?;
-        Ok((transcript, exit, starter))
-    }
-
-    /// What HAProxy said, read into a verdict: the outcome its exit and its
-    /// lines make, the file-size limit (`file_size`) named when it killed.
-    fn read_verdict(&self, transcript: Transcript, exit: Exit, file_size: u64) -> CheckOutcome {
-        let outcome = transcript.finish(exit);
-        if self.opts.sandbox.mode == sandbox::Mode::Off {
-            return outcome;
-        }
-        sandbox::explain_file_size(outcome, file_size)
-    }
 }
 
 /// A run that did not pass while its render's own tmpfs is full may have
@@ -852,11 +809,6 @@ struct RunBounds {
 }
 
 impl RunBounds {
-    /// A first run below the top: `--check-memory` of address space.
-    fn first(bounds: verdict::MemoryBounds) -> RunBounds {
-        RunBounds { address_space: bounds.first, resident: None, file_size: file_size_of(false) }
-    }
-
     /// A run at the top: `memory_max` (`--check-memory-max`) of memory
     /// touched, when sandboxed, and only a backstop of address space, four
     /// times that (HAProxy reserves what it never touches), held to this
@@ -935,6 +887,15 @@ mod tests {
 
     // a config valid on every supported HAProxy
     use crate::trial::CONFIG as VALID;
+
+    impl HaproxyChecker {
+        /// Where this checker's check directories are made
+        /// (`<work dir>/rendergate-<euid>/<pid>.<random>`), unless the base
+        /// directory was refused.
+        fn check_dirs(&self) -> Option<&Path> {
+            self.base.as_ref().ok().map(|base| base.own_path())
+        }
+    }
 
     /// A checker without the sandbox (stand-in scripts need /bin/sh: they
     /// run unsandboxed; sandbox/tests.rs runs the real one), its check

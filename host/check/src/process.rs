@@ -33,24 +33,22 @@ pub fn command(binary: &Path, output: OwnedFd) -> io::Result<tokio::process::Com
     Ok(cmd)
 }
 
-/// HAProxy's arguments after `argv[0]`. `-V` outranks `quiet` (and anything
-/// else that would make HAProxy keep its alerts to itself): nothing in a
-/// render silences them. No `-L`: HAProxy takes its local peer name from the
-/// host name, as bare `haproxy -c` does.
-pub fn arguments(dns_skip: bool) -> Vec<&'static str> {
-    let mut args = if dns_skip { vec!["-dr"] } else { vec![] };
-    args.extend(["-V", "-c", "-f", layout::CONFIG_NAME]);
-    args
-}
-
-/// What a held child `execve`s: `binary` with [`arguments`] and exactly `env`.
+/// What a held child `execve`s: `binary` with HAProxy's arguments and
+/// exactly `env`. `-V` outranks `quiet` (and anything else that would make
+/// HAProxy keep its alerts to itself): nothing in a render silences them.
+/// No `-L`: HAProxy takes its local peer name from the host name, as bare
+/// `haproxy -c` does.
 pub fn image(
     binary: &Path,
     dns_skip: bool,
     env: &[(String, String)],
 ) -> io::Result<sandbox::hold::Image> {
     let argv0 = binary.to_string_lossy();
-    let args: Vec<&str> = std::iter::once(&*argv0).chain(arguments(dns_skip)).collect();
+    let mut args = vec![&*argv0];
+    if dns_skip {
+        args.push("-dr");
+    }
+    args.extend(["-V", "-c", "-f", layout::CONFIG_NAME]);
     sandbox::hold::Image::new(binary, &args, env)
 }
 
@@ -179,12 +177,9 @@ struct GroupGuard {
 
 impl GroupGuard {
     fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
+        if let Some(pgid) = self.pgid.take().and_then(rustix::process::Pid::from_raw) {
             // ESRCH (the group is already gone) is the usual, fine answer.
-            // SAFETY: killpg has no memory effects; pgid is our child's own group.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-            }
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
         }
     }
 }
@@ -199,12 +194,7 @@ impl Drop for GroupGuard {
 /// stdout/stderr only). `std::io::pipe` needs Rust 1.87; the workspace
 /// promises 1.85.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    pipe_with(rustix::pipe::PipeFlags::empty())
-}
-
-/// [`pipe`] with more flags (`NONBLOCK`).
-pub fn pipe_with(flags: rustix::pipe::PipeFlags) -> io::Result<(OwnedFd, OwnedFd)> {
-    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC | flags)?)
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
 /// Waits for the child `pid` and gives its exit code (tests: a child that

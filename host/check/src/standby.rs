@@ -349,17 +349,20 @@ impl Order {
         starter: mpsc::Sender<()>,
     ) -> Result<(Armed, tokio::process::Command, Held), String> {
         let sanitised = |e: String| verdict::sanitise(&e, dir.hidden(), &self.binary);
+        let unprepared =
+            |e: std::io::Error| sanitised(format!("cannot prepare the check's child: {e}"));
         let pipes = || -> std::io::Result<_> {
             let dir = dir.fd().try_clone_to_owned()?;
             // the report is read once the child has exited: never waited on
-            let report = process::pipe_with(rustix::pipe::PipeFlags::NONBLOCK)?;
+            let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
+            let report = rustix::pipe::pipe_with(flags)?;
             Ok((dir, process::pipe()?, process::pipe()?, report, process::pipe()?))
         };
         let (child_dir, (output, output_end), (word_end, word), (report, report_end), keeper) =
-            pipes().map_err(|e| sanitised(format!("cannot prepare the check's child: {e}")))?;
+            pipes().map_err(unprepared)?;
         let image =
             process::image(&self.binary, self.dns_skip, self.sandbox.options().env.as_slice())
-                .map_err(|e| sanitised(format!("cannot prepare the check's child: {e}")))?;
+                .map_err(unprepared)?;
         let hold = Hold {
             word: word_end.as_raw_fd(),
             report: report_end.as_raw_fd(),
@@ -368,8 +371,7 @@ impl Order {
         };
         let mut cmd = process::command(&self.binary, output_end)
             .map_err(|e| format!("cannot create a pipe for haproxy's output: {e}"))?;
-        let (channel, channel_end) = network::hand_over_channel()
-            .map_err(|e| sanitised(format!("cannot prepare the check's child: {e}")))?;
+        let (channel, channel_end) = network::hand_over_channel().map_err(unprepared)?;
         let prepared = self
             .sandbox
             .prepare(child_dir.as_fd(), Limits::new(self.memory, FILE_SIZE_MAX, ARMED_CPU))
@@ -439,9 +441,7 @@ fn answer_on(
 /// (`rendergate serve`); a controller embedding the library shares its
 /// pages with the child and copies only those it writes meanwhile.
 fn own_copies() {
-    for range in hot_ranges() {
-        own(range);
-    }
+    hot_ranges().into_iter().for_each(own);
 }
 
 /// The main thread's heap and stack, as `/proc/self/maps` shows them.
@@ -524,15 +524,14 @@ struct Held {
 impl Held {
     /// The child, and the gate's end of its channel.
     fn spawn(
-        mut self,
+        self,
         mut cmd: tokio::process::Command,
     ) -> (std::io::Result<tokio::process::Child>, Option<OwnedFd>) {
         let spawned = cmd.spawn();
-        // our copies of the output's write end go with `cmd`
+        // our copies of the output's write end go with `cmd`, the rest of
+        // `self` with this call
         drop(cmd);
-        let channel = self.channel.take();
-        drop(self);
-        (spawned, channel)
+        (spawned, self.channel)
     }
 }
 

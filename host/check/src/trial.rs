@@ -78,10 +78,8 @@ pub fn is_sandbox_failure(reason: &str) -> bool {
 /// permitted (os error 1) (EPERM)` is `chroot: EPERM`; `… in layer
 /// 'landlock': … (E2BIG)` is `landlock: E2BIG`; anything else its first line.
 pub fn short(reason: &str) -> String {
-    let Some(rest) = reason.strip_prefix("sandbox setup failed in layer '") else {
-        return first_line(reason).to_owned();
-    };
-    let Some((layer, rest)) = rest.split_once('\'') else {
+    let rest = reason.strip_prefix("sandbox setup failed in layer '");
+    let Some((layer, rest)) = rest.and_then(|rest| rest.split_once('\'')) else {
         return first_line(reason).to_owned();
     };
     let (what, errno_text) = match rest.strip_prefix(" at ") {

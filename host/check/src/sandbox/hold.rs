@@ -54,20 +54,13 @@ impl Go {
     pub const LEN: usize = 24;
 
     pub fn to_bytes(self) -> [u8; Go::LEN] {
-        let mut word = [0u8; Go::LEN];
-        word[..8].copy_from_slice(&self.cpu_seconds.to_ne_bytes());
-        word[8..16].copy_from_slice(&self.memory.to_ne_bytes());
-        word[16..].copy_from_slice(&self.file_size.to_ne_bytes());
-        word
+        let fields = [self.cpu_seconds, self.memory, self.file_size].map(u64::to_ne_bytes);
+        std::array::from_fn(|i| fields[i / 8][i % 8])
     }
 
     fn from_bytes(word: &[u8; Go::LEN]) -> Go {
-        let half = |at: usize| {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(&word[at..at + 8]);
-            u64::from_ne_bytes(bytes)
-        };
-        Go { cpu_seconds: half(0), memory: half(8), file_size: half(16) }
+        let field = |at: usize| u64::from_ne_bytes(std::array::from_fn(|i| word[at + i]));
+        Go { cpu_seconds: field(0), memory: field(8), file_size: field(16) }
     }
 }
 
@@ -168,7 +161,7 @@ impl Hold {
             return Err(tagged(Layer::Hold, e));
         }
         let code = match self.wait() {
-            Ok(go) => self.become_haproxy(go, limits),
+            Ok(go) => self.become_haproxy(go, limits).raw_os_error().unwrap_or(libc::EINVAL),
             Err(()) => 0,
         };
         if code != 0 {
@@ -198,8 +191,8 @@ impl Hold {
         }
     }
 
-    /// Lowers the limits and execs; the error code when it could not.
-    fn become_haproxy(&self, go: Go, limits: bool) -> i32 {
+    /// Lowers the limits and execs; why it could not.
+    fn become_haproxy(&self, go: Go, limits: bool) -> io::Error {
         if limits {
             use rustix::process::{Resource, Rlimit};
             for (resource, value) in [
@@ -212,7 +205,7 @@ impl Hold {
                 }
                 let limit = Rlimit { current: Some(value), maximum: Some(value) };
                 if let Err(e) = rustix::process::setrlimit(resource, limit) {
-                    return code(tagged(Layer::Rlimits, e.raw_os_error()));
+                    return tagged(Layer::Rlimits, e.raw_os_error());
                 }
             }
         }
@@ -222,7 +215,7 @@ impl Hold {
             libc::execve(image.path.as_ptr(), image.argv.as_ptr(), image.envp.as_ptr());
         }
         // as `spawn` reports a failed exec: the plain errno
-        super::errno()
+        io::Error::from_raw_os_error(super::errno())
     }
 }
 
@@ -247,37 +240,25 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> libc::c_int {
 /// Closes every descriptor from `first` up but `keep`; 0 or an errno.
 /// Raw system calls only.
 pub(super) fn close_all_but(first: RawFd, keep: &[RawFd]) -> i32 {
-    let mut from = first;
-    // at most three kept, in any order: each step closes up to the lowest left
-    let mut kept = [RawFd::MAX; 3];
+    let mut from = first as libc::c_uint;
+    // at most three kept, in any order: each step closes up to the lowest
+    // left, the last up to the highest descriptor there can be
+    let mut kept = [libc::c_uint::MAX; 3];
     for (slot, fd) in kept.iter_mut().zip(keep) {
-        *slot = *fd;
+        *slot = *fd as libc::c_uint;
     }
     kept.sort_unstable();
-    for fd in kept.into_iter().chain([RawFd::MAX]) {
-        if fd < from {
-            continue;
-        }
-        let last = if fd == RawFd::MAX { RawFd::MAX } else { fd - 1 };
-        if from <= last {
+    for fd in kept.into_iter().chain([libc::c_uint::MAX]) {
+        if from < fd {
             // SAFETY: integer arguments only.
-            let r = unsafe {
-                libc::syscall(libc::SYS_close_range, from as libc::c_uint, last as libc::c_uint, 0)
-            };
+            let r = unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0) };
             if r != 0 {
                 return super::errno();
             }
         }
-        if fd == RawFd::MAX {
-            break;
-        }
-        from = fd + 1;
+        from = from.max(fd.saturating_add(1));
     }
     0
-}
-
-fn code(e: io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EINVAL)
 }
 
 /// The code a held child reported, if it reported one: read once it has

@@ -226,17 +226,12 @@ fn reap(haproxy: libc::pid_t, init: libc::pid_t, held: RawFd) -> ! {
         // every descriptor but the init's life line, which ends with this
         close_all_but(0, &[held]);
         let mut status = 0;
-        let mut found = false;
-        loop {
+        let found = loop {
             let r = libc::waitpid(haproxy, &mut status, 0);
-            if r == haproxy {
-                found = true;
-                break;
+            if r == haproxy || (r < 0 && super::errno() != libc::EINTR) {
+                break r == haproxy;
             }
-            if r < 0 && super::errno() != libc::EINTR {
-                break;
-            }
-        }
+        };
         libc::kill(init, libc::SIGKILL);
         loop {
             let mut other = 0;
