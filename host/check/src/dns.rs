@@ -134,18 +134,19 @@ fn gai_says(e: &io::Error, code: libc::c_int) -> bool {
 /// also drops every answer still in the making. Each query is answered
 /// concurrently, so a slow name never delays another.
 pub async fn serve(socket: UdpSocket, lookup: Arc<dyn Lookup>) {
-    let socket = Arc::new(socket);
-    let permits = Arc::new(Semaphore::new(MAX_LOOKUPS));
-    let answers = Arc::new(Answers::default());
+    let asking = Arc::new(Asking {
+        socket,
+        lookup,
+        permits: Semaphore::new(MAX_LOOKUPS),
+        answers: Default::default(),
+    });
     let mut answering = JoinSet::new();
     let mut buf = vec![0u8; 4096];
     loop {
         tokio::select! {
-            received = socket.recv_from(&mut buf) => match received {
+            received = asking.socket.recv_from(&mut buf) => match received {
                 Ok((len, peer)) => {
-                    let (query, socket) = (buf[..len].to_vec(), socket.clone());
-                    let asking = Asking { lookup: lookup.clone(), permits: permits.clone(), answers: answers.clone() };
-                    answering.spawn(respond(socket, peer, query, asking));
+                    answering.spawn(respond(peer, buf[..len].to_vec(), asking.clone()));
                 }
                 // What an earlier send's ICMP error can leave: not the socket's end.
                 Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionRefused
@@ -163,38 +164,22 @@ pub async fn serve(socket: UdpSocket, lookup: Arc<dyn Lookup>) {
 /// A lookup's answer, shared by every query of one name in one check.
 type Answer = Arc<tokio::sync::OnceCell<Result<Vec<IpAddr>, LookupError>>>;
 
-/// The answers of one check's names, by name: looked up once, the first
-/// query's lookup answering every other (up to [`REMEMBERED`] names).
-#[derive(Default)]
-struct Answers(std::sync::Mutex<std::collections::HashMap<String, Answer>>);
-
-impl Answers {
-    /// The answer to share for `name`; a fresh one past [`REMEMBERED`].
-    fn of(&self, name: &str) -> Answer {
-        let mut names = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(answer) = names.get(name) {
-            return answer.clone();
-        }
-        let answer = Answer::default();
-        if names.len() < REMEMBERED {
-            names.insert(name.to_owned(), answer.clone());
-        }
-        answer
-    }
-}
-
-/// What one query is answered with: the resolver, within the bounds.
+/// What one check's queries are answered with: its socket, the resolver
+/// within the bounds, and the answers of its names, by name: looked up
+/// once, the first query's lookup answering every other (up to
+/// [`REMEMBERED`] names).
 struct Asking {
+    socket: UdpSocket,
     lookup: Arc<dyn Lookup>,
-    permits: Arc<Semaphore>,
-    answers: Arc<Answers>,
+    permits: Semaphore,
+    answers: std::sync::Mutex<std::collections::HashMap<String, Answer>>,
 }
 
 impl Asking {
     /// `name`'s addresses: this check's answer if it has one, else one
     /// lookup within the bounds (a query past them fails, unremembered).
     async fn addresses(&self, name: &str) -> Result<Vec<IpAddr>, LookupError> {
-        let answer = self.answers.of(name);
+        let answer = self.answer(name);
         if let Some(known) = answer.get() {
             return known.clone();
         }
@@ -206,17 +191,30 @@ impl Asking {
         });
         looked_up.await.clone()
     }
+
+    /// The answer to share for `name`; a fresh one past [`REMEMBERED`].
+    fn answer(&self, name: &str) -> Answer {
+        let mut names = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(answer) = names.get(name) {
+            return answer.clone();
+        }
+        let answer = Answer::default();
+        if names.len() < REMEMBERED {
+            names.insert(name.to_owned(), answer.clone());
+        }
+        answer
+    }
 }
 
 /// Answers one query from `peer`.
-async fn respond(socket: Arc<UdpSocket>, peer: SocketAddr, query: Vec<u8>, asking: Asking) {
+async fn respond(peer: SocketAddr, query: Vec<u8>, asking: Arc<Asking>) {
     let response = match request(&query) {
         Err(response) => response,
         Ok((query, Found::Known(addrs))) => reply(&query, Ok(addrs)),
         Ok((query, Found::LookUp(name))) => reply(&query, asking.addresses(&name).await),
     };
     if let Some(response) = response
-        && let Err(e) = socket.send_to(&response, peer).await
+        && let Err(e) = asking.socket.send_to(&response, peer).await
     {
         tracing::debug!(error = %e, "DNS for a check: answer not sent");
     }

@@ -74,11 +74,11 @@ pub struct Arrangement<'a> {
 #[derive(Debug, Clone)]
 struct Node<'a> {
     name: &'a str,
-    /// The file (an index into the render's files) that lands here; `None`
-    /// for a directory.
-    file: Option<usize>,
-    /// The first file that needed this node (itself, for a file): a clash
-    /// or a failed write names it.
+    /// A render file lands here; else it is a directory.
+    file: bool,
+    /// The file (an index into the render's files) that lands here, or the
+    /// first file that needed the directory: a clash or a failed write
+    /// names it.
     by: usize,
     /// In the order the render first needed them.
     children: Vec<usize>,
@@ -117,7 +117,7 @@ fn arrange_within<'a>(
     under.push('/');
     let sent = render.files();
     let mut files = Vec::with_capacity(sent.len());
-    let mut nodes = vec![Node { name: "", file: None, by: 0, children: Vec::new() }];
+    let mut nodes = vec![Node { name: "", file: false, by: 0, children: Vec::new() }];
     // (parent node, name) → node
     let mut index: HashMap<(usize, &str), usize> = HashMap::with_capacity(sent.len() * 2);
     for (at_file, file) in sent.iter().enumerate() {
@@ -131,36 +131,29 @@ fn arrange_within<'a>(
         let mut parent = 0;
         for directory in directories {
             parent = match index.get(&(parent, *directory)) {
-                Some(&node) => match nodes[node].file {
-                    Some(other) => {
-                        return Err(RenderPathError::Nested {
-                            path: sent[other].path.clone(),
-                            other: file.path.clone(),
-                        });
-                    }
-                    None => node,
-                },
-                None => add(&mut nodes, &mut index, parent, directory, None, at_file),
+                Some(&node) if nodes[node].file => {
+                    return Err(RenderPathError::Nested {
+                        path: sent[nodes[node].by].path.clone(),
+                        other: file.path.clone(),
+                    });
+                }
+                Some(&node) => node,
+                None => add(&mut nodes, &mut index, parent, directory, false, at_file),
             };
         }
-        match index.get(&(parent, *name)).map(|&node| (nodes[node].file, nodes[node].by)) {
-            Some((Some(other), _)) => {
-                return Err(RenderPathError::Duplicate {
-                    path: sent[other].path.clone(),
-                    other: file.path.clone(),
+        if let Some(&node) = index.get(&(parent, *name)) {
+            let (earlier, path) = (sent[nodes[node].by].path.clone(), file.path.clone());
+            return Err(if nodes[node].file {
+                RenderPathError::Duplicate {
+                    path: earlier,
+                    other: path,
                     resolved: components.join("/"),
-                });
-            }
-            Some((None, needing)) => {
-                return Err(RenderPathError::Nested {
-                    path: file.path.clone(),
-                    other: sent[needing].path.clone(),
-                });
-            }
-            None => {
-                add(&mut nodes, &mut index, parent, name, Some(at_file), at_file);
-            }
+                }
+            } else {
+                RenderPathError::Nested { path, other: earlier }
+            });
         }
+        add(&mut nodes, &mut index, parent, name, true, at_file);
         files.push(PlacedFile { relative: components.iter().collect(), content: &file.content });
     }
     Ok(Arrangement { config: render.config(), files, tree: render.tree(), nodes })
@@ -172,7 +165,7 @@ fn add<'a>(
     index: &mut HashMap<(usize, &'a str), usize>,
     parent: usize,
     name: &'a str,
-    file: Option<usize>,
+    file: bool,
     by: usize,
 ) -> usize {
     let at = nodes.len();
@@ -194,7 +187,8 @@ fn resolve<'p>(
     // First, so that nothing else reads a path of any length.
     if path.len() > limits.bytes {
         return Err(RenderPathError::TooLong {
-            path: shown(path),
+            // the head of a path too long to show whole
+            path: path[..crate::verdict::char_floor(path, 64)].to_owned(),
             bytes: path.len(),
             limit: limits.bytes,
         });
@@ -232,11 +226,6 @@ fn resolve<'p>(
         });
     }
     Ok(components)
-}
-
-/// The head of a path too long to show whole.
-fn shown(path: &str) -> String {
-    path[..crate::verdict::char_floor(path, 64)].to_owned()
 }
 
 /// Bytes written to a file between two looks at whether to go on, so that
@@ -277,17 +266,14 @@ impl<'a> Arrangement<'a> {
                 return Err(stopped());
             }
             let named = |e| naming(&self.files[node.by].relative, e);
-            match node.file {
-                Some(file) => {
-                    let content = self.files[file].content;
-                    create_file(here, node.name.as_ref(), content, &mut || go_on(written))
-                        .map_err(named)?;
-                    written += 1;
-                }
-                None => {
-                    let entered = create_dir(here, node.name.as_ref()).map_err(named)?;
-                    stack.push((Some(entered), node.children.iter()));
-                }
+            if node.file {
+                let content = self.files[node.by].content;
+                create_file(here, node.name.as_ref(), content, &mut || go_on(written))
+                    .map_err(named)?;
+                written += 1;
+            } else {
+                let entered = create_dir(here, node.name.as_ref()).map_err(named)?;
+                stack.push((Some(entered), node.children.iter()));
             }
         }
         for entry in self.tree {
@@ -330,12 +316,8 @@ fn write_tree_entry(
     for name in names {
         here = Some(create_dir(here.as_ref().unwrap_or(dir), name).map_err(named)?);
     }
-    match file {
-        Some((name, content)) => {
-            create_file(here.as_ref().unwrap_or(dir), name, content, go_on).map_err(named)
-        }
-        None => Ok(()),
-    }
+    let Some((name, content)) = file else { return Ok(()) };
+    create_file(here.as_ref().unwrap_or(dir), name, content, go_on).map_err(named)
 }
 
 /// Says which file failed, relative to the check directory (never a host path).

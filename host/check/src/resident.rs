@@ -87,21 +87,16 @@ fn tasks(pid: u32) -> (u64, Vec<u32>) {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return (0, Vec::new());
     };
-    let (mut resident, mut children) = (0, Vec::new());
+    let (mut pages, mut children) = (0, Vec::new());
     for task in tasks.flatten() {
-        resident = resident.max(resident_of(&task.path()));
+        // `statm`'s second field (the kernel makes it cheaper than `status`'s `VmRSS`)
+        let statm = fs::read_to_string(task.path().join("statm")).unwrap_or_default();
+        let resident = statm.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok());
+        pages = pages.max(resident.unwrap_or(0));
         let list = fs::read_to_string(task.path().join("children")).unwrap_or_default();
         children.extend(list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
     }
-    (resident, children)
-}
-
-/// `statm`'s second field under `task`, in bytes (the kernel makes it
-/// cheaper than `status`'s `VmRSS`).
-fn resident_of(task: &std::path::Path) -> u64 {
-    let statm = fs::read_to_string(task.join("statm")).unwrap_or_default();
-    let pages = statm.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok());
-    pages.map_or(0, |pages| pages.saturating_mul(rustix::param::page_size() as u64))
+    (pages.saturating_mul(rustix::param::page_size() as u64), children)
 }
 
 #[cfg(test)]

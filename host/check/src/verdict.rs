@@ -88,7 +88,7 @@ pub struct Context<'a> {
 impl Context<'_> {
     /// The line as it may be shown: sanitised, scrubbed, cut (`cut`: more
     /// of it was read than held).
-    fn keep(&self, raw: &[u8], cut: bool) -> Kept {
+    fn keep(&self, raw: &[u8], cut: bool) -> String {
         let text = String::from_utf8_lossy(raw);
         let mut kept = sanitise(&text, self.check_dir, self.haproxy_path);
         if kept.len() > LINE_LIMIT || cut {
@@ -99,13 +99,11 @@ impl Context<'_> {
     }
 }
 
-/// One output line as kept: sanitised, cut to [`LINE_LIMIT`].
-type Kept = String;
-
 /// An alert's block while its following lines are still arriving.
 #[derive(Debug)]
 struct Block {
-    lines: Vec<Kept>,
+    /// Output lines as kept ([`Context::keep`]).
+    lines: Vec<String>,
     /// Index of the alert within `lines`.
     alert: usize,
     /// Lines after the alert still to come.
@@ -120,8 +118,6 @@ pub struct Transcript<'a> {
     partial: Vec<u8>,
     /// The line being read is longer than what is kept of it.
     partial_cut: bool,
-    /// Only blanks have been read of the current line so far.
-    leading: bool,
     /// The last lines as read (cut to what is kept, and whether they were
     /// cut), for the context before an alert.
     recent: VecDeque<(Vec<u8>, bool)>,
@@ -150,7 +146,6 @@ impl<'a> Transcript<'a> {
             ctx,
             partial: Vec::new(),
             partial_cut: false,
-            leading: true,
             recent: VecDeque::with_capacity(OUTPUT_CONTEXT + 1),
             blocks: Vec::new(),
             summary_blocks: Vec::new(),
@@ -178,7 +173,6 @@ impl<'a> Transcript<'a> {
             self.partial = line;
             self.partial.clear();
             self.partial_cut = false;
-            self.leading = true;
             bytes = &bytes[end + 1..];
         }
         self.take(bytes);
@@ -189,13 +183,11 @@ impl<'a> Transcript<'a> {
     /// held. Blanks at the start of a line are held only up to a few, so that
     /// a tag after a megabyte of them is still seen.
     fn take(&mut self, mut piece: &[u8]) {
-        if self.leading {
+        // only blanks read of the line so far (anything else is held)
+        if self.partial.iter().all(|b| is_blank(*b)) {
             let blanks = piece.iter().take_while(|b| is_blank(**b)).count();
             let held = blanks.min(LEADING_BLANKS.saturating_sub(self.partial.len()));
             self.partial.extend_from_slice(&piece[..held]);
-            if blanks < piece.len() {
-                self.leading = false;
-            }
             piece = &piece[blanks..];
         }
         let room = (LINE_LIMIT
@@ -232,7 +224,7 @@ impl<'a> Transcript<'a> {
         // Most lines of a long output are warnings: a line is sanitised only
         // when something still keeps it.
         let keep = || self.ctx.keep(raw, self.partial_cut);
-        let mut kept: Option<Kept> = None;
+        let mut kept: Option<String> = None;
         self.in_warning = head.starts_with(b"[WARNING]") || (continuation && self.in_warning);
         if self.in_warning {
             if self.warnings.len() < WARNINGS_LIMIT {
@@ -263,7 +255,7 @@ impl<'a> Transcript<'a> {
                 (&mut self.blocks, &mut self.alerts)
             };
             if blocks.len() < MAX_BLOCKS {
-                let mut lines: Vec<Kept> =
+                let mut lines: Vec<String> =
                     self.recent.iter().map(|(raw, cut)| self.ctx.keep(raw, *cut)).collect();
                 let alert = lines.len();
                 lines.push(k);
@@ -606,22 +598,13 @@ fn signal_name(signal: i32) -> &'static str {
 
 /// The LINE of the first `[FILE:LINE]` in `line` whose FILE is the config.
 fn config_line_named(line: &str) -> Option<usize> {
-    let mut rest = line;
-    while let Some(open) = rest.find('[') {
-        rest = &rest[open + 1..];
-        let Some(close) = rest.find(']') else { break };
-        let inside = &rest[..close];
-        if let Some((file, number)) = inside.rsplit_once(':') {
-            let file = file.trim_start_matches("./");
-            if file == super::layout::CONFIG_NAME
-                && !number.is_empty()
-                && number.bytes().all(|b| b.is_ascii_digit())
-            {
-                return number.parse().ok();
-            }
-        }
-    }
-    None
+    let named = line.split('[').skip(1).find_map(|part| {
+        let (file, number) = part.split_once(']')?.0.rsplit_once(':')?;
+        let digits = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
+        let config = file.trim_start_matches("./") == super::layout::CONFIG_NAME;
+        (config && digits).then(|| number.parse().ok())
+    });
+    named.flatten()
 }
 
 #[cfg(test)]

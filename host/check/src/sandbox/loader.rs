@@ -260,8 +260,10 @@ pub fn closure(binary: &Path) -> io::Result<Closure> {
         search.names.extend(elf.soname);
     }
     if flavour == Flavour::Glibc {
-        for name in preload_names() {
-            search.load(&name, 0);
+        // the names /etc/ld.so.preload lists (separated by blanks or `:`)
+        let preload = std::fs::read_to_string(LD_SO_PRELOAD).unwrap_or_default();
+        for name in preload.split([' ', '\t', '\n', ':']).filter(|s| !s.is_empty()) {
+            search.load(name, 0);
         }
     }
     // breadth first, as glibc maps dependencies: each object's needed names
@@ -336,8 +338,7 @@ impl Search {
                     .and_then(|n| n.to_str())
                     .and_then(|n| n.strip_prefix("ld-musl-"))
                     .and_then(|n| n.split(".so").next())
-                    .unwrap_or_default()
-                    .to_owned();
+                    .unwrap_or_default();
                 let file = PathBuf::from(format!("/etc/ld-musl-{arch}.path"));
                 match std::fs::read_to_string(&file) {
                     Ok(text) => {
@@ -408,32 +409,29 @@ impl Search {
             return found.or_else(|| self.default_dirs.iter().find_map(|d| self.in_dir(name, d)));
         }
         let req = &self.objects[requester].elf;
-        if req.runpath.is_none() {
+        let found = match &req.runpath {
             // the requester's RPATH, then its loader's, … up to the
             // executable, whose RPATH is ignored when it has a RUNPATH
-            let found = chain.find_map(|i| {
+            None => chain.find_map(|i| {
                 let elf = &self.objects[i].elf;
                 let rpath = elf.rpath.as_ref().filter(|_| i != 0 || elf.runpath.is_none());
                 self.in_dirs(name, rpath?, i)
-            });
-            if found.is_some() {
-                return found;
-            }
-        }
-        // no LD_LIBRARY_PATH: checks run with an empty environment
-        if let Some(found) = req.runpath.as_ref().and_then(|l| self.in_dirs(name, l, requester)) {
-            return Some(found);
+            }),
+            // no LD_LIBRARY_PATH (checks run with an empty environment): the RUNPATH
+            Some(runpath) => self.in_dirs(name, runpath, requester),
+        };
+        if found.is_some() {
+            return found;
         }
         let entries = self.cache.as_ref().map(|c| c.lookup(name)).unwrap_or_default();
         let mut from_cache = Vec::new();
         let mut plain_found = false;
         for (path, variant) in entries {
-            // under DF_1_NODEFLIB, no cache entry from a default directory
-            if req.nodeflib && self.default_dirs.iter().any(|d| path.starts_with(d)) {
+            // under DF_1_NODEFLIB, no cache entry from a default directory;
+            // the first plain entry that loads is the one taken
+            let nodeflib = req.nodeflib && self.default_dirs.iter().any(|d| path.starts_with(d));
+            if nodeflib || (plain_found && !variant) {
                 continue;
-            }
-            if plain_found && !variant {
-                continue; // the first plain entry that loads is the one taken
             }
             if let Some(found) = self.candidate(path) {
                 plain_found |= !variant;
@@ -526,18 +524,6 @@ impl Search {
         out.push_str(rest);
         Some(out)
     }
-}
-
-/// Names `/etc/ld.so.preload` lists (separated by blanks or `:`).
-fn preload_names() -> Vec<String> {
-    std::fs::read_to_string(LD_SO_PRELOAD)
-        .map(|text| {
-            text.split([' ', '\t', '\n', ':'])
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Names musl answers from its own libc, without a file.
