@@ -13,24 +13,17 @@ pub fn drop_all() -> i32 {
         // SAFETY: prctl with integer arguments. EINVAL past the kernel's
         // last capability is expected and ends the loop.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
-            let e = super::errno();
-            if e == libc::EINVAL {
-                break;
+            match super::errno() {
+                // EPERM: no CAP_SETPCAP, so nothing to drop from the bounding
+                // set by us; the capset below still empties what we hold.
+                libc::EINVAL | libc::EPERM => break,
+                e => return e,
             }
-            // EPERM: no CAP_SETPCAP, so nothing to drop from the bounding set
-            // by us; the capset below still empties what we hold.
-            if e != libc::EPERM {
-                return e;
-            }
-            break;
         }
     }
     let _ = rustix::thread::clear_ambient_capability_set(); // EINVAL: no ambient set
     let none = rustix::thread::CapabilitySet::empty();
     let sets =
         rustix::thread::CapabilitySets { effective: none, permitted: none, inheritable: none };
-    match rustix::thread::set_capabilities(None, sets) {
-        Ok(()) => 0,
-        Err(e) => e.raw_os_error(),
-    }
+    super::errno_of(rustix::thread::set_capabilities(None, sets))
 }

@@ -38,7 +38,7 @@
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, make_bitflags,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, make_bitflags,
 };
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -116,9 +116,7 @@ impl Grants {
             let read = closure.libraries.iter().chain(&closure.data);
             rules.extend(read.map(|l| (l.clone(), AccessFs::ReadFile.into())));
         }
-        for dir in LIBRARY_DIRS {
-            rules.push((dir.into(), READ));
-        }
+        rules.extend(LIBRARY_DIRS.map(|dir| (dir.into(), READ)));
         Grants { rules, bind_in_own_network: false }
     }
 
@@ -156,9 +154,6 @@ impl Grants {
     }
 }
 
-/// The world's scratch directories, tmpfs mounted in the child.
-const SCRATCH: [&std::ffi::CStr; 2] = [c"/tmp", c"/dev/shm"];
-
 /// In the child, in the world's root: grants the root read-only (a tmpfs
 /// made in the child: its directories and stand-ins), the scratch
 /// directories, and `/proc` read-only where it is the check's own (a `proc`
@@ -166,20 +161,13 @@ const SCRATCH: [&std::ffi::CStr; 2] = [c"/tmp", c"/dev/shm"];
 /// loader alone), and `render`, the render's own tmpfs where it has one,
 /// as the check directory. 0 or an errno.
 pub fn grant_world(ruleset_fd: RawFd, abi: u32, render: Option<&std::ffi::CStr>) -> i32 {
-    // a fixed array: nothing allocated in the child
-    let grants = [(c"/", READ | AccessFs::Truncate), (c"/proc", READ)];
-    let scratch = SCRATCH.map(|dir| (dir, SCRATCH_ACCESS));
+    // fixed arrays and options: nothing allocated in the child
+    let root = [(c"/", READ | AccessFs::Truncate)];
+    let proc = own_proc().then_some((c"/proc", READ));
+    let scratch = super::world::SCRATCH.map(|dir| (dir, SCRATCH_ACCESS));
     let render = render.map(|dir| (dir, CHECK_DIR_ACCESS));
-    let own = own_proc();
-    for (dir, access) in grants.into_iter().chain(scratch).chain(render) {
-        if dir == c"/proc" && !own {
-            continue;
-        }
-        if let Err(e) = grant_dir(ruleset_fd, abi, dir, access) {
-            return e.raw_os_error();
-        }
-    }
-    0
+    let mut dirs = root.into_iter().chain(proc).chain(scratch).chain(render);
+    super::errno_of(dirs.try_for_each(|(dir, access)| grant_dir(ruleset_fd, abi, dir, access)))
 }
 
 /// Whether `/proc` is a `proc` file system (mounted for the check's own
@@ -228,26 +216,11 @@ fn grant_dir(
 /// [`CHECK_DIR_ACCESS`] on the check directory, given by its descriptor.
 /// Paths that do not exist are skipped (a host without `/lib64`).
 pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let failed = |what: &str, e: landlock::RulesetError| io::Error::other(format!("{what}: {e}"));
+    let failed = |what: &str, e: RulesetError| io::Error::other(format!("{what}: {e}"));
     let version = version(abi);
     let handled_fs = handled(abi);
-    let mut net = AccessNet::from_all(version);
-    if grants.bind_in_own_network {
-        net.remove(AccessNet::BindTcp);
-    }
-    // exactly what this ABI has: none of it may be dropped silently
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(handled_fs)
-        .map_err(|e| failed("landlock ruleset", e))?;
-    if !net.is_empty() {
-        ruleset = ruleset.handle_access(net).map_err(|e| failed("landlock ruleset", e))?;
-    }
-    let scopes = Scope::from_all(version);
-    if !scopes.is_empty() {
-        ruleset = ruleset.scope(scopes).map_err(|e| failed("landlock ruleset", e))?;
-    }
-    let mut created = ruleset.create().map_err(|e| failed("landlock ruleset", e))?;
+    let mut created =
+        handling(version, grants.bind_in_own_network).map_err(|e| failed("landlock ruleset", e))?;
     for (path, access) in &grants.rules {
         let fd = match PathFd::new(path) {
             Ok(fd) => fd,
@@ -279,6 +252,26 @@ pub fn ruleset(abi: u32, grants: &Grants, check_dir: BorrowedFd<'_>) -> io::Resu
     Option::<OwnedFd>::from(created).ok_or_else(|| io::Error::other("landlock gave no ruleset"))
 }
 
+/// An empty ruleset handling exactly what ABI `version` has (none of it may
+/// be dropped silently), but TCP `bind` when `bind_in_own_network`.
+fn handling(version: ABI, bind_in_own_network: bool) -> Result<RulesetCreated, RulesetError> {
+    let mut net = AccessNet::from_all(version);
+    if bind_in_own_network {
+        net.remove(AccessNet::BindTcp);
+    }
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(version))?;
+    if !net.is_empty() {
+        ruleset = ruleset.handle_access(net)?;
+    }
+    let scopes = Scope::from_all(version);
+    if !scopes.is_empty() {
+        ruleset = ruleset.scope(scopes)?;
+    }
+    ruleset.create()
+}
+
 fn is_directory(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(rustix::fs::fstat(fd)?.st_mode & libc::S_IFMT == libc::S_IFDIR)
 }
@@ -288,10 +281,8 @@ fn is_directory(fd: BorrowedFd<'_>) -> io::Result<bool> {
 /// not the crate's ruleset.
 pub fn restrict_self(ruleset_fd: RawFd) -> i32 {
     // SAFETY: a plain system call on an fd we own.
-    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset_fd, 0u32) } != 0 {
-        return super::errno();
-    }
-    0
+    let r = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset_fd, 0u32) };
+    if r != 0 { super::errno() } else { 0 }
 }
 
 #[cfg(test)]

@@ -90,13 +90,10 @@ impl Limits {
     /// In the child: sets every limit (soft = hard, so they cannot be raised
     /// back). Returns 0 or an errno; raw system calls only.
     pub fn apply(&self) -> i32 {
-        for (resource, value) in self.entries {
+        super::errno_of(self.entries.into_iter().try_for_each(|(resource, value)| {
             let limit = Rlimit { current: Some(value), maximum: Some(value) };
-            if let Err(e) = rustix::process::setrlimit(resource, limit) {
-                return e.raw_os_error();
-            }
-        }
-        0
+            rustix::process::setrlimit(resource, limit)
+        }))
     }
 }
 

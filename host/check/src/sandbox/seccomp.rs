@@ -164,32 +164,22 @@ const IN_OWN_NETWORK: [libc::c_long; 8] = [
 pub fn program(own_network: bool) -> Result<Arc<Vec<seccompiler::sock_filter>>, String> {
     type Program = Result<Arc<Vec<seccompiler::sock_filter>>, String>;
     static PROGRAMS: [OnceLock<Program>; 2] = [OnceLock::new(), OnceLock::new()];
-    PROGRAMS[usize::from(own_network)].get_or_init(|| build(own_network).map(Arc::new)).clone()
+    let compile = || build(own_network).map(Arc::new).map_err(|e| format!("seccomp: {e}"));
+    PROGRAMS[usize::from(own_network)].get_or_init(compile).clone()
 }
 
-fn build(own_network: bool) -> Result<Vec<seccompiler::sock_filter>, String> {
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
+fn build(own_network: bool) -> Result<Vec<seccompiler::sock_filter>, Box<dyn std::error::Error>> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH)?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         denied(own_network).map(|(_, nr)| (*nr, vec![])).collect();
     // clone: only threads (CLONE_THREAD set) may be made
-    let no_thread = SeccompCondition::new(
-        0,
-        SeccompCmpArgLen::Qword,
-        SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64),
-        0,
-    )
-    .and_then(|c| SeccompRule::new(vec![c]))
-    .map_err(|e| format!("seccomp: {e}"))?;
-    rules.insert(libc::SYS_clone, vec![no_thread]);
-    rules.insert(libc::SYS_socket, socket_rules(own_network).map_err(|e| format!("seccomp: {e}"))?);
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| format!("seccomp: {e}"))?;
-    let body: seccompiler::BpfProgram = filter.try_into().map_err(|e| format!("seccomp: {e}"))?;
+    let thread = SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64);
+    let no_thread = SeccompCondition::new(0, SeccompCmpArgLen::Qword, thread, 0)?;
+    rules.insert(libc::SYS_clone, vec![SeccompRule::new(vec![no_thread])?]);
+    rules.insert(libc::SYS_socket, socket_rules(own_network)?);
+    let refused = SeccompAction::Errno(libc::EPERM as u32);
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, refused, arch)?;
+    let body: seccompiler::BpfProgram = filter.try_into()?;
 
     let mut prog = vec![
         stmt(LD_W_ABS, OFF_ARCH),

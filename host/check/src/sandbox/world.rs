@@ -79,7 +79,7 @@ const HOST_FILES: [&str; 7] = [
     "/etc/group",
 ];
 /// The scratch tmpfs mounts, over what the root has at their place.
-const SCRATCH: [&str; 2] = ["/tmp", "/dev/shm"];
+pub const SCRATCH: [&CStr; 2] = [c"/tmp", c"/dev/shm"];
 /// The scratch `/tmp`: bounded, discarded with the namespace.
 const TMP_OPTIONS: &str = "size=64m,nr_inodes=4096,mode=1777";
 /// The world's root: its directories, mount points and stand-ins (the
@@ -387,16 +387,16 @@ impl World {
             )));
         }
         // the scratch tmpfs mounts cover the root's /tmp and /dev/shm: what
-        // lands under them is made once they are mounted
-        let under_scratch = |p: &Path| SCRATCH.iter().any(|dir| p.starts_with(dir));
-        for (path, kind) in found.iter().filter(|(p, _)| !under_scratch(p)) {
+        // lands under them is made once they are mounted; the render's place
+        // is a mount point too
+        let under_scratch = |p: &Path| SCRATCH.iter().any(|dir| p.starts_with(c_str_path(dir)));
+        let render_point = (options.config_dir.clone(), Kind::Dir);
+        let points = || found.iter().chain([&render_point]);
+        for (path, kind) in points().filter(|(p, _)| !under_scratch(p)) {
             skeleton.mount_point(path, *kind)?;
         }
-        if !under_scratch(&options.config_dir) {
-            skeleton.dirs(&options.config_dir)?;
-        }
-        for scratch in SCRATCH.iter().chain(&["/proc"]) {
-            skeleton.dirs(Path::new(scratch))?;
+        for dir in SCRATCH.into_iter().chain([c"/proc"]) {
+            skeleton.dirs(c_str_path(dir))?;
         }
         if proc_self {
             skeleton.dirs(Path::new("/proc/self"))?;
@@ -414,11 +414,8 @@ impl World {
         for (at, target) in std::mem::take(&mut skeleton.deferred) {
             skeleton.mirror_link(&at, &target)?;
         }
-        for (path, kind) in found.iter().filter(|(p, _)| under_scratch(p)) {
+        for (path, kind) in points().filter(|(p, _)| under_scratch(p)) {
             skeleton.mount_point(path, *kind)?;
-        }
-        if under_scratch(&options.config_dir) {
-            skeleton.dirs(&options.config_dir)?;
         }
 
         for (path, kind) in &found {
@@ -530,72 +527,45 @@ impl World {
         resolver: RawFd,
         channel: RawFd,
     ) -> Result<(), (Step, Option<usize>, i32)> {
-        let failed_op = std::cell::Cell::new(None);
-        let steps: [(Step, &dyn Fn() -> i32); 10] = [
-            (Step::MapIds, &|| if own_users { self.map_ids() } else { 0 }),
-            (Step::Loopback, &super::network::loopback_up),
-            (Step::Route, &super::network::default_routes),
-            (Step::Resolver, &|| {
-                if resolver < 0 { 0 } else { super::network::hand_over_resolver(resolver) }
-            }),
-            (Step::PrivateMounts, &|| super::namespaces::private_mounts()),
-            (Step::Mount, &|| match self.apply(own_processes, channel >= 0) {
-                Ok(()) => 0,
-                Err((index, e)) => {
-                    failed_op.set(Some(index));
-                    e
-                }
-            }),
-            (Step::Render, &|| {
-                if channel < 0 { 0 } else { self.hand_over_render(channel) }
-            }),
-            (Step::Chroot, &|| self.pivot()),
-            (Step::Chdir, &|| errno_of(rustix::process::chdir(self.config_inside.as_c_str()))),
-            // `sethostname` for `--check-hostname` only
-            (Step::Hostname, &|| match self.options.hostname {
-                Some(_) => errno_of(rustix::system::sethostname(self.hostname.as_bytes())),
-                None => 0,
-            }),
-        ];
-        for (step, run) in steps {
-            let e = run();
-            if e != 0 {
-                // the root's two ways are told apart by which one answered
-                let step = if e & PIVOT_FAILED != 0 { Step::PivotRoot } else { step };
-                return Err((step, failed_op.get(), e & !PIVOT_FAILED));
-            }
+        let step = |step: Step, e: i32| if e == 0 { Ok(()) } else { Err((step, None, e)) };
+        if own_users {
+            step(Step::MapIds, errno_of(self.map_ids()))?;
+        }
+        step(Step::Loopback, super::network::loopback_up())?;
+        step(Step::Route, super::network::default_routes())?;
+        if resolver >= 0 {
+            step(Step::Resolver, super::network::hand_over_resolver(resolver))?;
+        }
+        step(Step::PrivateMounts, super::namespaces::private_mounts())?;
+        let mut own_proc = false;
+        // the check's own `/proc` only in its own PID namespace
+        let ops = self.ops.iter().enumerate();
+        for (index, op) in ops.filter(|(_, op)| own_processes || !matches!(op, Op::Proc { .. })) {
+            let applied = op.apply(&mut own_proc, channel >= 0);
+            applied.map_err(|e| (Step::Mount, Some(index), e.raw_os_error()))?;
+        }
+        if channel >= 0 {
+            step(Step::Render, self.hand_over_render(channel))?;
+        }
+        self.pivot().map_err(|(at, e)| (at, None, e))?;
+        step(Step::Chdir, errno_of(rustix::process::chdir(self.config_inside.as_c_str())))?;
+        // `sethostname` for `--check-hostname` only
+        if self.options.hostname.is_some() {
+            step(Step::Hostname, errno_of(rustix::system::sethostname(self.hostname.as_bytes())))?;
         }
         Ok(())
     }
 
-    fn map_ids(&self) -> i32 {
-        let files: [(&std::ffi::CStr, &[u8]); 3] = [
+    fn map_ids(&self) -> rustix::io::Result<()> {
+        use rustix::fs::{Mode, OFlags};
+        let files: [(&CStr, &[u8]); 3] = [
             (c"/proc/self/uid_map", &self.uid_map),
             (c"/proc/self/setgroups", b"deny"),
             (c"/proc/self/gid_map", &self.gid_map),
         ];
-        for (path, content) in files {
-            let written =
-                rustix::fs::open(path, rustix::fs::OFlags::WRONLY, rustix::fs::Mode::empty())
-                    .and_then(|file| write_all(&file, content));
-            if let Err(e) = written {
-                return e.raw_os_error();
-            }
-        }
-        0
-    }
-
-    /// Applies the world's operations in order; the index of the one that
-    /// failed, and its errno.
-    fn apply(&self, own_processes: bool, own_render: bool) -> Result<(), (usize, i32)> {
-        let mut own_proc = false;
-        for (index, op) in self.ops.iter().enumerate() {
-            if matches!(op, Op::Proc { .. }) && !own_processes {
-                continue;
-            }
-            op.apply(&mut own_proc, own_render).map_err(|e| (index, e.raw_os_error()))?;
-        }
-        Ok(())
+        files.into_iter().try_for_each(|(path, content)| {
+            write_all(&rustix::fs::open(path, OFlags::WRONLY, Mode::empty())?, content)
+        })
     }
 
     /// Opens the render's tmpfs and sends it over `channel` (the gate
@@ -623,32 +593,24 @@ impl World {
     /// seccomp filter refuses `chroot` to a process without
     /// `CAP_SYS_CHROOT` even in its own user namespace (podman's and
     /// CRI-O's default profile), while `pivot_root` is allowed there: then
-    /// the root is pivoted and the old one detached.
-    fn pivot(&self) -> i32 {
+    /// the root is pivoted and the old one detached. A failure is told by
+    /// the way that answered ([`Step::Chroot`] or [`Step::PivotRoot`]).
+    fn pivot(&self) -> Result<(), (Step, i32)> {
         use rustix::io::Errno;
-        if let Err(e) = rustix::process::chdir(self.root.as_c_str()) {
-            return e.raw_os_error();
-        }
+        let chroot_failed = |e: Errno| (Step::Chroot, e.raw_os_error());
+        rustix::process::chdir(self.root.as_c_str()).map_err(chroot_failed)?;
         match rustix::process::chroot(c".") {
-            Ok(()) => return 0,
             Err(Errno::PERM) => {}
-            Err(e) => return e.raw_os_error(),
+            chrooted => return chrooted.map_err(chroot_failed),
         }
         // `pivot_root(".", ".")` stacks the old root on the new one
         // (pivot_root(2), "NOTES"); detaching it leaves the new alone.
-        let pivoted = rustix::process::pivot_root(c".", c".")
+        rustix::process::pivot_root(c".", c".")
             .and_then(|()| rustix::mount::unmount(c".", rustix::mount::UnmountFlags::DETACH))
-            .and_then(|()| rustix::process::chdir(c"/"));
-        match pivoted {
-            Ok(()) => 0,
-            Err(e) => PIVOT_FAILED | e.raw_os_error(),
-        }
+            .and_then(|()| rustix::process::chdir(c"/"))
+            .map_err(|e| (Step::PivotRoot, e.raw_os_error()))
     }
 }
-
-/// Set in an errno of [`World::pivot`] that came from `pivot_root`, not
-/// `chroot` (errnos stay far below it); [`World::enter`] clears it.
-const PIVOT_FAILED: i32 = 1 << 11;
 
 /// One operation of [`World::enter`], named in a check's reason when it
 /// fails ("sandbox setup failed in layer 'world' at chroot: …").
@@ -809,7 +771,7 @@ impl Skeleton {
         if self.made.contains_key(at) {
             return Ok(());
         }
-        if !self.scratch_mounted && SCRATCH.iter().any(|dir| at.starts_with(dir)) {
+        if !self.scratch_mounted && SCRATCH.iter().any(|dir| at.starts_with(c_str_path(dir))) {
             self.deferred.push((at.to_path_buf(), target.to_path_buf()));
             return Ok(());
         }
@@ -957,9 +919,8 @@ fn read_stock_tree(
 /// Reads the packaged stock file or directory at `path` into `stock`,
 /// leaving out what is missing or too large.
 fn read_stock(path: &Path, relative: &Path, stock: &mut Vec<StockFile>) -> io::Result<()> {
-    let Ok(meta) = std::fs::metadata(path) else { return Ok(()) };
     let mut files = vec![(path.to_path_buf(), relative.to_path_buf())];
-    if meta.is_dir() {
+    if path.is_dir() {
         // one level: a packaged HAProxy ships flat directories of pages
         let mut entries: Vec<_> = std::fs::read_dir(path)?.flatten().collect();
         entries.sort_by_key(|e| e.file_name());
