@@ -52,12 +52,12 @@ const ATTEMPTS: usize = 16;
 pub struct BaseDir {
     /// Canonical: the parent resolved once, then only names we made or checked.
     path: PathBuf,
+    /// Holds our lock; closed before `base`, whose lock it is taken under.
+    own: Dir,
     base: Dir,
     /// Whether `flock` works on this filesystem.
     locking: bool,
     own_name: String,
-    /// Holds our lock; `None` only while dropping.
-    own: Option<Dir>,
     own_path: PathBuf,
 }
 
@@ -220,7 +220,7 @@ impl BaseDir {
                 let _ = flock(base.as_fd(), rustix::fs::FlockOperation::Unlock);
             }
             let own_path = path.join(&own_name);
-            return Ok(BaseDir { path, base, locking, own_name, own: Some(own), own_path });
+            return Ok(BaseDir { path, own, base, locking, own_name, own_path });
         }
         Err(fail(format!("{} keeps being removed while it is set up", path.display())))
     }
@@ -232,11 +232,10 @@ impl BaseDir {
 
     /// A fresh, private, empty check directory in this checker's subdirectory.
     pub fn check_dir(&self) -> io::Result<CheckDir> {
-        let own = self.own.as_ref().expect("the subdirectory lives as long as the base");
         // owner-only: the render may hold secrets (the subdirectory around
         // it is 0700 already)
-        let (name, dir) = make_dir(own, || Ok(fresh_name()))?;
-        let dir = FreshDir { parent: own.try_clone()?, name: name.clone().into(), dir };
+        let (name, dir) = make_dir(&self.own, || Ok(fresh_name()))?;
+        let dir = FreshDir { parent: self.own.try_clone()?, name: name.clone().into(), dir };
         Ok(CheckDir { path: self.own_path.join(&name), place: Place::Fresh(dir), render: None })
     }
 }
@@ -248,11 +247,10 @@ impl Drop for BaseDir {
         if self.locking {
             let _ = flock(self.base.as_fd(), rustix::fs::FlockOperation::LockExclusive);
         }
-        drop(self.own.take());
         let _ = crate::remove::remove_dir_all(&self.base, self.own_name.as_ref());
         // ENOTEMPTY while another process has its subdirectory here: fine.
         let _ = std::fs::remove_dir(&self.path);
-        // closing `base` releases its lock
+        // closing `own`, then `base`, releases their locks
     }
 }
 
@@ -334,7 +332,6 @@ fn wipe(base: &Dir, locking: bool) -> Vec<String> {
             }
         };
         let name = entry.file_name();
-        let shown = name.to_string_lossy().into_owned();
         // the entry itself, never what a symlink points at
         let removed = match entry.file_type() {
             Ok(t) if t.is_dir() => match stale(base, &name, locking) {
@@ -348,7 +345,7 @@ fn wipe(base: &Dir, locking: bool) -> Vec<String> {
         match removed {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => problems.push(format!("{shown}: {e}")),
+            Err(e) => problems.push(format!("{}: {e}", name.to_string_lossy())),
         }
     }
     problems
@@ -366,16 +363,10 @@ fn stale(base: &Dir, name: &OsStr, locking: bool) -> io::Result<bool> {
             Err(e) => return Err(e),
         }
     }
-    let pid =
-        name.to_str().and_then(|n| n.split('.').next()).and_then(|p| p.parse::<libc::pid_t>().ok());
-    Ok(match pid {
-        Some(pid) if pid > 0 => {
-            let pid = rustix::process::Pid::from_raw(pid).expect("a positive pid");
-            rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
-        }
-        // not a name we make: nobody's
-        _ => true,
-    })
+    let pid = name.to_str().and_then(|n| n.split('.').next()?.parse().ok()).filter(|&p| p > 0);
+    let gone = |pid| rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH);
+    // not a name we make: nobody's
+    Ok(pid.and_then(rustix::process::Pid::from_raw).is_none_or(gone))
 }
 
 /// Makes and locks `<random>` in the base; where the file system cannot

@@ -69,7 +69,8 @@ impl ConfigDir {
             ConfigDir { path: path.to_path_buf(), mode, dir: Dir::from_std_file(file), slot };
         let content = claimed.entries().map_err(|e| format!("{shown}: {e}"))?;
         if !content.is_empty() {
-            if !claimed.marked() {
+            // an empty buffer asks only whether the mark exists
+            if rustix::fs::fgetxattr(&claimed.dir, MARK, &mut [0u8; 0][..]).is_err() {
                 return Err(format!(
                     "{shown} is not empty (it holds {}); without namespaces each render is laid out in it, so it must be an empty directory of the gate's own",
                     listed(&content)
@@ -79,7 +80,7 @@ impl ConfigDir {
                 "{shown}: a render left by a gate that ended mid-check ({}); removing it",
                 listed(&content)
             );
-            claimed.empty().map_err(|e| format!("cannot empty {shown}: {e}"))?;
+            empty(&claimed.dir, claimed.mode).map_err(|e| format!("cannot empty {shown}: {e}"))?;
         }
         Ok(claimed)
     }
@@ -104,7 +105,7 @@ impl ConfigDir {
         // a check whose emptying failed left something (or a mode that
         // hides what it left): not laid over
         if !self.entries().is_ok_and(|names| names.is_empty()) {
-            self.empty()?;
+            empty(&self.dir, self.mode)?;
         }
         let set = rustix::fs::fsetxattr(&self.dir, MARK, b"1", rustix::fs::XattrFlags::empty());
         match set {
@@ -115,11 +116,6 @@ impl ConfigDir {
         Ok(InConfigDir { dir: self.dir.try_clone()?, mode: self.mode, _permit: permit })
     }
 
-    fn marked(&self) -> bool {
-        // an empty buffer asks only whether it exists
-        rustix::fs::fgetxattr(&self.dir, MARK, &mut [0u8; 0][..]).is_ok()
-    }
-
     fn entries(&self) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in self.dir.entries()? {
@@ -127,10 +123,6 @@ impl ConfigDir {
         }
         names.sort();
         Ok(names)
-    }
-
-    fn empty(&self) -> io::Result<()> {
-        empty(&self.dir, self.mode)
     }
 }
 

@@ -98,7 +98,7 @@ impl Walk<'_> {
     fn directory(&mut self, here: &Dir, relative: &Path) -> Result<(), DirError> {
         let shown = self.top.join(relative);
         let io_err = |source| DirError::Io { path: shown.clone(), source };
-        let mut names: Vec<OsString> = Vec::new();
+        let mut names: Vec<(OsString, cap_std::fs::FileType)> = Vec::new();
         // Counted as listed: a directory of millions of entries is refused
         // before their names are all held.
         for entry in here.entries().map_err(io_err)? {
@@ -107,7 +107,8 @@ impl Walk<'_> {
             if relative.as_os_str().is_empty() && name == CONFIG_NAME {
                 continue;
             }
-            if entry.file_type().map_err(io_err)?.is_dir() {
+            let kind = entry.file_type().map_err(io_err)?;
+            if kind.is_dir() {
                 self.directories += 1;
                 if self.directories > self.limits.files {
                     let limit = self.limits.files;
@@ -123,19 +124,16 @@ impl Walk<'_> {
                     return Err(DirError::Limit { path: shown, reason });
                 }
             }
-            names.push(name);
+            names.push((name, kind));
         }
         if names.is_empty() && !relative.as_os_str().is_empty() {
             self.tree.push(TreeEntry::Directory(relative.as_os_str().as_bytes().to_vec()));
         }
-        names.sort();
-        for name in names {
+        names.sort_by(|(a, _), (b, _)| a.cmp(b));
+        for (name, kind) in names {
             let rel = relative.join(&name);
             let path = self.top.join(&rel);
-            let meta = here
-                .symlink_metadata(&name)
-                .map_err(|source| DirError::Io { path: path.clone(), source })?;
-            if meta.is_dir() {
+            if kind.is_dir() {
                 // its files would land deeper than a render path may
                 if rel.components().count() >= MAX_PATH_DEPTH {
                     let reason = format!(
@@ -154,7 +152,7 @@ impl Walk<'_> {
                 );
                 return Err(DirError::Limit { path, reason });
             }
-            let content = self.read(here, &name, &path, meta.file_type())?;
+            let content = self.read(here, &name, &path, kind)?;
             match rel.to_str() {
                 Some(text) => self.files.push(RenderFile {
                     kind: FileKind::General,

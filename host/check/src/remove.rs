@@ -14,36 +14,31 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
 
-/// Gives every directory under `dir` (itself already readable) the
+/// Gives the directory `name` in `dir`, and every directory under it, the
 /// owner's modes again, top down, so that all of it can be read and removed.
-fn reclaim_entries(dir: &Dir) -> io::Result<()> {
-    for entry in dir.entries()? {
+///
+/// `chmod u=rwx` by name: a directory of mode 000 cannot be opened to
+/// `fchmod` it. Nothing runs that could swap it for a symlink between
+/// readdir and here (the check's processes are dead), and a symlink's
+/// target would be refused by the kernel all the same unless it is the
+/// gate's own.
+fn reclaim(dir: &Dir, name: &OsStr) -> io::Result<()> {
+    let opened = rustix::fs::chmodat(dir.as_fd(), name, Mode::RWXU, AtFlags::empty())
+        .map_err(io::Error::from)
+        .and_then(|()| crate::at::open_dir(dir, name));
+    let sub = match opened {
+        Ok(sub) => sub,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in sub.entries()? {
         let entry = entry?;
         // the entry itself: readdir's type, never a symlink's target
-        if !entry.file_type()?.is_dir() {
-            continue;
-        }
-        let name = entry.file_name();
-        chmod_dir(dir, &name)?;
-        match crate::at::open_dir(dir, &name) {
-            Ok(sub) => reclaim_entries(&sub)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        if entry.file_type()?.is_dir() {
+            reclaim(&sub, &entry.file_name())?;
         }
     }
     Ok(())
-}
-
-/// `chmod u=rwx` on the directory `name` in `dir`, by name: a directory of
-/// mode 000 cannot be opened to `fchmod` it. Nothing runs that could swap
-/// it for a symlink between readdir and here (the check's processes are
-/// dead), and a symlink's target would be refused by the kernel all the
-/// same unless it is the gate's own.
-fn chmod_dir(dir: &Dir, name: &OsStr) -> io::Result<()> {
-    match rustix::fs::chmodat(dir.as_fd(), name, Mode::RWXU, AtFlags::empty()) {
-        Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// Removes the directory `name` in `parent` with everything in it; when a
@@ -55,8 +50,7 @@ pub fn remove_dir_all(parent: &Dir, name: &OsStr) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         other => return other,
     }
-    chmod_dir(parent, name)?;
-    reclaim_entries(&crate::at::open_dir(parent, name)?)?;
+    reclaim(parent, name)?;
     match parent.remove_dir_all(name) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,

@@ -354,33 +354,19 @@ pub enum Layer {
 }
 
 impl Layer {
-    const ALL: [Layer; 10] = [
-        Layer::CheckDirectory,
-        Layer::DeathSignal,
-        Layer::Rlimits,
-        Layer::Namespaces,
-        Layer::World,
-        Layer::Capabilities,
-        Layer::NoNewPrivs,
-        Layer::Landlock,
-        Layer::Seccomp,
-        Layer::Hold,
+    /// Every layer, by name.
+    const ALL: [(Layer, &'static str); 10] = [
+        (Layer::CheckDirectory, "check-directory"),
+        (Layer::DeathSignal, "parent-death-signal"),
+        (Layer::Rlimits, "rlimits"),
+        (Layer::Namespaces, "namespaces"),
+        (Layer::World, "world"),
+        (Layer::Capabilities, "capabilities"),
+        (Layer::NoNewPrivs, "no_new_privs"),
+        (Layer::Landlock, "landlock"),
+        (Layer::Seccomp, "seccomp"),
+        (Layer::Hold, "hold"),
     ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Layer::DeathSignal => "parent-death-signal",
-            Layer::Rlimits => "rlimits",
-            Layer::Namespaces => "namespaces",
-            Layer::Capabilities => "capabilities",
-            Layer::NoNewPrivs => "no_new_privs",
-            Layer::Landlock => "landlock",
-            Layer::Seccomp => "seccomp",
-            Layer::CheckDirectory => "check-directory",
-            Layer::World => "world",
-            Layer::Hold => "hold",
-        }
-    }
 }
 
 /// The child's error codes are `layer << 24 | op << 14 | step << 10 |
@@ -424,7 +410,7 @@ fn tagged_step(layer: Layer, step: i32, op: Option<usize>, errno: i32) -> io::Er
 /// failed: in the world, the operation that failed (`world`'s).
 pub fn spawn_failure(e: &io::Error, world: Option<&world::World>) -> Option<String> {
     let code = e.raw_os_error()?;
-    let layer = Layer::ALL.into_iter().find(|l| *l as i32 == code >> LAYER_SHIFT)?;
+    let (layer, name) = Layer::ALL.into_iter().find(|(l, _)| *l as i32 == code >> LAYER_SHIFT)?;
     let errno = code & ((1 << STEP_SHIFT) - 1);
     let step = (code >> STEP_SHIFT) & 0xf;
     let op = (code >> OP_SHIFT) & ((1 << (LAYER_SHIFT - OP_SHIFT)) - 1);
@@ -443,8 +429,7 @@ pub fn spawn_failure(e: &io::Error, world: Option<&world::World>) -> Option<Stri
         _ => String::new(),
     };
     Some(format!(
-        "sandbox setup failed in layer '{}'{at}: {} ({})",
-        layer.name(),
+        "sandbox setup failed in layer '{name}'{at}: {} ({})",
         io::Error::from_raw_os_error(errno),
         probe::errno_name(errno)
     ))
@@ -484,9 +469,8 @@ impl ChildSetup {
         // Die with the gate. PDEATHSIG fires when the forking *thread* ends:
         // checks are spawned from runtime worker threads, which outlive them.
         let signal = Some(rustix::process::Signal::KILL);
-        if let Err(e) = rustix::process::set_parent_process_death_signal(signal) {
-            return step(Layer::DeathSignal, e.raw_os_error());
-        }
+        let armed = rustix::process::set_parent_process_death_signal(signal);
+        step(Layer::DeathSignal, errno_of(armed))?;
         // the gate died before the signal was armed
         if rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) != Some(self.parent) {
             return step(Layer::DeathSignal, libc::ESRCH);
@@ -505,9 +489,7 @@ impl ChildSetup {
                 .map_err(|(at, op, errno)| tagged_step(Layer::World, at as i32, op, errno))?;
         }
         step(Layer::Capabilities, caps::drop_all())?;
-        if let Err(e) = rustix::thread::set_no_new_privs(true) {
-            return step(Layer::NoNewPrivs, e.raw_os_error());
-        }
+        step(Layer::NoNewPrivs, errno_of(rustix::thread::set_no_new_privs(true)))?;
         if self.ruleset >= 0 {
             if let Some(world) = &self.world {
                 // the world's root, the scratch /tmp and the own /proc exist
@@ -523,9 +505,7 @@ impl ChildSetup {
             // (no capability) cannot open its `mem` or `environ`. `execve`
             // gives HAProxy's own memory back the usual dumpable flag.
             let not_dumpable = rustix::process::DumpableBehavior::NotDumpable;
-            if let Err(e) = rustix::process::set_dumpable_behavior(not_dumpable) {
-                return step(Layer::Hold, e.raw_os_error());
-            }
+            step(Layer::Hold, errno_of(rustix::process::set_dumpable_behavior(not_dumpable)))?;
             hold.keeper.spawn()?;
         }
         if let Some(prog) = &self.seccomp {
@@ -539,11 +519,9 @@ impl ChildSetup {
 /// descriptor, still open before `execve`) by its descriptor, no path
 /// string to resolve. One raw system call.
 fn enter(dir: RawFd) -> io::Result<()> {
-    // SAFETY: a plain system call on a descriptor the parent keeps open.
-    if unsafe { libc::fchdir(dir) } != 0 {
-        return Err(tagged(Layer::CheckDirectory, errno()));
-    }
-    Ok(())
+    // SAFETY: the parent keeps the descriptor open until `spawn` returns.
+    let dir = unsafe { BorrowedFd::borrow_raw(dir) };
+    rustix::process::fchdir(dir).map_err(|e| tagged(Layer::CheckDirectory, e.raw_os_error()))
 }
 
 /// A check killed by SIGXFSZ wrote a file past its file-size bound

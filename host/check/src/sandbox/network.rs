@@ -18,7 +18,7 @@ use rustix::net::{
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 /// Where the check's resolver listens, as the world's `resolv.conf` says.
 pub const RESOLVER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 53);
@@ -40,8 +40,7 @@ pub fn hand_over_channel() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// end of [`hand_over_channel`]; its own copy closes. 0 or an errno. System
 /// calls on the stack only (rustix's, which set no `errno`).
 pub fn hand_over_resolver(channel: RawFd) -> i32 {
-    let flags = SocketFlags::CLOEXEC;
-    let socket = rustix::net::socket_with(AddressFamily::INET, SocketType::DGRAM, flags, None)
+    let socket = socket(AddressFamily::INET, SocketType::DGRAM)
         .and_then(|socket| rustix::net::bind(&socket, &RESOLVER).map(|()| socket));
     match socket {
         Ok(socket) => hand_over(channel, RESOLVER_SOCKET, &socket),
@@ -138,44 +137,41 @@ const fn default_route(family: u8, seq: u32) -> [u8; 36] {
 const ROUTE_V4: [u8; 36] = default_route(libc::AF_INET as u8, 1);
 const ROUTE_V6: [u8; 36] = default_route(libc::AF_INET6 as u8, 2);
 
+/// A close-on-exec socket of `family` and `kind`, protocol 0.
+fn socket(family: AddressFamily, kind: SocketType) -> rustix::io::Result<OwnedFd> {
+    rustix::net::socket_with(family, kind, SocketFlags::CLOEXEC, None)
+}
+
 /// Brings the namespace's loopback interface up. Returns 0 or an errno.
 pub fn loopback_up() -> i32 {
+    let socket = match socket(AddressFamily::INET, SocketType::DGRAM) {
+        Ok(socket) => socket,
+        Err(e) => return e.raw_os_error(),
+    };
     // SAFETY: plain system calls; `ifreq` is plain data, zeroed, with a
     // NUL-terminated name.
     unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return super::errno();
-        }
         let mut req: libc::ifreq = std::mem::zeroed();
         for (i, b) in b"lo\0".iter().enumerate() {
             req.ifr_name[i] = *b as libc::c_char;
         }
-        let mut e = 0;
-        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) != 0 {
-            e = super::errno();
-        } else {
-            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            if libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) != 0 {
-                e = super::errno();
-            }
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) != 0 {
+            return super::errno();
         }
-        libc::close(fd);
-        e
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &req) != 0 {
+            return super::errno();
+        }
     }
+    0
 }
 
 /// Adds the default routes through loopback: IPv4's must be made; IPv6's
 /// only where the host has IPv6 (a pod without it has no such route
 /// either). Returns 0 or an errno.
 pub fn default_routes() -> i32 {
-    let socket = rustix::net::socket_with(
-        AddressFamily::NETLINK,
-        SocketType::RAW,
-        SocketFlags::CLOEXEC,
-        None, // NETLINK_ROUTE is protocol 0
-    );
-    let socket = match socket {
+    // NETLINK_ROUTE is protocol 0
+    let socket = match socket(AddressFamily::NETLINK, SocketType::RAW) {
         Ok(socket) => socket,
         Err(e) => return e.raw_os_error(),
     };

@@ -40,14 +40,24 @@ fn knob(disable: &str, layer: &str) -> Result<(), String> {
     }
 }
 
-/// Landlock's ABI and whether seccomp filters: asked of the kernel, no
-/// child needed, unless `disable` names them ([`DISABLE_VAR`]).
-fn filters(disable: &str) -> (Result<u32, String>, Result<(), String>) {
+/// The probe without a trial child: Landlock's ABI and whether seccomp
+/// filters, asked of the kernel unless `disable` names them
+/// ([`DISABLE_VAR`]); every namespace assumed.
+fn without_children(disable: &str) -> Probe {
     let landlock = knob(disable, "landlock").and_then(|()| landlock::abi().map_err(errno_name));
     let seccomp = knob(disable, "seccomp").and_then(|()| {
         seccomp::available().map_err(errno_name).and_then(|()| seccomp::program(false).map(drop))
     });
-    (landlock, seccomp)
+    Probe {
+        landlock,
+        seccomp,
+        userns: Ok(()),
+        netns: Ok(()),
+        mountns: Ok(()),
+        pidns: Ok(namespaces::PROCESSES),
+        root_world: Ok(()),
+        assumed: true,
+    }
 }
 
 /// What this host supports. Each `Err` holds why not, for the report.
@@ -85,23 +95,14 @@ impl Probe {
     pub fn detect(disable: &str) -> Probe {
         let knob = |layer: &str| knob(disable, layer);
         let try_in_child = |flags| namespaces::try_in_child(flags).map_err(errno_name);
-        let (landlock, seccomp) = filters(disable);
         let userns = knob("userns").and_then(|()| try_in_child(namespaces::WITH_USER));
         // only worth knowing when the user namespace is missing
         let netns = knob("netns").and_then(|()| match userns {
             Ok(()) => Ok(()),
             Err(_) => try_in_child(namespaces::WITHOUT_USER),
         });
-        let mut probe = Probe {
-            landlock,
-            seccomp,
-            userns,
-            netns,
-            mountns: Ok(()),
-            pidns: Err("no mount namespace".to_owned()),
-            root_world: Ok(()),
-            assumed: false,
-        };
+        let pidns = Err("no mount namespace".to_owned());
+        let mut probe = Probe { userns, netns, pidns, assumed: false, ..without_children(disable) };
         let base = probe.namespace_flags();
         let mounts = base | libc::CLONE_NEWNS;
         probe.mountns = knob("mountns").and_then(|()| {
@@ -134,17 +135,7 @@ impl Probe {
         if ["userns", "netns", "mountns", "pidns"].iter().any(|n| knob(disable, n).is_err()) {
             return Probe::detect(disable); // a knob asks for the real answer
         }
-        let (landlock, seccomp) = filters(disable);
-        Probe {
-            landlock,
-            seccomp,
-            userns: Ok(()),
-            netns: Ok(()),
-            mountns: Ok(()),
-            pidns: Ok(namespaces::PROCESSES),
-            root_world: Ok(()),
-            assumed: true,
-        }
+        without_children(disable)
     }
 
     /// The namespaces a check gets, with a mount namespace where it may mount.
@@ -171,13 +162,10 @@ impl Probe {
 
     /// Why strict mode cannot run, if it cannot: it needs Landlock and seccomp.
     pub fn strict_gap(&self) -> Option<String> {
-        let mut missing = Vec::new();
-        if let Err(why) = &self.landlock {
-            missing.push(format!("landlock ({why})"));
-        }
-        if let Err(why) = &self.seccomp {
-            missing.push(format!("seccomp ({why})"));
-        }
+        let gaps =
+            [("landlock", self.landlock.as_ref().err()), ("seccomp", self.seccomp.as_ref().err())];
+        let missing: Vec<String> =
+            gaps.iter().filter_map(|(layer, why)| Some(format!("{layer} ({})", (*why)?))).collect();
         (!missing.is_empty()).then(|| {
             format!(
                 "sandbox mode strict needs landlock and seccomp; missing on this host: {}",
@@ -209,14 +197,10 @@ impl Probe {
             return "sandbox: mode=off landlock=off seccomp=off netns=off mountns=off pidns=off caps=kept rlimits=off env=inherited (plain exec)"
                 .into();
         }
-        let state = |r: &Result<(), String>| match r {
-            Ok(()) => "on".to_owned(),
-            Err(why) => format!("off({why})"),
-        };
-        let landlock = match &self.landlock {
-            Ok(abi) => format!("enforced(abi={abi})"),
-            Err(why) => format!("off({why})"),
-        };
+        let off = |why: &String| format!("off({why})");
+        let state = |r: &Result<(), String>| r.as_ref().map_or_else(off, |()| "on".to_owned());
+        let landlock =
+            self.landlock.as_ref().map_or_else(off, |abi| format!("enforced(abi={abi})"));
         let flags = self.unshare_flags();
         // one check's namespaces are its own trial: not yet known to work
         let on = || if self.assumed { "assumed".to_owned() } else { "on".to_owned() };
@@ -232,7 +216,7 @@ impl Probe {
             _ if flags & libc::CLONE_NEWPID != 0 => on(),
             // no root of its own to mount its /proc in
             Ok(_) => "unused".into(),
-            Err(why) => format!("off({why})"),
+            Err(why) => off(why),
         };
         let mut line = format!(
             "sandbox: mode={} landlock={landlock} seccomp={} userns={userns} netns={netns} mountns={mountns} pidns={pidns} caps=dropped rlimits=on env=cleared",
