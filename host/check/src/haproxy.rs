@@ -39,7 +39,7 @@ use rendergate_core::CheckOutcome;
 use rendergate_core::render::Render;
 use sandbox::Probe;
 use sandbox::world::StandInSources;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::time::Instant;
 
@@ -208,11 +208,7 @@ impl Choice {
                 }
                 if tried.config_dir.is_some() {
                     let failed = tried.failed.join("; ");
-                    let e = format!("no world for checks works on this host ({failed})");
-                    if !tried.trial {
-                        tracing::error!("{e}; every check will be could-not-run");
-                    }
-                    return Err(e);
+                    return Err(format!("no world for checks works on this host ({failed})"));
                 }
                 let path = &world.config_dir;
                 ConfigDir::claim(path).map(Arc::new).map_err(|e| {
@@ -220,14 +216,15 @@ impl Choice {
                         [] => "this host gives no namespaces for the check's world".to_owned(),
                         failed => format!("no root of the check's own works here ({})", failed.join("; ")),
                     };
-                    let e = format!("{why}, and --config-dir cannot hold the render: {e}");
-                    if !tried.trial {
-                        tracing::error!("{e}; every check will be could-not-run");
-                    }
-                    e
+                    format!("{why}, and --config-dir cannot hold the render: {e}")
                 })
             },
         );
+        if let Some(Err(e)) = &config_dir
+            && !tried.trial
+        {
+            tracing::error!("{e}; every check will be could-not-run");
+        }
         Choice { probe, config_dir, tried }
     }
 
@@ -626,7 +623,7 @@ impl HaproxyChecker {
             stock: setup.sandbox.stock().clone(),
             in_flight: self.in_flight.clone(),
         };
-        let ready = prepare::prepare(job, deadline).await?;
+        let dir = prepare::prepare(job, deadline).await?;
         tracing::trace!(target: "rendergate::timing", "render written");
         // `haproxy -c` in it, from the word to its child (under `bounds`) to
         // the end of its output, read as it arrives, with the thread that
@@ -645,11 +642,11 @@ impl HaproxyChecker {
                 |_| "the check timed out while an earlier check's directory was removed",
             )?;
             let running = launch.go(word, deadline).await.map_err(|reason: String| {
-                verdict::sanitise(&reason, ready.dir.hidden(), &setup.binary.path)
+                verdict::sanitise(&reason, dir.hidden(), &setup.binary.path)
             })?;
             let ctx = verdict::Context {
                 config: render.config(),
-                check_dir: ready.dir.hidden(),
+                check_dir: dir.hidden(),
                 haproxy_path: &setup.binary.path,
             };
             // Every line is classified as it arrives; only the excerpt is kept.
@@ -670,14 +667,14 @@ impl HaproxyChecker {
             Ok((outcome, exit, starter))
         };
         let (ran, starter) = match ran.await {
-            Ok((outcome, exit, starter)) => (room_judged(outcome, exit, &ready.dir), Some(starter)),
+            Ok((outcome, exit, starter)) => (room_judged(outcome, exit, &dir), Some(starter)),
             Err(reason) => (Err(reason), None),
         };
         tracing::trace!(target: "rendergate::timing", "haproxy exited");
         // After the process group is dead (collect_output's guards), and after
         // the answer; dropped mid-check instead, the directory goes with the
         // future.
-        let leftover = Leftover { dir: ready.dir, starter };
+        let leftover = Leftover { dir, starter };
         self.aftercare.leave(leftover, &self.in_flight, self.next_standby(setup));
         ran
     }
@@ -709,7 +706,7 @@ impl HaproxyChecker {
     /// (`None` without one): empty until its check comes.
     pub async fn standby_dir(&self) -> Option<PathBuf> {
         let mut standby = self.standby.lock().unwrap_or_else(PoisonError::into_inner).take()?;
-        let dir = standby.settle().await.map(Path::to_path_buf);
+        let dir = standby.settle().await.map(std::path::Path::to_path_buf);
         let mut slot = self.standby.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
             *slot = Some(standby);
@@ -883,6 +880,7 @@ fn cap_message(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
 mod tests {
     use super::*;
     use rendergate_core::render::{FileKind, RenderFile};
+    use std::path::Path;
     use std::time::Duration;
 
     // a config valid on every supported HAProxy

@@ -84,14 +84,10 @@ impl Drop for Token {
     }
 }
 
-/// A check directory with the render in it, ready for `haproxy -c`.
-pub struct Prepared {
-    pub dir: CheckDir,
-}
-
-/// Prepares the check directory for `job` by `deadline`, or says why it
-/// could not: a limit, a path, the disk, or the deadline.
-pub async fn prepare(job: Job, deadline: Instant) -> Result<Prepared, String> {
+/// Prepares the check directory for `job` by `deadline`: the directory with
+/// the render in it, ready for `haproxy -c`, or why it could not be: a
+/// limit, a path, the disk, or the deadline.
+pub async fn prepare(job: Job, deadline: Instant) -> Result<CheckDir, String> {
     let budget = deadline.saturating_duration_since(Instant::now());
     let files = job.render.files().len();
     let progress = Arc::<Progress>::default();
@@ -136,7 +132,7 @@ struct Progress {
 /// The waiting side of one preparation.
 struct Pending {
     progress: Arc<Progress>,
-    answer: oneshot::Receiver<Result<Prepared, String>>,
+    answer: oneshot::Receiver<Result<CheckDir, String>>,
     in_flight: Arc<InFlight>,
 }
 
@@ -145,10 +141,10 @@ impl Drop for Pending {
         self.progress.cancel.store(true, Ordering::Relaxed);
         self.answer.close();
         // Ready just as the check gave up on it: not removed on this thread.
-        if let Ok(Ok(prepared)) = self.answer.try_recv() {
+        if let Ok(Ok(dir)) = self.answer.try_recv() {
             let token = self.in_flight.enter();
             let removal = move || {
-                drop(prepared);
+                drop(dir);
                 drop(token);
             };
             match tokio::runtime::Handle::try_current() {
@@ -179,7 +175,7 @@ impl Job {
         progress: &Progress,
         until: std::time::Instant,
         budget: Duration,
-    ) -> Result<Prepared, String> {
+    ) -> Result<CheckDir, String> {
         let files = self.render.files().len();
         let go_on =
             || !progress.cancel.load(Ordering::Relaxed) && std::time::Instant::now() < until;
@@ -228,7 +224,7 @@ impl Job {
         if let Err(e) = arrangement.write(dir.dir(), &mut go_on_writing) {
             return Err(if go_on() { sanitised(e) } else { stopped() });
         }
-        Ok(Prepared { dir })
+        Ok(dir)
     }
 }
 

@@ -190,13 +190,6 @@ impl Drop for GroupGuard {
     }
 }
 
-/// One pipe, both ends close-on-exec (the child gets its copies through
-/// stdout/stderr only). `std::io::pipe` needs Rust 1.87; the workspace
-/// promises 1.85.
-pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
-}
-
 /// Waits for the child `pid` and gives its exit code (tests: a child that
 /// was killed fails the test).
 #[cfg(test)]
@@ -205,4 +198,11 @@ pub fn exit_code_of(pid: libc::pid_t) -> i32 {
     let waited = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
     let (_, status) = waited.expect("waitpid").expect("a status");
     status.exit_status().unwrap_or_else(|| panic!("killed, not exited: {status:?}"))
+}
+
+/// One pipe, both ends close-on-exec (tests). `std::io::pipe` needs Rust
+/// 1.87; the workspace promises 1.85.
+#[cfg(test)]
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }

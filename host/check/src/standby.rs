@@ -232,7 +232,7 @@ impl Order {
         let (started_tx, started) = oneshot::channel();
         let (starter, check_over) = mpsc::channel();
         let made = place.check_dir().and_then(|dir| self.fork_ready(dir, started, starter));
-        let (armed, cmd, held) = match made {
+        let (armed, mut cmd, mut held) = match made {
             Ok(made) => made,
             Err(e) => {
                 let _ = armed_tx.send(Err(e));
@@ -256,11 +256,14 @@ impl Order {
             }
             None
         };
-        let held_resolves = held.resolves;
-        let (spawned, channel) = {
+        let (held_resolves, channel) = (held.resolves, held.channel.take());
+        let spawned = {
             let _runtime = runtime.enter();
-            held.spawn(cmd)
+            cmd.spawn()
         };
+        // our copies of the output's write end go with `cmd`, and what the
+        // child's setup names by number with `held`
+        drop((cmd, held));
         let handed = match (&spawned, channel) {
             (Ok(_), Some(channel)) => {
                 let (handed, failed) = network::receive(channel.as_fd());
@@ -352,11 +355,14 @@ impl Order {
         let unprepared =
             |e: std::io::Error| sanitised(format!("cannot prepare the check's child: {e}"));
         let pipes = || -> std::io::Result<_> {
+            use rustix::pipe::{PipeFlags, pipe_with};
             let dir = dir.fd().try_clone_to_owned()?;
-            // the report is read once the child has exited: never waited on
-            let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
-            let report = rustix::pipe::pipe_with(flags)?;
-            Ok((dir, process::pipe()?, process::pipe()?, report, process::pipe()?))
+            // close-on-exec: the child gets its copies through stdout and
+            // stderr, or its hold; the report is read once the child has
+            // exited: never waited on
+            let report = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+            let pipe = || pipe_with(PipeFlags::CLOEXEC);
+            Ok((dir, pipe()?, pipe()?, report, pipe()?))
         };
         let (child_dir, (output, output_end), (word_end, word), (report, report_end), keeper) =
             pipes().map_err(unprepared)?;
@@ -387,12 +393,10 @@ impl Order {
             channel,
             resolves,
             hands_render,
-            _channel_end: channel_end,
-            _ruleset: prepared.into_ruleset(),
-            _dir: child_dir,
-            _word_end: word_end,
-            _report_end: report_end,
-            _keeper: keeper,
+            _open: (
+                prepared.into_ruleset(),
+                [channel_end, child_dir, word_end, report_end, keeper.0, keeper.1],
+            ),
         };
         let program =
             process::Program { binary: self.binary.clone(), world: self.sandbox.world().cloned() };
@@ -512,27 +516,10 @@ struct Held {
     channel: Option<OwnedFd>,
     resolves: bool,
     hands_render: bool,
-    _channel_end: OwnedFd,
-    _dir: OwnedFd,
-    _word_end: OwnedFd,
-    _report_end: OwnedFd,
-    /// The keeper's pipe: the child's and its keeper's alone once forked.
-    _keeper: (OwnedFd, OwnedFd),
-    _ruleset: Option<OwnedFd>,
-}
-
-impl Held {
-    /// The child, and the gate's end of its channel.
-    fn spawn(
-        self,
-        mut cmd: tokio::process::Command,
-    ) -> (std::io::Result<tokio::process::Child>, Option<OwnedFd>) {
-        let spawned = cmd.spawn();
-        // our copies of the output's write end go with `cmd`, the rest of
-        // `self` with this call
-        drop(cmd);
-        (spawned, self.channel)
-    }
+    /// The child's Landlock ruleset, the child's ends of its channel and of
+    /// its word's and report's pipes, its directory, and the keeper's pipe
+    /// (the child's and its keeper's alone once forked).
+    _open: (Option<OwnedFd>, [OwnedFd; 6]),
 }
 
 #[cfg(test)]
