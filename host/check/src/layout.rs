@@ -311,7 +311,11 @@ fn write_tree_entry(
         return Err(named(io::Error::new(io::ErrorKind::InvalidInput, "not a plain path")));
     }
     let mut names = relative.iter();
-    let file = content.and_then(|content| Some((names.next_back()?, content)));
+    // a file's own name is its last part; a directory's every part is a directory
+    let file = match content {
+        Some(content) => names.next_back().map(|name| (name, content)),
+        None => None,
+    };
     let mut here: Option<Dir> = None;
     for name in names {
         here = Some(create_dir(here.as_ref().unwrap_or(dir), name).map_err(named)?);

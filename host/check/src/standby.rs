@@ -393,10 +393,12 @@ impl Order {
             channel,
             resolves,
             hands_render,
-            _open: (
-                prepared.into_ruleset(),
-                [channel_end, child_dir, word_end, report_end, keeper.0, keeper.1],
-            ),
+            _channel_end: channel_end,
+            _ruleset: prepared.into_ruleset(),
+            _dir: child_dir,
+            _word_end: word_end,
+            _report_end: report_end,
+            _keeper: keeper,
         };
         let program =
             process::Program { binary: self.binary.clone(), world: self.sandbox.world().cloned() };
@@ -516,10 +518,13 @@ struct Held {
     channel: Option<OwnedFd>,
     resolves: bool,
     hands_render: bool,
-    /// The child's Landlock ruleset, the child's ends of its channel and of
-    /// its word's and report's pipes, its directory, and the keeper's pipe
-    /// (the child's and its keeper's alone once forked).
-    _open: (Option<OwnedFd>, [OwnedFd; 6]),
+    _channel_end: OwnedFd,
+    _dir: OwnedFd,
+    _word_end: OwnedFd,
+    _report_end: OwnedFd,
+    /// The keeper's pipe: the child's and its keeper's alone once forked.
+    _keeper: (OwnedFd, OwnedFd),
+    _ruleset: Option<OwnedFd>,
 }
 
 #[cfg(test)]

@@ -604,6 +604,7 @@ fn config_line_named(line: &str) -> Option<usize> {
         let config = file.trim_start_matches("./") == super::layout::CONFIG_NAME;
         (config && digits).then(|| number.parse().ok())
     });
+    // the first such mark answers, even when its number does not fit
     named.flatten()
 }
 

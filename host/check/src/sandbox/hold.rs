@@ -54,8 +54,11 @@ impl Go {
     pub const LEN: usize = 24;
 
     pub fn to_bytes(self) -> [u8; Go::LEN] {
-        let fields = [self.cpu_seconds, self.memory, self.file_size].map(u64::to_ne_bytes);
-        std::array::from_fn(|i| fields[i / 8][i % 8])
+        let mut word = [0u8; Go::LEN];
+        word[..8].copy_from_slice(&self.cpu_seconds.to_ne_bytes());
+        word[8..16].copy_from_slice(&self.memory.to_ne_bytes());
+        word[16..].copy_from_slice(&self.file_size.to_ne_bytes());
+        word
     }
 
     fn from_bytes(word: &[u8; Go::LEN]) -> Go {

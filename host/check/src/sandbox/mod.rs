@@ -3,10 +3,10 @@
 //!
 //! Everything that allocates or reads files happens in the parent before
 //! `fork`: the Landlock ruleset fd, the seccomp program, the limits, the
-//! world's operations. The child then runs `ChildSetup::run`, in
-//! this order: (process group, set by `Command::process_group(0)` before it)
-//! `fchdir` to the check directory's descriptor (the child needs no path
-//! string; with the sandbox off too), parent-death signal, rlimits,
+//! world's operations. The child then, in this order: (process group, set
+//! by `Command::process_group(0)` before it) `fchdir`s to the check
+//! directory's descriptor (the child needs no path string; with the sandbox
+//! off too), and runs `ChildSetup::run`: parent-death signal, rlimits,
 //! namespaces, the world (ids mapped, mounts made, root pivoted, the config
 //! directory entered, the host name set: [`world`]), capability drop,
 //! `no_new_privs`, Landlock, seccomp; then, held ([`Hold`]), it waits for

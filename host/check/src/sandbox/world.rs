@@ -668,15 +668,22 @@ fn tmpfs(target: &Path, flags: MountFlags, options: &str) -> io::Result<Op> {
     Ok(Op::Tmpfs { target: c_path(target)?, flags, options })
 }
 
+/// What the planned world has at a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Made {
+    Dir,
+    File,
+    Symlink,
+}
+
 /// The world being planned: every exposed host path found, with its kind,
 /// and the operations that make the root's own entries.
 struct Skeleton {
     root: PathBuf,
     /// Real host paths (symlinks followed) and what they are.
     found: BTreeMap<PathBuf, Kind>,
-    /// The root's entries planned so far, by their path in the world:
-    /// whether each is a directory (or a file or symlink).
-    made: BTreeMap<PathBuf, bool>,
+    /// The root's entries planned so far, by their path in the world.
+    made: BTreeMap<PathBuf, Made>,
     ops: Vec<Op>,
     /// Symlinks on the way that lie under a scratch tmpfs not yet planned:
     /// made once it is mounted, or it would hide them.
@@ -692,7 +699,7 @@ impl Skeleton {
         Skeleton {
             root: root.to_path_buf(),
             found: BTreeMap::new(),
-            made: BTreeMap::from([(PathBuf::from("/"), true)]),
+            made: BTreeMap::from([(PathBuf::from("/"), Made::Dir)]),
             ops: root_tmpfs.into_iter().collect(),
             deferred: Vec::new(),
             scratch_mounted: false,
@@ -778,7 +785,7 @@ impl Skeleton {
         at.parent().map_or(Ok(()), |parent| self.dirs(parent))?;
         let (path, target) = (c_path(&self.inside(at))?, c_path(target)?);
         self.ops.push(Op::Symlink { path, target });
-        self.made.insert(at.to_path_buf(), false);
+        self.made.insert(at.to_path_buf(), Made::Symlink);
         Ok(())
     }
 
@@ -812,7 +819,7 @@ impl Skeleton {
         }
         path.parent().map_or(Ok(()), |parent| self.dirs(parent))?;
         self.ops.push(Op::File { path: c_path(&self.inside(path))?, content });
-        self.made.insert(path.to_path_buf(), false);
+        self.made.insert(path.to_path_buf(), Made::File);
         Ok(())
     }
 
@@ -823,8 +830,8 @@ impl Skeleton {
         for part in path.components().filter(|c| matches!(c, Component::Normal(_))) {
             at.push(part);
             match self.made.get(&at) {
-                Some(true) => {}
-                Some(false) => {
+                Some(Made::Dir) => {}
+                Some(_) => {
                     return Err(io::Error::other(format!(
                         "{} lies through {}, which is not a directory in the check's world",
                         path.display(),
@@ -833,7 +840,7 @@ impl Skeleton {
                 }
                 None => {
                     self.ops.push(Op::Dir { path: c_path(&self.inside(&at))? });
-                    self.made.insert(at.clone(), true);
+                    self.made.insert(at.clone(), Made::Dir);
                 }
             }
         }
