@@ -108,21 +108,18 @@ impl Walk<'_> {
                 continue;
             }
             let kind = entry.file_type().map_err(io_err)?;
-            if kind.is_dir() {
-                self.directories += 1;
-                if self.directories > self.limits.files {
-                    let limit = self.limits.files;
-                    let reason = format!(
+            let listed = if kind.is_dir() { &mut self.directories } else { &mut self.entries };
+            *listed += 1;
+            if *listed > self.limits.files {
+                let limit = self.limits.files;
+                let reason = if kind.is_dir() {
+                    format!(
                         "more than {limit} directories, more than a render within --max-render-files {limit} needs"
-                    );
-                    return Err(DirError::Limit { path: shown, reason });
-                }
-            } else {
-                self.entries += 1;
-                if self.entries > self.limits.files {
-                    let reason = self.limits.too_many_files(&format!("at least {}", self.entries));
-                    return Err(DirError::Limit { path: shown, reason });
-                }
+                    )
+                } else {
+                    self.limits.too_many_files(&format!("at least {listed}"))
+                };
+                return Err(DirError::Limit { path: shown, reason });
             }
             names.push((name, kind));
         }
@@ -234,6 +231,11 @@ mod tests {
         tmp
     }
 
+    /// `dir` as a render, within the default limits.
+    fn loaded(dir: &Path) -> Result<Render, DirError> {
+        load(dir, "p", "r", &RenderLimits::default())
+    }
+
     #[test]
     fn loads_config_and_every_other_file_sorted() {
         let tmp = tree(&[
@@ -265,7 +267,7 @@ mod tests {
     #[test]
     fn files_land_at_their_relative_path_in_the_check_directory() {
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("maps/a.map", "a"), ("x.lua", "x")]);
-        let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
+        let render = loaded(tmp.path()).unwrap();
         let arrangement = layout::arrange(&render, std::path::Path::new("/etc/haproxy")).unwrap();
         let placed: Vec<&Path> = arrangement.files().iter().map(|f| f.relative.as_path()).collect();
         assert_eq!(placed, [Path::new("maps/a.map"), Path::new("x.lua")]);
@@ -274,7 +276,7 @@ mod tests {
     #[test]
     fn a_missing_config_is_named() {
         let tmp = tree(&[("maps/a.map", "a")]);
-        let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
+        let err = loaded(tmp.path()).unwrap_err();
         assert!(matches!(err, DirError::NoConfig { .. }), "{err:?}");
         assert_eq!(
             err.to_string(),
@@ -289,7 +291,7 @@ mod tests {
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("maps/a.map", "a")]);
         std::os::unix::fs::symlink(outside.path().join("secret"), tmp.path().join("maps/link.map"))
             .unwrap();
-        let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
+        let err = loaded(tmp.path()).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!("{}: symlinks are refused", tmp.path().join("maps/link.map").display())
@@ -297,18 +299,12 @@ mod tests {
         // a symlinked directory
         let tmp = tree(&[("haproxy.cfg", "global\n")]);
         std::os::unix::fs::symlink(outside.path(), tmp.path().join("d")).unwrap();
-        assert!(matches!(
-            load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(),
-            DirError::Symlink { .. }
-        ));
+        assert!(matches!(loaded(tmp.path()).unwrap_err(), DirError::Symlink { .. }));
         // the config itself
         let tmp = tree(&[("real.cfg", "global\n")]);
         std::os::unix::fs::symlink(tmp.path().join("real.cfg"), tmp.path().join("haproxy.cfg"))
             .unwrap();
-        assert!(matches!(
-            load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(),
-            DirError::Symlink { .. }
-        ));
+        assert!(matches!(loaded(tmp.path()).unwrap_err(), DirError::Symlink { .. }));
     }
 
     #[test]
@@ -317,17 +313,14 @@ mod tests {
         let fifo = tmp.path().join("pipe");
         let mode = rustix::fs::Mode::from_raw_mode(0o600);
         rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).unwrap();
-        let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
+        let err = loaded(tmp.path()).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!("{}: special files (FIFO, socket, device) are refused", fifo.display())
         );
         let tmp = tree(&[("haproxy.cfg", "global\n")]);
         let _socket = std::os::unix::net::UnixListener::bind(tmp.path().join("sock")).unwrap();
-        assert!(matches!(
-            load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err(),
-            DirError::Special { .. }
-        ));
+        assert!(matches!(loaded(tmp.path()).unwrap_err(), DirError::Special { .. }));
     }
 
     #[test]
@@ -337,7 +330,7 @@ mod tests {
         let der = [0x30, 0x82, 0x01, 0xff, 0x00, 0x0a, 0xfe];
         fs::write(tmp.path().join("haproxy.cfg"), config).unwrap();
         fs::write(tmp.path().join("a.ocsp"), der).unwrap();
-        let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
+        let render = loaded(tmp.path()).unwrap();
         assert_eq!(render.config(), config);
         assert_eq!(render.files()[0].content, der);
         // sizes count bytes: the config's 16 and the file's 7
@@ -372,7 +365,7 @@ mod tests {
         fs::write(tmp.path().join(odd), "x").unwrap();
         fs::create_dir_all(tmp.path().join(odd).with_extension("d").join("inner")).unwrap();
         fs::create_dir_all(tmp.path().join("ssl/crts")).unwrap();
-        let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
+        let render = loaded(tmp.path()).unwrap();
         assert_eq!(render.files().len(), 1, "{render:?}");
         assert_eq!(
             render.tree(),
@@ -393,10 +386,7 @@ mod tests {
     fn the_same_tree_gives_the_same_checksum() {
         let a = tree(&[("haproxy.cfg", "global\n"), ("z", "1"), ("a/b", "2")]);
         let b = tree(&[("a/b", "2"), ("z", "1"), ("haproxy.cfg", "global\n")]);
-        assert_eq!(
-            load(a.path(), "p", "r", &RenderLimits::default()).unwrap().checksum(),
-            load(b.path(), "p", "r", &RenderLimits::default()).unwrap().checksum()
-        );
+        assert_eq!(loaded(a.path()).unwrap().checksum(), loaded(b.path()).unwrap().checksum());
     }
 
     #[test]
@@ -449,11 +439,11 @@ mod tests {
     fn a_directory_too_deep_for_a_render_path_is_refused() {
         let deep = vec!["d"; MAX_PATH_DEPTH - 1].join("/");
         let tmp = tree(&[("haproxy.cfg", "global\n"), (&format!("{deep}/f"), "x")]);
-        let render = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap();
+        let render = loaded(tmp.path()).unwrap();
         assert_eq!(render.files()[0].path, format!("./{deep}/f"));
         layout::arrange(&render, std::path::Path::new("/etc/haproxy")).unwrap();
         let tmp = tree(&[("haproxy.cfg", "global\n"), (&format!("{deep}/d/f"), "x")]);
-        let err = load(tmp.path(), "p", "r", &RenderLimits::default()).unwrap_err();
+        let err = loaded(tmp.path()).unwrap_err();
         assert!(
             err.to_string().ends_with("deeper than the 32 components a render path may have"),
             "{err}"

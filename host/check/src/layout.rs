@@ -49,11 +49,10 @@ pub enum RenderPathError {
 }
 
 /// One auxiliary file, placed: where it goes (relative to the check
-/// directory, only normal components) and what it holds, bytes as sent.
+/// directory, only normal components).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlacedFile<'a> {
+pub struct PlacedFile {
     pub relative: PathBuf,
-    pub content: &'a [u8],
 }
 
 /// The file arrangement of one check directory: where each of a render's
@@ -61,10 +60,8 @@ pub struct PlacedFile<'a> {
 /// render: maps can be large and need not be copied.
 #[derive(Debug, Clone)]
 pub struct Arrangement<'a> {
-    config: &'a [u8],
-    files: Vec<PlacedFile<'a>>,
-    /// What only a directory holds, laid out after the files.
-    tree: &'a [TreeEntry],
+    render: &'a Render,
+    files: Vec<PlacedFile>,
     /// The check directory as a tree; the root is node 0.
     nodes: Vec<Node<'a>>,
 }
@@ -154,9 +151,9 @@ fn arrange_within<'a>(
             });
         }
         add(&mut nodes, &mut index, parent, name, true, at_file);
-        files.push(PlacedFile { relative: components.iter().collect(), content: &file.content });
+        files.push(PlacedFile { relative: components.iter().collect() });
     }
-    Ok(Arrangement { config: render.config(), files, tree: render.tree(), nodes })
+    Ok(Arrangement { render, files, nodes })
 }
 
 /// Adds the node `name` under `parent`; `file` and `by` as [`Node`]'s.
@@ -196,9 +193,6 @@ fn resolve<'p>(
     if path.contains('\0') {
         return Err(RenderPathError::NulByte { path: err_path() });
     }
-    if path.is_empty() {
-        return Err(RenderPathError::Empty { path: err_path() });
-    }
     // `..` is refused everywhere, even where only the last component is used:
     // a path that tries to climb is a bug or an attack, never a file name.
     if path.split('/').any(|c| c == "..") {
@@ -234,7 +228,7 @@ const WRITE_CHUNK: usize = 1 << 20;
 
 impl<'a> Arrangement<'a> {
     /// The auxiliary files in render order.
-    pub fn files(&self) -> &[PlacedFile<'a>] {
+    pub fn files(&self) -> &[PlacedFile] {
         &self.files
     }
 
@@ -250,7 +244,7 @@ impl<'a> Arrangement<'a> {
     /// stops with [`io::ErrorKind::Interrupted`] (the caller knows why).
     pub fn write(&self, dir: &Dir, go_on: &mut dyn FnMut(usize) -> bool) -> io::Result<()> {
         let mut written = 0;
-        fill_config(dir, self.config, &mut || go_on(written))
+        fill_config(dir, self.render.config(), &mut || go_on(written))
             .map_err(|e| naming(CONFIG_NAME.as_ref(), e))?;
         // Depth first; a stack of open directories, at most as deep as a path.
         let mut stack: Vec<(Option<Dir>, std::slice::Iter<'_, usize>)> =
@@ -267,7 +261,7 @@ impl<'a> Arrangement<'a> {
             }
             let named = |e| naming(&self.files[node.by].relative, e);
             if node.file {
-                let content = self.files[node.by].content;
+                let content = &self.render.files()[node.by].content;
                 create_file(here, node.name.as_ref(), content, &mut || go_on(written))
                     .map_err(named)?;
                 written += 1;
@@ -276,7 +270,8 @@ impl<'a> Arrangement<'a> {
                 stack.push((Some(entered), node.children.iter()));
             }
         }
-        for entry in self.tree {
+        // what only a directory holds (its tree), after the files
+        for entry in self.render.tree() {
             if !go_on(written) {
                 return Err(stopped());
             }
@@ -451,6 +446,11 @@ mod tests {
         arrange(&render(files), Path::new(CONFIG_DIR)).unwrap_err()
     }
 
+    /// Arranges `r` and writes it into `dir`, going on to the end.
+    fn write(r: &Render, dir: &Path) -> io::Result<()> {
+        arrange(r, Path::new(CONFIG_DIR)).unwrap().write(&handle(dir), &mut |_| true)
+    }
+
     #[test]
     fn absolute_paths_land_at_their_place_under_the_config_dir_else_in_the_kind_directory() {
         assert_eq!(
@@ -573,13 +573,7 @@ mod tests {
             [(FileKind::General, "a/b/c"), (FileKind::General, "a/b")],
             [(FileKind::General, "./maps"), (FileKind::Map, "x.map")],
         ] {
-            assert!(
-                matches!(
-                    arrange(&render(&files), Path::new(CONFIG_DIR)).unwrap_err(),
-                    RenderPathError::Nested { .. }
-                ),
-                "{files:?}"
-            );
+            assert!(matches!(refused(&files), RenderPathError::Nested { .. }), "{files:?}");
         }
         let err = refused(&[(FileKind::General, "a/b"), (FileKind::General, "a/b/c")]);
         assert_eq!(err, RenderPathError::Nested { path: "a/b".into(), other: "a/b/c".into() });
@@ -738,7 +732,7 @@ mod tests {
             ],
         );
         let arrangement = arrange(&r, Path::new(CONFIG_DIR)).unwrap();
-        assert_eq!(arrangement.config, b"global\n  default-path origin /etc/haproxy\n");
+        assert_eq!(arrangement.render.config(), b"global\n  default-path origin /etc/haproxy\n");
         arrangement.write(&handle(&dir), &mut |_| true).unwrap();
         // the config as sent, byte for byte
         let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
@@ -772,22 +766,14 @@ mod tests {
             "global\n",
             vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "x".into() }],
         );
-        assert!(
-            arrange(&r, Path::new(CONFIG_DIR))
-                .unwrap()
-                .write(&handle(&dir), &mut |_| true)
-                .is_err()
-        );
+        assert!(write(&r, &dir).is_err());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 
         let dir2 = tmp.path().join("check2");
         std::fs::create_dir(&dir2).unwrap();
         std::fs::create_dir(dir2.join("maps")).unwrap();
         std::os::unix::fs::symlink(outside.join("victim"), dir2.join("maps/a.map")).unwrap();
-        let err = arrange(&r, Path::new(CONFIG_DIR))
-            .unwrap()
-            .write(&handle(&dir2), &mut |_| true)
-            .unwrap_err();
+        let err = write(&r, &dir2).unwrap_err();
         assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
         assert!(!outside.join("victim").exists());
 
@@ -797,10 +783,7 @@ mod tests {
             std::fs::create_dir(&dir).unwrap();
             std::fs::create_dir(dir.join("real")).unwrap();
             std::os::unix::fs::symlink(target, dir.join("maps")).unwrap();
-            let err = arrange(&r, Path::new(CONFIG_DIR))
-                .unwrap()
-                .write(&handle(&dir), &mut |_| true)
-                .unwrap_err();
+            let err = write(&r, &dir).unwrap_err();
             assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
             assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
             assert_eq!(std::fs::read_dir(dir.join("real")).unwrap().count(), 0);
@@ -811,10 +794,7 @@ mod tests {
         std::fs::create_dir_all(dir5.join("maps")).unwrap();
         let (fifo, mode) = (dir5.join("maps/a.map"), rustix::fs::Mode::from_raw_mode(0o600));
         rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).unwrap();
-        let err = arrange(&r, Path::new(CONFIG_DIR))
-            .unwrap()
-            .write(&handle(&dir5), &mut |_| true)
-            .unwrap_err();
+        let err = write(&r, &dir5).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
     }
 }

@@ -49,10 +49,8 @@ impl RenderLimits {
         if files > self.files {
             return Err(self.too_many_files(&files.to_string()));
         }
-        let bytes = render
-            .files()
-            .iter()
-            .fold(render.config().len() as u64, |sum, f| sum + f.content.len() as u64);
+        let bytes = render.config().len() as u64
+            + render.files().iter().map(|f| f.content.len() as u64).sum::<u64>();
         if bytes > self.bytes {
             return Err(self.too_many_bytes(&bytes.to_string()));
         }

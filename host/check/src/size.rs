@@ -21,13 +21,10 @@ pub fn parse(text: &str) -> Result<usize, String> {
 /// A byte count as the command line writes it: the largest binary unit that
 /// divides it (`64MiB`, `1536KiB`), else bytes (`1000`).
 pub fn format(bytes: usize) -> String {
-    match [(30, "GiB"), (20, "MiB"), (10, "KiB")]
+    [(30, "GiB"), (20, "MiB"), (10, "KiB")]
         .into_iter()
         .find(|(shift, _)| bytes != 0 && bytes.is_multiple_of(1 << shift))
-    {
-        Some((shift, unit)) => format!("{}{unit}", bytes >> shift),
-        None => bytes.to_string(),
-    }
+        .map_or_else(|| bytes.to_string(), |(shift, unit)| format!("{}{unit}", bytes >> shift))
 }
 
 #[cfg(test)]

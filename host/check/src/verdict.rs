@@ -474,13 +474,9 @@ pub fn settle_file_size(
         CheckOutcome::Refused { message } => CheckOutcome::Refused {
             message: format!("{hit}; under {high} HAProxy refused the render:\n{message}"),
         },
-        CheckOutcome::Unavailable { reason } => {
-            let first = match first {
-                CheckOutcome::Unavailable { reason } => reason,
-                other => format!("{other:?}"),
-            };
-            CheckOutcome::Unavailable { reason: format!("{first}\n(again under {high}: {reason})") }
-        }
+        CheckOutcome::Unavailable { reason } => CheckOutcome::Unavailable {
+            reason: format!("{}\n(again under {high}: {reason})", first.message()),
+        },
     }
 }
 
@@ -615,23 +611,23 @@ mod tests {
     const DIR: &str = "/tmp/rendergate-check-Ab12Cd";
     const BIN: &str = "/usr/sbin/haproxy";
 
-    fn ctx(config: &str) -> Context<'_> {
-        Context {
-            config: config.as_bytes(),
-            check_dir: Path::new(DIR),
-            haproxy_path: Path::new(BIN),
-        }
+    fn ctx(config: &[u8]) -> Context<'_> {
+        Context { config, check_dir: Path::new(DIR), haproxy_path: Path::new(BIN) }
     }
 
     /// Classifies one finished run of `haproxy -c` whose output is at hand.
-    fn classify(exit: Exit, output: &str, ctx: Context) -> CheckOutcome {
-        let mut transcript = Transcript::new(ctx);
+    fn run(exit: Exit, output: &str, config: impl AsRef<[u8]>) -> CheckOutcome {
+        let mut transcript = Transcript::new(ctx(config.as_ref()));
         transcript.feed(output.as_bytes());
         transcript.finish(exit)
     }
 
-    fn run(exit: Exit, output: &str, config: &str) -> CheckOutcome {
-        classify(exit, output, ctx(config))
+    /// The message of a run that must be refused.
+    fn refusal(exit: Exit, output: &str, config: impl AsRef<[u8]>) -> String {
+        match run(exit, output, config) {
+            CheckOutcome::Refused { message } => message,
+            out => panic!("{out:?}"),
+        }
     }
 
     const CONFIG: &str = "global\n  log stdout local0\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\nfrontend f\n  bind :8080\n  bogus\n  default_backend b\nbackend b\n  server s1 127.0.0.1:80\n";
@@ -674,9 +670,7 @@ Configuration file is valid
 
     #[test]
     fn an_alert_refuses_with_output_and_config_context() {
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), UNKNOWN_KEYWORD, CONFIG) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), UNKNOWN_KEYWORD, CONFIG);
         let expected = [
             "  [NOTICE]   (1913) : haproxy version is 2.6.12-1+deb12u3",
             "  [NOTICE]   (1913) : path to executable is haproxy",
@@ -703,9 +697,7 @@ Configuration file is valid
         let long = "x".repeat(1 << 20);
         let config = format!("{}{long}\nlast\n", "\n".repeat(1_000_000));
         let output = "[ALERT] (1) : config : parsing [haproxy.cfg:1000001] : unknown keyword\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, &config) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), output, &config);
         let context = message.split_once("  Config context:\n").unwrap().1;
         let lines: Vec<&str> = context.lines().collect();
         assert_eq!(lines.len(), 6, "{context}");
@@ -719,9 +711,7 @@ Configuration file is valid
         assert_eq!(lines[5], "    1000002  last");
         // a line past the end names nothing to show
         let output = "[ALERT] (1) : config : parsing [haproxy.cfg:1000003] : unknown keyword\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, &config) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), output, &config);
         assert!(!message.contains("Config context"), "{message}");
     }
 
@@ -757,9 +747,7 @@ Configuration file is valid
 [ALERT]    (7) : config : Error(s) found in configuration file : haproxy.cfg
 [ALERT]    (7) : config : Fatal errors found in configuration.
 ";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), output, CONFIG);
         let blocks: Vec<&str> = message.split("\n\n").collect();
         assert_eq!(blocks.len(), 2, "{message}");
         assert!(blocks[0].contains("→ [ALERT]    (7) : config : parsing [haproxy.cfg:2]"));
@@ -779,9 +767,7 @@ Configuration file is valid
     #[test]
     fn only_summary_lines_still_refuse_with_something_to_read() {
         let output = "[ALERT]    (7) : config : Fatal errors found in configuration.\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), output, CONFIG);
         assert_eq!(message, "→ [ALERT]    (7) : config : Fatal errors found in configuration.");
     }
 
@@ -791,9 +777,7 @@ Configuration file is valid
             "[ALERT]    (9) : config : parsing [{DIR}/haproxy.cfg:1] : unknown keyword 'x'\n\
              [ALERT]    (9) : config : failed to open pattern file <{DIR}/maps/hosts.map> in {DIR}\n"
         );
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), &output, CONFIG) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), &output, CONFIG);
         assert!(!message.contains(DIR), "{message}");
         assert!(!message.contains("/tmp"), "{message}");
         assert!(message.contains("parsing [haproxy.cfg:1]"), "{message}");
@@ -804,9 +788,7 @@ Configuration file is valid
     #[test]
     fn other_files_line_numbers_get_no_config_context() {
         let output = "[ALERT]    (9) : config : parsing [general/list.txt:3] : bad crt-list line\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), output, CONFIG);
         assert!(!message.contains("Config context"), "{message}");
     }
 
@@ -814,15 +796,11 @@ Configuration file is valid
     fn line_numbers_beyond_the_config_get_no_context() {
         for n in ["0", "14", "999999999999999999999999"] {
             let output = format!("[ALERT]    (9) : config : parsing [haproxy.cfg:{n}] : oops\n");
-            let CheckOutcome::Refused { message } = run(Exit::Code(1), &output, CONFIG) else {
-                panic!()
-            };
+            let message = refusal(Exit::Code(1), &output, CONFIG);
             assert!(!message.contains("Config context"), "{n}: {message}");
         }
         let output = "[ALERT]    (9) : config : parsing [haproxy.cfg:13] : last line\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), output, CONFIG);
         assert!(message.ends_with("  →   13    server s1 127.0.0.1:80"), "{message}");
         assert!(message.contains("       9    bind :8080"), "{message}");
         assert!(!message.contains("       8  "), "{message}");
@@ -853,9 +831,7 @@ Configuration file is valid
 [INFO]     (3576) : something
 [DEBUG]    (3576) : something else
 ";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), output, CONFIG);
         assert!(
             message.starts_with(
                 "HAProxy exited 1 (the config is invalid) without an alert saying why; it printed:\n[NOTICE]"
@@ -884,7 +860,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
     #[test]
     fn the_kind_comes_from_every_line_however_long_the_output() {
         // a flood of warnings, then the one alert at the very end
-        let mut t = Transcript::new(ctx(CONFIG));
+        let mut t = Transcript::new(ctx(CONFIG.as_bytes()));
         let warning = "[WARNING]  (1) : config : missing timeouts for backend 'b'.\n   | While not properly invalid, you will certainly encounter various problems\n";
         let mut fed = 0;
         while fed < 8 << 20 {
@@ -904,7 +880,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
         );
         assert!(message.len() < 8 * 1024, "{}", message.len());
         // the same flood on a pass keeps a bounded note
-        let mut t = Transcript::new(ctx(CONFIG));
+        let mut t = Transcript::new(ctx(CONFIG.as_bytes()));
         for _ in 0..100_000 {
             t.feed(warning.as_bytes());
         }
@@ -915,7 +891,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
 
     #[test]
     fn lines_are_read_whole_across_reads_and_a_long_line_is_cut_for_display_only() {
-        let mut t = Transcript::new(ctx(CONFIG));
+        let mut t = Transcript::new(ctx(CONFIG.as_bytes()));
         for piece in
             ["[NOT", "ICE] x\n   ", "  [AL", "ERT] (1) : parsing [haproxy.", "cfg:10] : bad\n"]
         {
@@ -928,12 +904,12 @@ Configuration file has no error but will not start (no listener) => exit(2).
         );
         assert!(message.contains("  →   10    bogus"), "{message}");
         // a megabyte of blanks before the tag still judges
-        let mut t = Transcript::new(ctx(CONFIG));
+        let mut t = Transcript::new(ctx(CONFIG.as_bytes()));
         t.feed(&vec![b' '; 1 << 20]);
         t.feed(b"[ALERT] late tag\n");
         assert!(matches!(t.finish(Exit::Code(1)), CheckOutcome::Refused { .. }));
         // a megabyte-long alert is shown cut
-        let mut t = Transcript::new(ctx(CONFIG));
+        let mut t = Transcript::new(ctx(CONFIG.as_bytes()));
         t.feed(b"[ALERT] ");
         t.feed(&vec![b'x'; 1 << 20]);
         let CheckOutcome::Refused { message } = t.finish(Exit::Code(1)) else { panic!() };
@@ -1003,9 +979,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
 [NOTICE]   (9582) : path to executable is /usr/sbin/haproxy
 [ALERT]    (9582) : config : parsing [haproxy.cfg:2] : unknown keyword 'bogus-keyword' in 'global' section
 ";
-        let CheckOutcome::Refused { message } = run(Exit::Code(2), output, CONFIG) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(2), output, CONFIG);
         assert!(
             message.contains("→ [ALERT]    (9582) : config : parsing [haproxy.cfg:2]"),
             "{message}"
@@ -1034,21 +1008,18 @@ Configuration file has no error but will not start (no listener) => exit(2).
 
     #[test]
     fn what_needs_a_second_run() {
-        let passed = CheckOutcome::Passed { message: String::new() };
-        let refused = CheckOutcome::Refused { message: "x".into() };
-        let unavailable = CheckOutcome::Unavailable { reason: "x".into() };
-        assert!(!needs_second_run(&passed, Exit::Code(0)));
-        assert!(!needs_second_run(&passed, Exit::Code(2)));
-        assert!(needs_second_run(&refused, Exit::Code(1)));
-        assert!(needs_second_run(&refused, Exit::Code(2)));
-        assert!(needs_second_run(&unavailable, Exit::Code(1)));
-        assert!(needs_second_run(&unavailable, Exit::Code(127)));
+        assert!(!needs_second_run(&passed(""), Exit::Code(0)));
+        assert!(!needs_second_run(&passed(""), Exit::Code(2)));
+        assert!(needs_second_run(&refused("x"), Exit::Code(1)));
+        assert!(needs_second_run(&refused("x"), Exit::Code(2)));
+        assert!(needs_second_run(&unavailable("x"), Exit::Code(1)));
+        assert!(needs_second_run(&unavailable("x"), Exit::Code(127)));
         for signal in [libc::SIGSEGV, libc::SIGABRT, libc::SIGBUS, libc::SIGKILL] {
-            assert!(needs_second_run(&unavailable, Exit::Signal(signal)), "{signal}");
+            assert!(needs_second_run(&unavailable("x"), Exit::Signal(signal)), "{signal}");
         }
         // the gate's other limits name themselves
         for signal in [libc::SIGXCPU, libc::SIGXFSZ, libc::SIGSYS] {
-            assert!(!needs_second_run(&unavailable, Exit::Signal(signal)), "{signal}");
+            assert!(!needs_second_run(&unavailable("x"), Exit::Signal(signal)), "{signal}");
         }
     }
 
@@ -1058,8 +1029,8 @@ Configuration file has no error but will not start (no listener) => exit(2).
     fn a_file_past_the_first_bound_is_judged_under_the_second() {
         let killed =
             || unavailable("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)");
-        let passed = CheckOutcome::Passed { message: String::new() };
-        let CheckOutcome::Passed { message } = settle_file_size(killed(), Ok(passed), FILE_BOUNDS)
+        let CheckOutcome::Passed { message } =
+            settle_file_size(killed(), Ok(passed("")), FILE_BOUNDS)
         else {
             panic!("a pass under the larger bound is the verdict")
         };
@@ -1076,13 +1047,16 @@ Configuration file has no error but will not start (no listener) => exit(2).
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(reason.contains("16 MiB") && reason.contains("(again under 256MiB: "), "{reason}");
         // bounds lowered by the gate's own `ulimit -f` are named as they were
-        let passed = CheckOutcome::Passed { message: String::new() };
-        let out = settle_file_size(killed(), Ok(passed), (1 << 20, 8 << 20));
+        let out = settle_file_size(killed(), Ok(passed("")), (1 << 20, 8 << 20));
         let CheckOutcome::Passed { message } = out else { panic!("{out:?}") };
         assert!(message.contains("limit of 1MiB; under 8MiB it passed"), "{message}");
     }
 
     const FILE_BOUNDS: (u64, u64) = (16 << 20, 256 << 20);
+
+    fn passed(message: &str) -> CheckOutcome {
+        CheckOutcome::Passed { message: message.into() }
+    }
 
     fn refused(message: &str) -> CheckOutcome {
         CheckOutcome::Refused { message: message.into() }
@@ -1101,20 +1075,14 @@ Configuration file has no error but will not start (no listener) => exit(2).
 
     #[test]
     fn refused_then_passed_is_a_pass_that_says_why() {
-        let out = settle(
-            refused("→ [ALERT] fail to set sink buffer size"),
-            Ok(CheckOutcome::Passed { message: String::new() }),
-            BOUNDS,
-        );
+        let out = settle(refused("→ [ALERT] fail to set sink buffer size"), Ok(passed("")), BOUNDS);
         assert_eq!(
             out,
             CheckOutcome::Passed {
                 message: "the first run hit the check's address-space limit of 1GiB (--check-memory); under --check-memory-max 16GiB it passed".into()
             }
         );
-        let second = CheckOutcome::Passed {
-            message: "valid, but HAProxy would not start it: no listener (exit 2)".into(),
-        };
+        let second = passed("valid, but HAProxy would not start it: no listener (exit 2)");
         let CheckOutcome::Passed { message } = settle(refused("x"), Ok(second), BOUNDS) else {
             panic!()
         };
@@ -1129,7 +1097,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
     #[test]
     fn a_crash_then_a_judgement_is_that_judgement() {
         let crash = || unavailable("haproxy was killed by signal 11 (SIGSEGV)");
-        let out = settle(crash(), Ok(CheckOutcome::Passed { message: String::new() }), BOUNDS);
+        let out = settle(crash(), Ok(passed("")), BOUNDS);
         assert!(matches!(out, CheckOutcome::Passed { .. }), "{out:?}");
         let out = settle(crash(), Ok(refused("→ [ALERT] bogus")), BOUNDS);
         assert_eq!(
@@ -1177,9 +1145,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
    | While not properly invalid, you will certainly encounter various problems
 [ALERT]    (3576) : config : Some warnings were found and 'zero-warning' is set. Aborting.
 ";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, CONFIG) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), output, CONFIG);
         assert!(
             message.contains("→ [ALERT]    (3576) : config : Some warnings were found"),
             "{message}"
@@ -1248,9 +1214,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
         let output: String = (1..=30)
             .map(|n| format!("[ALERT] (1) : config : parsing [haproxy.cfg:{n}] : bad\n"))
             .collect();
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), &output, CONFIG) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), &output, CONFIG);
         assert_eq!(message.matches("→ [ALERT]").count(), MAX_BLOCKS);
         assert!(message.ends_with("… and 10 more alerts"), "{message}");
     }
@@ -1281,10 +1245,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
         // a line that is not UTF-8 is shown with its bad bytes replaced
         let config = b"global\n  bogus \xff\xfe here\n";
         let output = "[ALERT] (1) : config : parsing [haproxy.cfg:2] : unknown keyword 'bogus'\n";
-        let ctx = Context { config, check_dir: Path::new(DIR), haproxy_path: Path::new(BIN) };
-        let CheckOutcome::Refused { message } = classify(Exit::Code(1), output, ctx) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), output, config);
         assert!(message.contains("  →    2    bogus \u{FFFD}\u{FFFD} here"), "{message}");
         assert_eq!(shown_line("é".repeat(600).as_bytes(), 1023), format!("{} …", "é".repeat(511)));
     }
@@ -1293,9 +1254,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
     fn config_context_is_scrubbed_too() {
         let config = "global\n  bogus \x1b[2J\n";
         let output = "[ALERT] (1) : config : parsing [haproxy.cfg:2] : unknown keyword 'bogus'\n";
-        let CheckOutcome::Refused { message } = run(Exit::Code(1), output, config) else {
-            panic!()
-        };
+        let message = refusal(Exit::Code(1), output, config);
         assert!(message.contains("  →    2    bogus \u{FFFD}[2J"), "{message}");
         assert!(!message.contains('\x1b'));
     }
