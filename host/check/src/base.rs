@@ -318,37 +318,34 @@ fn same_file(path: &Path, file: &File) -> bool {
 /// Removes every entry of the base that no live process holds; returns
 /// what could not be removed.
 fn wipe(base: &Dir, locking: bool) -> Vec<String> {
-    let mut problems = Vec::new();
     let entries = match base.entries() {
         Ok(entries) => entries,
         Err(e) => return vec![e.to_string()],
     };
+    let mut problems = Vec::new();
     for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(e) => {
-                problems.push(e.to_string());
-                continue;
-            }
-        };
-        let name = entry.file_name();
-        // the entry itself, never what a symlink points at
-        let removed = match entry.file_type() {
-            Ok(t) if t.is_dir() => match stale(base, &name, locking) {
-                Ok(true) => crate::remove::remove_dir_all(base, &name),
-                Ok(false) => Ok(()),
-                Err(e) => Err(e),
-            },
-            Ok(_) => base.remove_file(&name),
-            Err(e) => Err(e),
-        };
-        match removed {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => problems.push(format!("{}: {e}", name.to_string_lossy())),
+        match entry.map(|entry| (entry.file_name(), remove_stale(base, &entry, locking))) {
+            Ok((_, Ok(()))) => {}
+            Ok((_, Err(e))) if e.kind() == io::ErrorKind::NotFound => {}
+            Ok((name, Err(e))) => problems.push(format!("{}: {e}", name.to_string_lossy())),
+            Err(e) => problems.push(e.to_string()),
         }
     }
     problems
+}
+
+/// Removes `entry` of the base unless it is a subdirectory a live process
+/// holds ([`stale`]); anything else in the base is never ours.
+fn remove_stale(base: &Dir, entry: &cap_std::fs::DirEntry, locking: bool) -> io::Result<()> {
+    let name = entry.file_name();
+    // the entry itself, never what a symlink points at
+    if !entry.file_type()?.is_dir() {
+        base.remove_file(&name)
+    } else if stale(base, &name, locking)? {
+        crate::remove::remove_dir_all(base, &name)
+    } else {
+        Ok(())
+    }
 }
 
 /// Whether the subdirectory `name` belongs to no live process: its lock

@@ -60,9 +60,8 @@ impl ConfigDir {
             Err(e) => return Err(format!("cannot lock {shown}: {e}")),
         }
         let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
-        if let Err(e) = rustix::fs::access(path, access) {
-            return Err(format!("{shown} is not writable: {}", io::Error::from(e)));
-        }
+        rustix::fs::access(path, access)
+            .map_err(|e| format!("{shown} is not writable: {}", io::Error::from(e)))?;
         let mode = file.metadata().map_err(|e| format!("{shown}: {e}"))?.mode() & 0o7777;
         let slot = Arc::new(Semaphore::new(1));
         let claimed =

@@ -282,7 +282,7 @@ fn reply(query: &Message, found: Result<Vec<IpAddr>, LookupError>) -> Option<Vec
     let mut response = Message::new();
     response.set_header(response_header(query.header()));
     response.add_query(question.clone());
-    match found {
+    let code = match found {
         Ok(addrs) => {
             for addr in addrs {
                 let rdata = match (question.query_type(), addr) {
@@ -292,14 +292,12 @@ fn reply(query: &Message, found: Result<Vec<IpAddr>, LookupError>) -> Option<Vec
                 };
                 response.add_answer(Record::from_rdata(question.name().clone(), 0, rdata));
             }
+            ResponseCode::NoError
         }
-        Err(LookupError::NoSuchName) => {
-            response.set_response_code(ResponseCode::NXDomain);
-        }
-        Err(LookupError::Failed) => {
-            response.set_response_code(ResponseCode::ServFail);
-        }
-    }
+        Err(LookupError::NoSuchName) => ResponseCode::NXDomain,
+        Err(LookupError::Failed) => ResponseCode::ServFail,
+    };
+    response.set_response_code(code);
     let limit = match query.extensions() {
         Some(edns) => {
             let mut ours = Edns::new();

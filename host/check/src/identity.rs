@@ -192,8 +192,10 @@ mod tests {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
-    fn sha(content: &str) -> String {
-        rendergate_core::hex::hex(&Sha256::digest(content.as_bytes()))
+    /// The identity of a binary at `path` holding `content`.
+    fn hashed(path: &Path, content: &str) -> String {
+        let sha = rendergate_core::hex::hex(&Sha256::digest(content.as_bytes()));
+        format!("{} sha256:{sha}", path.display())
     }
 
     #[test]
@@ -203,7 +205,7 @@ mod tests {
         write(&path, "one");
         let ids = BinaryIdentity::new(&path, Naming::Hash);
         let first = ids.current().unwrap();
-        assert_eq!(&*first.identity, format!("{} sha256:{}", path.display(), sha("one")));
+        assert_eq!(&*first.identity, hashed(&path, "one"));
         for _ in 0..3 {
             assert!(Arc::ptr_eq(&ids.current().unwrap(), &first));
             assert_eq!(ids.identity(), first.identity);
@@ -234,7 +236,7 @@ mod tests {
         assert!(!touched.unchanged());
         let longer = ids.current().unwrap();
         assert_eq!(hashes(&ids), 3);
-        assert_eq!(&*longer.identity, format!("{} sha256:{}", path.display(), sha("one, longer")));
+        assert_eq!(&*longer.identity, hashed(&path, "one, longer"));
 
         // replaced by rename, as package managers do: another inode
         let new = dir.path().join("haproxy.new");
@@ -245,7 +247,7 @@ mod tests {
         assert!(!longer.unchanged());
         let renamed = ids.current().unwrap();
         assert_eq!(hashes(&ids), 4);
-        assert_eq!(&*renamed.identity, format!("{} sha256:{}", path.display(), sha("two, longer")));
+        assert_eq!(&*renamed.identity, hashed(&path, "two, longer"));
 
         // only the mode changed (ctime moves): hashed again, same identity
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -290,7 +292,7 @@ mod tests {
         assert_eq!(&*ids.identity(), format!("{} missing", path.display()));
 
         write(&path, "one");
-        assert_eq!(&*ids.identity(), format!("{} sha256:{}", path.display(), sha("one")));
+        assert_eq!(&*ids.identity(), hashed(&path, "one"));
 
         std::fs::remove_file(&path).unwrap();
         assert!(ids.current().unwrap_err().starts_with("haproxy binary not found: "));
@@ -299,9 +301,9 @@ mod tests {
 
     #[test]
     fn a_bare_name_is_looked_up_on_path_at_every_call() {
-        let early = tempfile::tempdir().unwrap();
-        let late = tempfile::tempdir().unwrap();
-        let search = std::env::join_paths([early.path(), late.path()]).unwrap();
+        let (early_dir, late_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let search = std::env::join_paths([early_dir.path(), late_dir.path()]).unwrap();
+        let (early, late) = (early_dir.path().join("haproxy"), late_dir.path().join("haproxy"));
         let ids = BinaryIdentity {
             search: Some(search),
             ..BinaryIdentity::new(Path::new("haproxy"), Naming::Hash)
@@ -309,25 +311,18 @@ mod tests {
         assert_eq!(ids.current().unwrap_err(), "haproxy binary not found: no haproxy on PATH");
         assert_eq!(&*ids.identity(), "haproxy missing");
 
-        write(&late.path().join("haproxy"), "late");
-        assert_eq!(ids.current().unwrap().path, late.path().join("haproxy"));
+        write(&late, "late");
+        assert_eq!(ids.current().unwrap().path, late);
 
         // one installed earlier on PATH wins from the next call on
-        write(&early.path().join("haproxy"), "early");
+        write(&early, "early");
         let found = ids.current().unwrap();
-        assert_eq!(found.path, early.path().join("haproxy"));
-        assert_eq!(
-            &*found.identity,
-            format!("{} sha256:{}", early.path().join("haproxy").display(), sha("early"))
-        );
+        assert_eq!(found.path, early);
+        assert_eq!(&*found.identity, hashed(&early, "early"));
 
         // not executable: not a match on PATH
-        std::fs::set_permissions(
-            early.path().join("haproxy"),
-            std::fs::Permissions::from_mode(0o644),
-        )
-        .unwrap();
-        assert_eq!(ids.current().unwrap().path, late.path().join("haproxy"));
+        std::fs::set_permissions(&early, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(ids.current().unwrap().path, late);
     }
 
     #[test]

@@ -45,13 +45,12 @@ fn reclaim(dir: &Dir, name: &OsStr) -> io::Result<()> {
 /// plain removal is refused, gives the tree back its owner's modes and
 /// removes it again.
 pub fn remove_dir_all(parent: &Dir, name: &OsStr) -> io::Result<()> {
-    match parent.remove_dir_all(name) {
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        other => return other,
+    let mut removed = parent.remove_dir_all(name);
+    if removed.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied) {
+        reclaim(parent, name)?;
+        removed = parent.remove_dir_all(name);
     }
-    reclaim(parent, name)?;
-    match parent.remove_dir_all(name) {
+    match removed {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }

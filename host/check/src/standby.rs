@@ -571,12 +571,8 @@ mod tests {
             // SAFETY: closes its copy of the write end, then reads until
             // the parent's goes (end-of-file); a valid buffer.
             unsafe {
-                libc::close(std::os::fd::AsRawFd::as_raw_fd(&release));
-                libc::read(
-                    std::os::fd::AsRawFd::as_raw_fd(&hold),
-                    (&mut byte as *mut u8).cast(),
-                    1,
-                );
+                libc::close(release.as_raw_fd());
+                libc::read(hold.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
                 libc::_exit(0);
             }
         }

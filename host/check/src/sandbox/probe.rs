@@ -309,11 +309,8 @@ mod tests {
         let p = Probe::detect("mountns");
         assert_eq!(p.unshare_flags() & libc::CLONE_NEWNS, 0);
         assert_ne!(p.unshare_flags() & libc::CLONE_NEWNET, 0);
-        assert!(
-            p.report(Mode::Strict).contains(" mountns=off(disabled by"),
-            "{}",
-            p.report(Mode::Strict)
-        );
+        let line = p.report(Mode::Strict);
+        assert!(line.contains(" mountns=off(disabled by"), "{line}");
     }
 
     #[test]

@@ -19,12 +19,17 @@ use seccompiler::{
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-/// Refused outright with EPERM.
-const DENIED: &[(&str, libc::c_long)] = &[
-    // the network. `socket` itself is filtered below (UDP only); `connect`
-    // refused costs a `resolvers` section only a warning (measured with
-    // haproxy 2.6: "can't connect socket for nameserver", still valid),
-    // where a refused `socket` would be a fatal alert.
+/// The network, refused outright with EPERM but inside the check's world,
+/// whose network namespace holds only its own loopback: there `connect`,
+/// the sends, `bind` and `listen` reach nothing but the namespace itself. A
+/// `resolvers` section connects its sockets as it does on a pod (under
+/// `zero-warning`, "can't connect socket" is fatal), and HAProxy's
+/// `SO_REUSEPORT` probe binds as there.
+const NETWORK: &[(&str, libc::c_long)] = &[
+    // `socket` itself is filtered below (UDP only); `connect` refused
+    // costs a `resolvers` section only a warning (measured with haproxy
+    // 2.6: "can't connect socket for nameserver", still valid), where a
+    // refused `socket` would be a fatal alert.
     ("connect", libc::SYS_connect),
     ("bind", libc::SYS_bind),
     ("listen", libc::SYS_listen),
@@ -34,6 +39,10 @@ const DENIED: &[(&str, libc::c_long)] = &[
     ("sendto", libc::SYS_sendto),
     ("sendmsg", libc::SYS_sendmsg),
     ("sendmmsg", libc::SYS_sendmmsg),
+];
+
+/// Refused outright with EPERM, in the world's own network too.
+const DENIED: &[(&str, libc::c_long)] = &[
     // other processes
     ("ptrace", libc::SYS_ptrace),
     ("process_vm_readv", libc::SYS_process_vm_readv),
@@ -96,7 +105,8 @@ fn socket_rules(own_network: bool) -> seccompiler::Result<Vec<SeccompRule>> {
 /// The system calls refused outright, in the world's own network
 /// (`own_network`) or not.
 fn denied(own_network: bool) -> impl Iterator<Item = &'static (&'static str, libc::c_long)> {
-    DENIED.iter().filter(move |(_, nr)| !(own_network && IN_OWN_NETWORK.contains(nr)))
+    let network = if own_network { &[][..] } else { NETWORK };
+    network.iter().chain(DENIED)
 }
 
 /// The names of what is refused, for the docs and `--explain`; in the
@@ -140,26 +150,10 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> seccompiler::sock_filter {
     seccompiler::sock_filter { code, jt, jf, k }
 }
 
-/// Allowed inside the check's world, whose network namespace holds only its
-/// own loopback: there `connect`, the sends, `bind` and `listen` reach
-/// nothing but the namespace itself. A `resolvers` section connects its
-/// sockets as it does on a pod (under `zero-warning`, "can't connect
-/// socket" is fatal), and HAProxy's `SO_REUSEPORT` probe binds as there.
-const IN_OWN_NETWORK: [libc::c_long; 8] = [
-    libc::SYS_connect,
-    libc::SYS_sendto,
-    libc::SYS_sendmsg,
-    libc::SYS_sendmmsg,
-    libc::SYS_bind,
-    libc::SYS_listen,
-    libc::SYS_accept,
-    libc::SYS_accept4,
-];
-
 /// The whole program, ready to install, built once per process (the probe
 /// and every checker share it); `own_network`: for checks inside the
 /// check's world (its own network namespace, loopback only), where
-/// `IN_OWN_NETWORK` is allowed. Errors only if this architecture is not
+/// [`NETWORK`] is allowed. Errors only if this architecture is not
 /// supported by `seccompiler`.
 pub fn program(own_network: bool) -> Result<Arc<Vec<seccompiler::sock_filter>>, String> {
     type Program = Result<Arc<Vec<seccompiler::sock_filter>>, String>;
@@ -224,7 +218,7 @@ mod tests {
     #[test]
     fn the_program_compiles_with_the_guard_first() {
         let prog = program(false).unwrap();
-        assert!(prog.len() > DENIED.len(), "{}", prog.len());
+        assert!(prog.len() > NETWORK.len() + DENIED.len(), "{}", prog.len());
         assert!(prog.len() < 4096, "BPF programs are limited to 4096 instructions");
         assert_eq!((prog[0].code, prog[0].k), (LD_W_ABS, OFF_ARCH));
         assert_eq!(prog[1].k, AUDIT_ARCH);
@@ -265,16 +259,10 @@ mod tests {
                 return 17;
             }
             let addr: libc::sockaddr_in6 = std::mem::zeroed();
+            let to = (&raw const addr).cast::<libc::sockaddr>();
             let len = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-            if libc::connect(udp, &addr as *const _ as *const libc::sockaddr, len) != -1
-                || libc::sendto(
-                    udp,
-                    b"x".as_ptr().cast(),
-                    1,
-                    0,
-                    &addr as *const _ as *const libc::sockaddr,
-                    len,
-                ) != -1
+            if libc::connect(udp, to, len) != -1
+                || libc::sendto(udp, b"x".as_ptr().cast(), 1, 0, to, len) != -1
             {
                 return 18;
             }
