@@ -278,21 +278,20 @@ mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
 
+    /// The parent and the process group of `pid`, while it lives.
+    fn parent_and_group(pid: i32) -> Option<(i32, i32)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // after the command's closing parenthesis: state, ppid, pgrp
+        let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+        Some((fields[1].parse().ok()?, fields[2].parse().ok()?))
+    }
+
     /// The pids in process group `pgid` but `but`.
     fn group_members(pgid: i32, but: i32) -> Vec<i32> {
-        let mut pids = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-            // after the command's closing parenthesis: state, ppid, pgrp
-            let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
-            if fields[2].parse::<i32>() == Ok(pgid) && pid != but {
-                pids.push(pid);
-            }
-        }
-        pids
+        let entries = std::fs::read_dir("/proc").unwrap().flatten();
+        let pids = entries.filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok());
+        pids.filter(|&pid| pid != but && parent_and_group(pid).is_some_and(|(_, g)| g == pgid))
+            .collect()
     }
 
     /// A child makes its keeper, waits, then `execve`s: the keeper is this
@@ -337,9 +336,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         };
         assert_eq!(fds, 1);
-        let stat = std::fs::read_to_string(format!("/proc/{kept}/stat")).unwrap();
-        let ppid: i32 =
-            stat.rsplit_once(") ").unwrap().1.split(' ').nth(1).unwrap().parse().unwrap();
+        let (ppid, _) = parent_and_group(kept).unwrap();
         let own = rustix::process::getpid().as_raw_nonzero().get();
         assert_eq!(ppid, own, "the keeper is ours, not the child's");
         // go: the child execs, the keeper leaves

@@ -438,13 +438,10 @@ impl Search {
                 from_cache.push(found);
             }
         }
-        if !from_cache.is_empty() {
-            return Some(from_cache);
+        if from_cache.is_empty() && !req.nodeflib {
+            return self.default_dirs.iter().find_map(|d| self.in_dir(name, d));
         }
-        if req.nodeflib {
-            return None;
-        }
-        self.default_dirs.iter().find_map(|d| self.in_dir(name, d))
+        (!from_cache.is_empty()).then_some(from_cache)
     }
 
     /// The first directory of a `:`-separated run path holding `name`.
@@ -503,23 +500,15 @@ impl Search {
                     .unwrap_or(tail.len());
                 (&tail[..end], end)
             };
-            let value = match token {
-                "ORIGIN" => Some(origin.as_str()),
-                "LIB" if self.flavour == Flavour::Glibc => Some(self.lib.as_str()),
-                "PLATFORM" if self.flavour == Flavour::Glibc => Some(self.platform.as_deref()?),
-                _ => None,
+            let (value, len) = match token {
+                "ORIGIN" => (origin.as_str(), len),
+                "LIB" if self.flavour == Flavour::Glibc => (self.lib.as_str(), len),
+                "PLATFORM" if self.flavour == Flavour::Glibc => (self.platform.as_deref()?, len),
+                // not a token glibc knows: kept as written
+                _ => ("$", 0),
             };
-            match value {
-                Some(v) => {
-                    out.push_str(v);
-                    rest = &tail[len..];
-                }
-                None => {
-                    // not a token glibc knows: kept as written
-                    out.push('$');
-                    rest = tail;
-                }
-            }
+            out.push_str(value);
+            rest = &tail[len..];
         }
         out.push_str(rest);
         Some(out)

@@ -47,17 +47,24 @@ fn checker(mode: Mode, probe: Probe) -> Fixture {
 }
 
 fn checker_for(binary: PathBuf, mode: Mode, probe: Probe) -> Fixture {
+    let sandbox = SandboxOptions { mode, ..SandboxOptions::default() };
+    let options = HaproxyOptions { binary, sandbox, ..HaproxyOptions::default() };
+    fixture(options, |options| HaproxyChecker::with_probe(options, probe))
+}
+
+/// The checker `make` makes of `options`, run in a work directory of its own.
+fn fixture(
+    options: HaproxyOptions,
+    make: impl FnOnce(HaproxyOptions) -> HaproxyChecker,
+) -> Fixture {
     let work = tempfile::tempdir().unwrap();
-    let checker = HaproxyChecker::with_probe(
-        HaproxyOptions {
-            binary,
-            work_dir: Some(work.path().to_path_buf()),
-            sandbox: SandboxOptions { mode, ..SandboxOptions::default() },
-            ..HaproxyOptions::default()
-        },
-        probe,
-    );
+    let checker = make(HaproxyOptions { work_dir: Some(work.path().to_path_buf()), ..options });
     Fixture { _work: work, checker }
+}
+
+/// The haproxy under test in `sandbox`, the rest as by default.
+fn sandboxed(sandbox: SandboxOptions) -> HaproxyOptions {
+    HaproxyOptions { binary: haproxy(), sandbox, ..HaproxyOptions::default() }
 }
 
 /// A check's own limits, as a default sandbox gives them.
@@ -156,23 +163,9 @@ async fn the_environment_is_empty() {
     let CheckOutcome::Passed { message } = check(&off, &config, vec![]).await else { panic!() };
     assert!(message.contains("home is []"), "{message}");
     // only what --check-env gives
-    let work = tempfile::tempdir().unwrap();
-    let given = HaproxyChecker::new(HaproxyOptions {
-        binary: haproxy(),
-        work_dir: Some(work.path().to_path_buf()),
-        sandbox: SandboxOptions {
-            env: vec![("HOME".into(), "/given".into())],
-            ..SandboxOptions::default()
-        },
-        ..HaproxyOptions::default()
-    });
-    let out = given
-        .check(
-            &Render::new("p", "r", config.as_str(), vec![]),
-            Instant::now() + Duration::from_secs(20),
-        )
-        .await
-        .outcome;
+    let env = vec![("HOME".into(), "/given".into())];
+    let options = sandboxed(SandboxOptions { env, ..SandboxOptions::default() });
+    let out = check(&fixture(options, HaproxyChecker::new), &config, vec![]).await;
     let CheckOutcome::Passed { message } = &out else { panic!("{out:?}") };
     assert!(message.contains("home is [/given]"), "{message}");
 }
@@ -205,38 +198,28 @@ async fn strict_mode_refuses_to_run_without_a_required_layer_and_best_effort_run
 async fn a_failing_layer_is_named_and_could_not_run() {
     // an address space of 4 KiB cannot even load the binary: the limit is
     // set (the rlimits layer works) and exec fails, which says "cannot start"
-    let work = tempfile::tempdir().unwrap();
-    let c = HaproxyChecker::new(HaproxyOptions {
-        binary: haproxy(),
-        work_dir: Some(work.path().to_path_buf()),
-        sandbox: SandboxOptions { mode: Mode::Strict, memory: 4096, ..SandboxOptions::default() },
-        // no second run under a larger bound: the layer's failure stands
-        memory_max: 4096,
-        ..HaproxyOptions::default()
-    });
-    let out = c
-        .check(&Render::new("p", "r", VALID, vec![]), Instant::now() + Duration::from_secs(20))
-        .await
-        .outcome;
+    let sandbox = SandboxOptions { mode: Mode::Strict, memory: 4096, ..SandboxOptions::default() };
+    // no second run under a larger bound: the layer's failure stands
+    let options = HaproxyOptions { memory_max: 4096, ..sandboxed(sandbox) };
+    let out = check(&fixture(options, HaproxyChecker::new), VALID, vec![]).await;
     assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
     // the tag carries the layer back through spawn's error
     let e = tagged(Layer::Landlock, libc::E2BIG);
     assert_eq!(
         spawn_failure(&e, None).unwrap(),
-        format!(
-            "sandbox setup failed in layer 'landlock': {} (E2BIG)",
-            io::Error::from_raw_os_error(libc::E2BIG)
-        )
+        said("sandbox setup failed in layer 'landlock'", libc::E2BIG, "E2BIG")
     );
     assert_eq!(spawn_failure(&io::Error::from_raw_os_error(libc::ENOENT), None), None);
     // entering the check directory is no sandbox layer (it runs with the sandbox off too)
     assert_eq!(
         spawn_failure(&tagged(Layer::CheckDirectory, libc::EBADF), None).unwrap(),
-        format!(
-            "cannot enter the check directory: {} (EBADF)",
-            io::Error::from_raw_os_error(libc::EBADF)
-        )
+        said("cannot enter the check directory", libc::EBADF, "EBADF")
     );
+}
+
+/// What a spawn failure says: `what`, then `errno` and its name.
+fn said(what: &str, errno: i32, name: &str) -> String {
+    format!("{what}: {} ({name})", io::Error::from_raw_os_error(errno))
 }
 
 #[tokio::test]
@@ -267,26 +250,16 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
     // a closed descriptor: the spawn fails, naming the step (with the
     // sandbox off, where nothing in the parent looks at it first)
     let off = checker(Mode::Off, Probe::detect(""));
-    let prepared = off
-        .checker
-        .sandbox()
-        .unwrap()
-        .prepare(
-            // SAFETY: a descriptor number far above any open one; never used but by fchdir
-            unsafe { std::os::fd::BorrowedFd::borrow_raw(1_000_000) },
-            limits(),
-        )
-        .unwrap();
+    // SAFETY: a descriptor number far above any open one; never used but by fchdir
+    let closed = unsafe { std::os::fd::BorrowedFd::borrow_raw(1_000_000) };
+    let prepared = off.checker.sandbox().unwrap().prepare(closed, limits()).unwrap();
     let mut cmd = tokio::process::Command::new(haproxy());
     cmd.arg("-v").stdin(std::process::Stdio::null());
     prepared.apply(&mut cmd);
     let e = cmd.spawn().unwrap_err();
     assert_eq!(
         spawn_failure(&e, None).unwrap(),
-        format!(
-            "cannot enter the check directory: {} (EBADF)",
-            io::Error::from_raw_os_error(libc::EBADF)
-        )
+        said("cannot enter the check directory", libc::EBADF, "EBADF")
     );
 }
 
@@ -311,31 +284,21 @@ async fn running_into_the_memory_limit_is_measured_by_a_second_run() {
     for i in 0..10_000 {
         config.push_str(&format!("backend b{i}\n  server s 127.0.0.1:80\n"));
     }
-    let work = tempfile::tempdir().unwrap();
     let checker = |memory_max: u64| {
-        HaproxyChecker::new(HaproxyOptions {
-            binary: haproxy(),
-            work_dir: Some(work.path().to_path_buf()),
-            sandbox: SandboxOptions {
-                mode: Mode::Strict,
-                memory: 96 << 20,
-                ..SandboxOptions::default()
-            },
-            memory_max,
-            ..HaproxyOptions::default()
-        })
+        let sandbox =
+            SandboxOptions { mode: Mode::Strict, memory: 96 << 20, ..SandboxOptions::default() };
+        fixture(HaproxyOptions { memory_max, ..sandboxed(sandbox) }, HaproxyChecker::new)
     };
-    let render = Render::new("p", "r", config.as_str(), vec![]);
     // 96 MiB is too little: where the allocation fails decides HAProxy's
     // words (an `[ALERT] … out of memory`, garbled output, or a SIGSEGV on
     // an unchecked allocation), and none of them is the verdict
     let c = checker(96 << 20);
-    let out = c.check(&render, Instant::now() + Duration::from_secs(20)).await.outcome;
+    let out = check(&c, &config, vec![]).await;
     assert!(!matches!(out, CheckOutcome::Passed { .. }), "{out:?}");
     drop(c);
     // the second run, under --check-memory-max, is
     let c = checker(rlimits::DEFAULT_MEMORY_MAX);
-    let out = c.check(&render, Instant::now() + Duration::from_secs(20)).await.outcome;
+    let out = check(&c, &config, vec![]).await;
     let CheckOutcome::Passed { message } = &out else { panic!("{out:?}") };
     assert!(
         message.starts_with(
@@ -519,18 +482,10 @@ async fn a_check_that_fills_its_renders_room_is_not_judged() {
     if !has_lua() {
         return;
     }
-    let work = tempfile::tempdir().unwrap();
-    let checker = HaproxyChecker::with_probe(
-        HaproxyOptions {
-            binary: haproxy(),
-            work_dir: Some(work.path().to_path_buf()),
-            // a room of 1 + 256 + 64 MiB
-            limits: crate::RenderLimits { files: 100, bytes: 1 << 20 },
-            ..HaproxyOptions::default()
-        },
-        Probe::detect(""),
-    );
-    let f = Fixture { _work: work, checker };
+    // a room of 1 + 256 + 64 MiB
+    let limits = crate::RenderLimits { files: 100, bytes: 1 << 20 };
+    let options = HaproxyOptions { limits, ..sandboxed(SandboxOptions::default()) };
+    let f = fixture(options, |options| HaproxyChecker::with_probe(options, Probe::detect("")));
     if f.checker.world_kind() != crate::haproxy::WorldKind::Root {
         // the config-dir world lays the render on the host's disk
         needs::missing("no root world on this host (no namespaces)", "this test");

@@ -251,9 +251,7 @@ impl Op {
     pub fn describe(&self, root: &Path) -> String {
         let inside = |c: &CString| {
             let path = c_str_path(c);
-            let inside =
-                path.strip_prefix(root).map_or(path.to_path_buf(), |p| Path::new("/").join(p));
-            inside.display().to_string()
+            Path::new("/").join(path.strip_prefix(root).unwrap_or(path)).display().to_string()
         };
         match self {
             Op::Tmpfs { target, .. } => format!("tmpfs {}", inside(target)),
@@ -366,6 +364,13 @@ impl World {
         options.validate().map_err(io::Error::other)?;
         let root = private.to_path_buf();
         let mut skeleton = Skeleton::new(&root);
+        // the scratch tmpfs mounts first, over the root's /tmp and /dev/shm:
+        // what lies under them is made once they are mounted
+        for (dir, flags) in SCRATCH.into_iter().zip([MountFlags::empty(), MountFlags::NOEXEC]) {
+            skeleton.dirs(c_str_path(dir))?;
+            let flags = MountFlags::NOSUID | MountFlags::NODEV | flags;
+            skeleton.ops.push(tmpfs(&skeleton.inside(c_str_path(dir)), flags, TMP_OPTIONS)?);
+        }
 
         let mut public: Vec<PathBuf> = vec![binary.to_path_buf()];
         public.extend(libraries.iter().filter_map(|l| l.parent()).map(Path::to_path_buf));
@@ -386,18 +391,12 @@ impl World {
                 options.config_dir.display()
             )));
         }
-        // the scratch tmpfs mounts cover the root's /tmp and /dev/shm: what
-        // lands under them is made once they are mounted; the render's place
-        // is a mount point too
-        let under_scratch = |p: &Path| SCRATCH.iter().any(|dir| p.starts_with(c_str_path(dir)));
+        // the render's place is a mount point too
         let render_point = (options.config_dir.clone(), Kind::Dir);
-        let points = || found.iter().chain([&render_point]);
-        for (path, kind) in points().filter(|(p, _)| !under_scratch(p)) {
+        for (path, kind) in found.iter().chain([&render_point]) {
             skeleton.mount_point(path, *kind)?;
         }
-        for dir in SCRATCH.into_iter().chain([c"/proc"]) {
-            skeleton.dirs(c_str_path(dir))?;
-        }
+        skeleton.dirs(Path::new("/proc"))?;
         if proc_self {
             skeleton.dirs(Path::new("/proc/self"))?;
         }
@@ -405,17 +404,6 @@ impl World {
         let accounts = options.accounts.as_deref().unwrap_or(Path::new("/etc"));
         for (name, content) in stand_ins(&hostname, accounts, options.hosts.as_deref())? {
             skeleton.file(&Path::new("/etc").join(name), content)?;
-        }
-        for (at, flags) in [("tmp", MountFlags::empty()), ("dev/shm", MountFlags::NOEXEC)] {
-            let flags = MountFlags::NOSUID | MountFlags::NODEV | flags;
-            skeleton.ops.push(tmpfs(&root.join(at), flags, TMP_OPTIONS)?);
-        }
-        skeleton.scratch_mounted = true;
-        for (at, target) in std::mem::take(&mut skeleton.deferred) {
-            skeleton.mirror_link(&at, &target)?;
-        }
-        for (path, kind) in points().filter(|(p, _)| under_scratch(p)) {
-            skeleton.mount_point(path, *kind)?;
         }
 
         for (path, kind) in &found {
@@ -685,10 +673,6 @@ struct Skeleton {
     /// The root's entries planned so far, by their path in the world.
     made: BTreeMap<PathBuf, Made>,
     ops: Vec<Op>,
-    /// Symlinks on the way that lie under a scratch tmpfs not yet planned:
-    /// made once it is mounted, or it would hide them.
-    deferred: Vec<(PathBuf, PathBuf)>,
-    scratch_mounted: bool,
 }
 
 impl Skeleton {
@@ -701,8 +685,6 @@ impl Skeleton {
             found: BTreeMap::new(),
             made: BTreeMap::from([(PathBuf::from("/"), Made::Dir)]),
             ops: root_tmpfs.into_iter().collect(),
-            deferred: Vec::new(),
-            scratch_mounted: false,
         }
     }
 
@@ -721,10 +703,8 @@ impl Skeleton {
             let mut at = PathBuf::from("/");
             let parts: Vec<&OsStr> = path
                 .components()
-                .filter_map(|c| match c {
-                    Component::Normal(n) => Some(n),
-                    _ => None,
-                })
+                .filter(|c| matches!(c, Component::Normal(_)))
+                .map(|c| c.as_os_str())
                 .collect();
             for (i, part) in parts.iter().enumerate() {
                 let next = at.join(part);
@@ -745,10 +725,9 @@ impl Skeleton {
                     }
                     let target = std::fs::read_link(&next)?;
                     self.mirror_link(&next, &target)?;
-                    let mut rest = if target.is_absolute() { target } else { at.join(target) };
-                    for part in &parts[i + 1..] {
-                        rest.push(part);
-                    }
+                    // an absolute target replaces `at`
+                    let mut rest = at.join(target);
+                    rest.extend(&parts[i + 1..]);
                     pending.push(normalise(&rest));
                     continue 'paths;
                 }
@@ -776,10 +755,6 @@ impl Skeleton {
     /// The same symlink at the same place in the world (once).
     fn mirror_link(&mut self, at: &Path, target: &Path) -> io::Result<()> {
         if self.made.contains_key(at) {
-            return Ok(());
-        }
-        if !self.scratch_mounted && SCRATCH.iter().any(|dir| at.starts_with(c_str_path(dir))) {
-            self.deferred.push((at.to_path_buf(), target.to_path_buf()));
             return Ok(());
         }
         at.parent().map_or(Ok(()), |parent| self.dirs(parent))?;
@@ -1032,11 +1007,9 @@ fn names_and_ids(path: &Path, fields: usize) -> io::Result<String> {
     let mut out = String::new();
     for line in text.lines() {
         let parts: Vec<&str> = line.split(':').collect();
-        if line.starts_with('#') || parts.len() < fields {
-            continue;
-        }
-        let ids_ok = parts[2..fields].iter().all(|id| id.parse::<u32>().is_ok());
-        if parts[0].is_empty() || !ids_ok {
+        let ids_ok =
+            parts.get(2..fields).is_some_and(|ids| ids.iter().all(|id| id.parse::<u32>().is_ok()));
+        if line.starts_with('#') || parts[0].is_empty() || !ids_ok {
             continue;
         }
         out.push_str(&format!("{}:x:{}", parts[0], parts[2..fields].join(":")));
@@ -1109,20 +1082,15 @@ mod tests {
     #[test]
     fn accounts_keep_names_and_ids_only() {
         let dir = tempfile::tempdir().unwrap();
+        let (passwd, group) = (dir.path().join("passwd"), dir.path().join("group"));
         std::fs::write(
-            dir.path().join("passwd"),
+            &passwd,
             "root:x:0:0:root:/root:/bin/bash\n# comment\nhaproxy:x:108:113::/var/lib/haproxy:/usr/sbin/nologin\nbroken\n",
         )
         .unwrap();
-        std::fs::write(dir.path().join("group"), "root:x:0:\nhaproxy:x:113:alice,bob\n").unwrap();
-        assert_eq!(
-            names_and_ids(&dir.path().join("passwd"), 4).unwrap(),
-            "root:x:0:0:::\nhaproxy:x:108:113:::\n"
-        );
-        assert_eq!(
-            names_and_ids(&dir.path().join("group"), 3).unwrap(),
-            "root:x:0:\nhaproxy:x:113:\n"
-        );
+        std::fs::write(&group, "root:x:0:\nhaproxy:x:113:alice,bob\n").unwrap();
+        assert_eq!(names_and_ids(&passwd, 4).unwrap(), "root:x:0:0:::\nhaproxy:x:108:113:::\n");
+        assert_eq!(names_and_ids(&group, 3).unwrap(), "root:x:0:\nhaproxy:x:113:\n");
         assert_eq!(names_and_ids(&dir.path().join("missing"), 3).unwrap(), "");
     }
 
@@ -1137,11 +1105,6 @@ mod tests {
         s.expose(&h.join("lib/x/a.so")).unwrap();
         s.expose(&h.join("usr/lib/x")).unwrap();
         s.expose(&h.join("does/not/exist")).unwrap();
-        // a host under /tmp: its symlinks wait for the scratch tmpfs
-        s.scratch_mounted = true;
-        for (at, target) in std::mem::take(&mut s.deferred) {
-            s.mirror_link(&at, &target).unwrap();
-        }
         let real = h.join("usr/lib/x");
         assert_eq!(s.outermost(), vec![(real, Kind::Dir)]);
         let link = s.ops.iter().find_map(|op| match op {
@@ -1160,23 +1123,27 @@ mod tests {
         assert_eq!(default.to_str(), Ok("size=458752k,nr_inodes=44096,mode=700"));
     }
 
+    /// What each of `world`'s operations makes, in order.
+    fn described(world: &World) -> Vec<String> {
+        (0..world.ops.len()).map(|i| world.describe(i).unwrap()).collect()
+    }
+
+    /// Where `what` is in `described`.
+    fn position(described: &[String], what: &str) -> usize {
+        described.iter().position(|d| d == what).unwrap_or_else(|| panic!("{what}: {described:?}"))
+    }
+
     #[test]
     fn the_world_is_one_list_and_a_failed_operation_is_named() {
         let private = tempfile::tempdir().unwrap();
         let binary = Path::new("/bin/sh");
         let world = World::build(private.path(), binary, &[], &[], false, &WorldOptions::default())
             .unwrap();
-        let described: Vec<String> =
-            (0..world.ops.len()).map(|i| world.describe(i).unwrap()).collect();
+        let described = described(&world);
         // the root's tmpfs first, read-only last; the render bound before
         assert_eq!(described.first().unwrap(), "tmpfs /");
         assert_eq!(described.last().unwrap(), "read-only /");
-        let at = |what: &str| {
-            described
-                .iter()
-                .position(|d| d == what)
-                .unwrap_or_else(|| panic!("{what}: {described:?}"))
-        };
+        let at = |what: &str| position(&described, what);
         assert!(at("directory /etc") < at("file /etc/passwd"));
         assert!(at("tmpfs /tmp") < at("render at /etc/haproxy"));
         assert!(at("directory /dev") < at("file /dev/null"));
@@ -1212,14 +1179,8 @@ mod tests {
             WorldOptions { reads: vec![host.path().join("link")], ..WorldOptions::default() };
         let world =
             World::build(private.path(), Path::new("/bin/sh"), &[], &[], false, &options).unwrap();
-        let described: Vec<String> =
-            (0..world.ops.len()).map(|i| world.describe(i).unwrap()).collect();
-        let at = |what: String| {
-            described
-                .iter()
-                .position(|d| *d == what)
-                .unwrap_or_else(|| panic!("{what}: {described:?}"))
-        };
+        let described = described(&world);
+        let at = |what: String| position(&described, &what);
         let tmpfs = at("tmpfs /tmp".into());
         let h = host.path().display();
         assert!(tmpfs < at(format!("directory {h}")));
@@ -1229,24 +1190,15 @@ mod tests {
 
     #[test]
     fn bad_options_are_refused_with_the_flag_named() {
-        let bad = |o: WorldOptions| o.validate().unwrap_err();
         let base = WorldOptions::default();
-        assert!(
-            bad(WorldOptions { config_dir: "etc/haproxy".into(), ..base.clone() })
-                .contains("--config-dir")
-        );
-        assert!(
-            bad(WorldOptions { config_dir: "/etc/../x".into(), ..base.clone() })
-                .contains("--config-dir")
-        );
-        assert!(
-            bad(WorldOptions { reads: vec!["/etc/haproxy/certs".into()], ..base.clone() })
-                .contains("overlaps")
-        );
-        assert!(
-            bad(WorldOptions { hostname: Some(String::new()), ..base.clone() })
-                .contains("hostname")
-        );
+        for (bad, flag) in [
+            (WorldOptions { config_dir: "etc/haproxy".into(), ..base.clone() }, "--config-dir"),
+            (WorldOptions { config_dir: "/etc/../x".into(), ..base.clone() }, "--config-dir"),
+            (WorldOptions { reads: vec!["/etc/haproxy/certs".into()], ..base.clone() }, "overlaps"),
+            (WorldOptions { hostname: Some(String::new()), ..base.clone() }, "hostname"),
+        ] {
+            assert!(bad.validate().unwrap_err().contains(flag));
+        }
         base.validate().unwrap();
     }
 }

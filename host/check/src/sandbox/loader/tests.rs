@@ -20,7 +20,7 @@ fn ldd(binary: &Path) -> HashSet<PathBuf> {
         .map(|right| {
             let path = right.rsplit_once(" (").map_or(right, |(p, _)| p);
             assert_ne!(path, "not found", "{}", binary.display());
-            std::fs::canonicalize(path).unwrap()
+            real(path)
         })
         .collect()
 }
@@ -28,7 +28,12 @@ fn ldd(binary: &Path) -> HashSet<PathBuf> {
 fn ours(binary: &Path) -> HashSet<PathBuf> {
     let c = closure(binary).unwrap();
     assert!(c.unresolved.is_empty(), "{:?}", c.unresolved);
-    c.libraries.iter().map(|p| std::fs::canonicalize(p).unwrap()).collect()
+    c.libraries.iter().map(real).collect()
+}
+
+/// `path` with its symlinks followed.
+fn real(path: impl AsRef<Path>) -> PathBuf {
+    std::fs::canonicalize(path).unwrap()
 }
 
 #[test]
@@ -159,17 +164,10 @@ impl Tree {
             std::fs::create_dir(dir.path().join(d)).unwrap();
         }
         let lib = dir.path().join("lib");
-        let deep_src = "int rg_deep(void) { return 7; }\n";
-        cc(
-            deep_src,
-            &lib.join("librgdeep.so.1"),
-            &["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"],
-        );
-        cc(
-            deep_src,
-            &dir.path().join("deep/librgdeep.so.1"),
-            &["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"],
-        );
+        for at in [lib.join("librgdeep.so.1"), dir.path().join("deep/librgdeep.so.1")] {
+            let args = ["-shared", "-fPIC", "-Wl,-soname,librgdeep.so.1"];
+            cc("int rg_deep(void) { return 7; }\n", &at, &args);
+        }
         cc(
             "int rg_deep(void);\nint rg_top(void) { return rg_deep() + 1; }\n",
             &lib.join("librgtop.so.1"),
@@ -210,12 +208,8 @@ fn runpath_and_rpath_are_searched_as_the_loader_searches_them() {
     assert_eq!(elf.runpath.as_deref(), Some("$ORIGIN/../lib"));
     let c = closure(&runpath).unwrap();
     assert_eq!(c.unresolved, ["librgdeep.so.1"]);
-    let top = std::fs::canonicalize(t.path("lib/librgtop.so.1")).unwrap();
-    assert!(
-        c.libraries.iter().any(|l| std::fs::canonicalize(l).unwrap() == top),
-        "{:?}",
-        c.libraries
-    );
+    let top = real(t.path("lib/librgtop.so.1"));
+    assert!(c.libraries.iter().any(|l| real(l) == top), "{:?}", c.libraries);
     // and the loader fails on it the same way
     assert!(!Command::new(&runpath).env_clear().output().unwrap().status.success());
 
@@ -223,7 +217,7 @@ fn runpath_and_rpath_are_searched_as_the_loader_searches_them() {
     let rpath = t.app("rpath", &["-Wl,--disable-new-dtags,-rpath,$ORIGIN/../lib"]);
     assert_eq!(Elf::read(&rpath).unwrap().rpath.as_deref(), Some("$ORIGIN/../lib"));
     let got = ours(&rpath);
-    assert!(got.contains(&std::fs::canonicalize(t.path("lib/librgdeep.so.1")).unwrap()), "{got:?}");
+    assert!(got.contains(&real(t.path("lib/librgdeep.so.1"))), "{got:?}");
     assert_eq!(got, ldd(&rpath));
 
     // RPATH before RUNPATH-less lookups: deep/ first in the path wins
@@ -232,10 +226,7 @@ fn runpath_and_rpath_are_searched_as_the_loader_searches_them() {
         &[&format!("-Wl,--disable-new-dtags,-rpath,{}:$ORIGIN/../lib", t.path("deep").display())],
     );
     let got = ours(&both);
-    assert!(
-        got.contains(&std::fs::canonicalize(t.path("deep/librgdeep.so.1")).unwrap()),
-        "{got:?}"
-    );
+    assert!(got.contains(&real(t.path("deep/librgdeep.so.1"))), "{got:?}");
     assert_eq!(got, ldd(&both));
 
     // run from a symlink elsewhere: $ORIGIN is where the file really is
@@ -273,12 +264,8 @@ fn an_object_that_names_nothing_is_read_whole() {
 fn a_needed_name_already_loaded_is_not_searched_again() {
     // libc needs the loader by its soname: it is the interpreter, not a library
     let c = closure(Path::new("/bin/sh")).unwrap();
-    let interp = std::fs::canonicalize(c.interpreter.unwrap()).unwrap();
-    assert!(
-        c.libraries.iter().all(|l| std::fs::canonicalize(l).unwrap() != interp),
-        "{:?}",
-        c.libraries
-    );
+    let interp = real(c.interpreter.unwrap());
+    assert!(c.libraries.iter().all(|l| real(l) != interp), "{:?}", c.libraries);
 }
 
 #[test]
