@@ -210,8 +210,7 @@ impl Choice {
                     let failed = tried.failed.join("; ");
                     return Err(format!("no world for checks works on this host ({failed})"));
                 }
-                let path = &world.config_dir;
-                ConfigDir::claim(path).map(Arc::new).map_err(|e| {
+                ConfigDir::claim(&world.config_dir).map(Arc::new).map_err(|e| {
                     let why = match tried.failed.as_slice() {
                         [] => "this host gives no namespaces for the check's world".to_owned(),
                         failed => format!("no root of the check's own works here ({})", failed.join("; ")),
@@ -330,7 +329,7 @@ impl HaproxyChecker {
     /// Judges [`trial::CONFIG`] with this checker, on a thread and runtime
     /// of its own (the caller may be inside a runtime, or in none).
     fn try_world(&self) -> Trial {
-        let render = trial::render();
+        let render = Render::new("world-trial", "world-trial", trial::CONFIG, Vec::new());
         let judge = || -> CheckOutcome {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
             match runtime {
@@ -536,14 +535,11 @@ impl HaproxyChecker {
             Choice::new(&opts, probe, tried)
         })
         .await;
-        let choice = match tried {
-            Ok(choice) => choice,
-            Err(e) => {
-                let probe = self.choice().probe.clone();
-                let config_dir = Some(Err(format!("the worlds could not be tried again: {e}")));
-                Choice { probe, config_dir, tried: Tried::default() }
-            }
-        };
+        let choice = tried.unwrap_or_else(|e| {
+            let probe = self.choice().probe.clone();
+            let config_dir = Some(Err(format!("the worlds could not be tried again: {e}")));
+            Choice { probe, config_dir, tried: Tried::default() }
+        });
         *self.choice.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(choice);
         let after = self.world_kind();
         tracing::warn!(
@@ -562,7 +558,12 @@ impl HaproxyChecker {
     /// [`verdict::settle`], [`verdict::settle_file_size`]). The message is
     /// held to the output cap.
     async fn run(&self, setup: &Setup, render: &Render, deadline: Instant) -> CheckOutcome {
-        let bounds = self.bounds();
+        // the address-space bounds, neither above what this process may give a child
+        let ceiling = sandbox::rlimits::address_space_ceiling();
+        let bounds = verdict::MemoryBounds {
+            first: self.opts.sandbox.memory.min(ceiling),
+            second: self.opts.memory_max.min(ceiling),
+        };
         // without the sandbox there is no bound; at or below the first, no second run
         let sandboxed = self.opts.sandbox.mode != sandbox::Mode::Off;
         let measures = sandboxed && bounds.second > bounds.first;
@@ -570,7 +571,9 @@ impl HaproxyChecker {
         // a first run below the top: `--check-memory` of address space
         let below = RunBounds { address_space: bounds.first, resident: None, ..top };
         let first = if measures { below } else { top };
-        let larger_files = RunBounds { file_size: file_size_of(true), ..top };
+        // the larger file-size bound, for a run after one that may have hit a bound
+        let file_size = sandbox::rlimits::FILE_SIZE_MAX.min(sandbox::rlimits::file_size_ceiling());
+        let larger_files = RunBounds { file_size, ..top };
         let outcome = match self.run_once(setup, render, deadline, first).await {
             // the file-size bound, measured as the address space is
             Ok((outcome, Exit::Signal(libc::SIGXFSZ))) if sandboxed => {
@@ -586,16 +589,6 @@ impl HaproxyChecker {
             Err(reason) => unavailable(reason),
         };
         cap_message(outcome, self.opts.output_cap)
-    }
-
-    /// The address-space bounds of a check's runs, neither above what this
-    /// process may give a child.
-    fn bounds(&self) -> verdict::MemoryBounds {
-        let ceiling = sandbox::rlimits::address_space_ceiling();
-        verdict::MemoryBounds {
-            first: self.opts.sandbox.memory.min(ceiling),
-            second: self.opts.memory_max.min(ceiling),
-        }
     }
 
     /// One run of `haproxy -c` over `render` in a fresh check directory
@@ -707,10 +700,7 @@ impl HaproxyChecker {
     pub async fn standby_dir(&self) -> Option<PathBuf> {
         let mut standby = self.standby.lock().unwrap_or_else(PoisonError::into_inner).take()?;
         let dir = standby.settle().await.map(std::path::Path::to_path_buf);
-        let mut slot = self.standby.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.is_none() {
-            *slot = Some(standby);
-        }
+        self.standby.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(standby);
         dir
     }
 
@@ -809,22 +799,16 @@ impl RunBounds {
     /// A run at the top: `memory_max` (`--check-memory-max`) of memory
     /// touched, when sandboxed, and only a backstop of address space, four
     /// times that (HAProxy reserves what it never touches), held to this
-    /// process's own ([`crate::resident`]).
+    /// process's own ([`crate::resident`]); the first file-size bound,
+    /// neither above this process's own.
     fn top(memory_max: u64, sandboxed: bool) -> RunBounds {
         let backstop = memory_max.saturating_mul(crate::resident::BACKSTOP_FACTOR);
         RunBounds {
             address_space: backstop.min(sandbox::rlimits::address_space_ceiling()),
             resident: sandboxed.then_some(memory_max),
-            file_size: file_size_of(false),
+            file_size: sandbox::rlimits::FILE_SIZE.min(sandbox::rlimits::file_size_ceiling()),
         }
     }
-}
-
-/// The file-size bound of a run: the larger for a run after one that may
-/// have hit a bound; neither above this process's own.
-fn file_size_of(larger: bool) -> u64 {
-    let bound = if larger { sandbox::rlimits::FILE_SIZE_MAX } else { sandbox::rlimits::FILE_SIZE };
-    bound.min(sandbox::rlimits::file_size_ceiling())
 }
 
 /// How long a dropped checker waits for a thread still writing or removing
@@ -866,14 +850,13 @@ fn unavailable(reason: String) -> CheckOutcome {
 /// The message built around alerts (context lines, config excerpts) can
 /// outgrow the output it came from: it is held to the same cap.
 fn cap_message(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
-    let cut = |mut text: String| {
+    outcome.map_message(|mut text| {
         if text.len() > cap {
             text.truncate(verdict::char_floor(&text, cap));
             text.push_str(&format!("\n(the message was cut at {cap} bytes)"));
         }
         text
-    };
-    outcome.map_message(cut)
+    })
 }
 
 #[cfg(test)]
@@ -885,6 +868,9 @@ mod tests {
 
     // a config valid on every supported HAProxy
     use crate::trial::CONFIG as VALID;
+
+    /// A pass without a remark.
+    const PASSED: CheckOutcome = CheckOutcome::Passed { message: String::new() };
 
     impl HaproxyChecker {
         /// Where this checker's check directories are made
@@ -916,18 +902,24 @@ mod tests {
         checker: HaproxyChecker,
     }
 
-    fn fixture(binary: &str) -> Fixture {
+    fn fixture(binary: impl Into<PathBuf>) -> Fixture {
+        fixture_with(HaproxyOptions { binary: binary.into(), ..Default::default() })
+    }
+
+    /// A fixture whose checker has `options`, in a work directory of its own.
+    fn fixture_with(options: HaproxyOptions) -> Fixture {
         let work = tempfile::tempdir().unwrap();
-        let checker = unsandboxed(
-            work.path(),
-            HaproxyOptions { binary: binary.into(), ..Default::default() },
-        );
+        let checker = unsandboxed(work.path(), options);
         Fixture { work, checker }
     }
 
     impl Fixture {
         async fn check(&self, render: &Render) -> CheckOutcome {
-            self.checker.check(render, Instant::now() + Duration::from_secs(20)).await.outcome
+            self.check_within(render, Duration::from_secs(20)).await
+        }
+
+        async fn check_within(&self, render: &Render, within: Duration) -> CheckOutcome {
+            self.checker.check(render, Instant::now() + within).await.outcome
         }
 
         /// Whether the leftovers are gone within 5 s (a check directory
@@ -1009,14 +1001,10 @@ mod tests {
 
     /// Whether `pid` is still a live (not zombie) process.
     fn alive(pid: i32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => {
-                let state =
-                    stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next()).unwrap_or_default();
-                !matches!(state, Some('Z') | Some('X'))
-            }
-            Err(_) => false,
-        }
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+            !matches!(state, Some('Z' | 'X'))
+        })
     }
 
     async fn wait_dead(pid: i32) -> bool {
@@ -1050,17 +1038,11 @@ mod tests {
     async fn a_binary_replaced_after_start_judges_the_next_check_under_its_own_identity() {
         let tools = tempfile::tempdir().unwrap();
         let path = script(tools.path(), "exit 0");
-        let f = fixture(path.to_str().unwrap());
+        let f = fixture(&path);
         let first = f.checker.identity();
         assert_eq!(*first, format!("{} sha256:{}", path.display(), sha256(&path)));
         let checked = valid(&f.checker).await;
-        assert_eq!(
-            checked,
-            Checked {
-                outcome: CheckOutcome::Passed { message: String::new() },
-                judge: first.clone()
-            }
-        );
+        assert_eq!(checked, Checked { outcome: PASSED, judge: first.clone() });
 
         script(tools.path(), "echo '[ALERT] (1) : config : refused by the new binary'\nexit 1");
         let second = f.checker.identity();
@@ -1075,30 +1057,25 @@ mod tests {
     async fn a_binary_installed_after_start_runs_at_the_next_check_and_one_removed_could_not_run() {
         let tools = tempfile::tempdir().unwrap();
         let path = tools.path().join("fake-haproxy");
-        let f = fixture(path.to_str().unwrap());
+        let f = fixture(&path);
+        let not_found = format!("haproxy binary not found: {}", path.display());
         assert_eq!(*f.checker.identity(), format!("{} missing", path.display()));
         assert!(f.checker.sandbox().is_none());
         let checked = valid(&f.checker).await;
         let CheckOutcome::Unavailable { reason } = &checked.outcome else { panic!("{checked:?}") };
-        assert!(
-            reason.starts_with(&format!("haproxy binary not found: {}", path.display())),
-            "{reason}"
-        );
+        assert!(reason.starts_with(&not_found), "{reason}");
         assert_eq!(*checked.judge, format!("{} missing", path.display()));
 
         script(tools.path(), "exit 0");
         assert!(f.checker.sandbox().is_some(), "a sandbox is made for the binary once it is there");
         let checked = valid(&f.checker).await;
-        assert_eq!(checked.outcome, CheckOutcome::Passed { message: String::new() });
+        assert_eq!(checked.outcome, PASSED);
         assert_eq!(*checked.judge, format!("{} sha256:{}", path.display(), sha256(&path)));
 
         std::fs::remove_file(&path).unwrap();
         let out = f.check(&render(VALID, vec![])).await;
         let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
-        assert!(
-            reason.starts_with(&format!("haproxy binary not found: {}", path.display())),
-            "{reason}"
-        );
+        assert!(reason.starts_with(&not_found), "{reason}");
     }
 
     #[tokio::test]
@@ -1113,7 +1090,7 @@ mod tests {
             "echo '[ALERT] (1) : config : refused by the second binary'\nexit 1",
         );
         let path = script(tools.path(), &format!("mv {} \"$0\"\nexit 0", next.display()));
-        let f = fixture(path.to_str().unwrap());
+        let f = fixture(&path);
         let first = f.checker.identity();
         let checked = valid(&f.checker).await;
         assert!(!next.exists(), "the first binary ran");
@@ -1142,7 +1119,7 @@ mod tests {
     async fn a_valid_config_passes_and_leaves_nothing() {
         let f = fixture("haproxy");
         let out = f.check(&render(VALID, vec![])).await;
-        assert_eq!(out, CheckOutcome::Passed { message: String::new() });
+        assert_eq!(out, PASSED);
         assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
     }
 
@@ -1186,7 +1163,7 @@ mod tests {
             content: "example.com b1\n".into(),
         };
         let out = f.check(&render(&config, vec![map])).await;
-        assert_eq!(out, CheckOutcome::Passed { message: String::new() });
+        assert_eq!(out, PASSED);
         // the same config without the file: HAProxy cannot open the map
         let out = f.check(&render(&config, vec![])).await;
         let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
@@ -1239,11 +1216,7 @@ mod tests {
     #[tokio::test]
     async fn a_deadline_that_has_nearly_passed_times_out() {
         let f = fixture("haproxy");
-        let out = f
-            .checker
-            .check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(1))
-            .await
-            .outcome;
+        let out = f.check_within(&render(VALID, vec![]), Duration::from_millis(1)).await;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         // in haproxy, or still preparing its directory
         assert!(
@@ -1260,7 +1233,7 @@ mod tests {
         // remove, then at once a second, which looks for the first's
         let tools = tempfile::tempdir().unwrap();
         let record = tools.path().join("seen");
-        let binary = script(
+        let f = roomy(script(
             tools.path(),
             &format!(
                 "if [ -e {record}.first ]; then
@@ -1269,8 +1242,7 @@ else pwd > {record}.first; fi
 exit 0",
                 record = record.display()
             ),
-        );
-        let f = roomy(binary.to_str().unwrap());
+        ));
         let files: Vec<_> = (0..3000)
             .map(|i| RenderFile {
                 kind: FileKind::Map,
@@ -1284,14 +1256,9 @@ exit 0",
     }
 
     /// A fixture whose renders may have a million files.
-    fn roomy(binary: &str) -> Fixture {
-        let work = tempfile::tempdir().unwrap();
+    fn roomy(binary: impl Into<PathBuf>) -> Fixture {
         let limits = RenderLimits { files: 1_000_000, ..RenderLimits::default() };
-        let checker = unsandboxed(
-            work.path(),
-            HaproxyOptions { binary: binary.into(), limits, ..Default::default() },
-        );
-        Fixture { work, checker }
+        fixture_with(HaproxyOptions { binary: binary.into(), limits, ..Default::default() })
     }
 
     /// `n` small files in 100 directories.
@@ -1307,10 +1274,8 @@ exit 0",
 
     #[tokio::test]
     async fn a_render_past_a_limit_could_not_run_and_writes_nothing() {
-        let work = tempfile::tempdir().unwrap();
         let limits = RenderLimits { files: 2, bytes: 1000 };
-        let checker = unsandboxed(work.path(), HaproxyOptions { limits, ..Default::default() });
-        let f = Fixture { work, checker };
+        let f = fixture_with(HaproxyOptions { limits, ..Default::default() });
         assert_eq!(f.check(&render(VALID, many_files(2))).await.label(), "pass");
         let out = f.check(&render(VALID, many_files(3))).await;
         assert_eq!(
@@ -1360,7 +1325,7 @@ exit 0",
             }
         });
         let started = std::time::Instant::now();
-        let out = f.checker.check(&r, Instant::now() + Duration::from_secs(2)).await.outcome;
+        let out = f.check_within(&r, Duration::from_secs(2)).await;
         let took = started.elapsed();
         ticker.abort();
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
@@ -1416,15 +1381,12 @@ exit 0",
     async fn a_timeout_kills_the_whole_group() {
         let tools = tempfile::tempdir().unwrap();
         let pidfile = tools.path().join("bg.pid");
-        let binary =
-            script(tools.path(), &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()));
-        let f = fixture(binary.to_str().unwrap());
+        let f = fixture(script(
+            tools.path(),
+            &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()),
+        ));
         let started = std::time::Instant::now();
-        let out = f
-            .checker
-            .check(&render(VALID, vec![]), Instant::now() + Duration::from_millis(500))
-            .await
-            .outcome;
+        let out = f.check_within(&render(VALID, vec![]), Duration::from_millis(500)).await;
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(
@@ -1442,13 +1404,14 @@ exit 0",
         let tools = tempfile::tempdir().unwrap();
         let pidfile = tools.path().join("bg.pid");
         // exits at once, leaving a child holding the output pipe
-        let binary =
-            script(tools.path(), &format!("sleep 300 &\necho $! > {}\nexit 0", pidfile.display()));
-        let f = fixture(binary.to_str().unwrap());
+        let f = fixture(script(
+            tools.path(),
+            &format!("sleep 300 &\necho $! > {}\nexit 0", pidfile.display()),
+        ));
         let started = std::time::Instant::now();
         let out = f.check(&render(VALID, vec![])).await;
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
-        assert_eq!(out, CheckOutcome::Passed { message: String::new() });
+        assert_eq!(out, PASSED);
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         assert!(wait_dead(pid).await, "background sleep {pid} outlived the check");
     }
@@ -1476,8 +1439,7 @@ exit 0",
         // the child, haproxy (here a script) and its keeper share a group
         let tools = tempfile::tempdir().unwrap();
         let pidfile = tools.path().join("haproxy.pid");
-        let binary = script(tools.path(), &format!("echo $$ > {}\nexit 0", pidfile.display()));
-        let f = fixture(binary.to_str().unwrap());
+        let f = fixture(script(tools.path(), &format!("echo $$ > {}\nexit 0", pidfile.display())));
         assert_eq!(f.check(&render(VALID, vec![])).await.label(), "pass");
         let pgid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         f.checker.removed().await;
@@ -1488,9 +1450,10 @@ exit 0",
     async fn dropping_the_check_kills_the_group_and_removes_the_directory() {
         let tools = tempfile::tempdir().unwrap();
         let pidfile = tools.path().join("bg.pid");
-        let binary =
-            script(tools.path(), &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()));
-        let f = fixture(binary.to_str().unwrap());
+        let f = fixture(script(
+            tools.path(),
+            &format!("sleep 300 &\necho $! > {}\nwait", pidfile.display()),
+        ));
         let r = render(VALID, vec![]);
         let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(60));
         // let it start, then drop it mid-check
@@ -1511,14 +1474,14 @@ exit 0",
                 record.display()
             ),
         );
-        let f = fixture(binary.to_str().unwrap());
+        let f = fixture(&binary);
         let files = vec![RenderFile {
             kind: FileKind::Map,
             path: "/etc/haproxy/maps/a.map".into(),
             content: "k v\n".into(),
         }];
         let out = f.check(&render("global\n  default-path origin /etc/haproxy\n", files)).await;
-        assert_eq!(out, CheckOutcome::Passed { message: String::new() });
+        assert_eq!(out, PASSED);
         let seen = std::fs::read_to_string(&record).unwrap();
         let mut lines = seen.lines();
         assert_eq!(lines.next(), Some("-dr -V -c -f haproxy.cfg"));
@@ -1544,11 +1507,10 @@ exit 0",
     #[tokio::test]
     async fn stdout_and_stderr_keep_their_order_and_output_is_capped() {
         let tools = tempfile::tempdir().unwrap();
-        let binary = script(
+        let f = fixture(script(
             tools.path(),
             "echo '[NOTICE] one'\necho '[ALERT] two' >&2\necho '[NOTICE] three'\nexit 1",
-        );
-        let f = fixture(binary.to_str().unwrap());
+        ));
         let out = f.check(&render(VALID, vec![])).await;
         assert_eq!(
             out,
@@ -1558,8 +1520,7 @@ exit 0",
         );
 
         // 200 KiB of output: nothing blocks, the reason quotes a bounded head
-        let binary = script(tools.path(), "head -c 204800 /dev/zero | tr '\\0' 'x'\nexit 1");
-        let f = fixture(binary.to_str().unwrap());
+        let f = fixture(script(tools.path(), "head -c 204800 /dev/zero | tr '\\0' 'x'\nexit 1"));
         let out = f.check(&render(VALID, vec![])).await;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(
@@ -1570,11 +1531,10 @@ exit 0",
         assert!(reason.len() < 4096 && reason.ends_with(" more bytes)"), "{}", reason.len());
 
         // 8 MiB of warnings with the alert at the very end: refused, as bare haproxy -c says
-        let binary = script(
+        let f = fixture(script(
             tools.path(),
             "yes '[WARNING]  (1) : config : missing timeouts for backend.' | head -c 8388608\necho\necho '[ALERT]    (1) : config : unable to find required use_backend'\nexit 1",
-        );
-        let f = fixture(binary.to_str().unwrap());
+        ));
         let out = f.check(&render(VALID, vec![])).await;
         let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
         assert!(
@@ -1586,8 +1546,7 @@ exit 0",
     #[tokio::test]
     async fn a_signal_is_unavailable() {
         let tools = tempfile::tempdir().unwrap();
-        let binary = script(tools.path(), "kill -SEGV $$");
-        let f = fixture(binary.to_str().unwrap());
+        let f = fixture(script(tools.path(), "kill -SEGV $$"));
         let out = f.check(&render(VALID, vec![])).await;
         assert_eq!(
             out,
@@ -1599,9 +1558,9 @@ exit 0",
 
     #[tokio::test]
     async fn an_unwritable_work_dir_is_unavailable() {
-        let f = fixture("haproxy");
+        let work = tempfile::tempdir().unwrap();
         let checker = HaproxyChecker::new(HaproxyOptions {
-            work_dir: Some(f.work.path().join("does-not-exist")),
+            work_dir: Some(work.path().join("does-not-exist")),
             ..HaproxyOptions::default()
         });
         let out = valid(&checker).await.outcome;
@@ -1622,10 +1581,7 @@ exit 0",
         // locked: named without the pid (it shows in a check's mountinfo)
         let name = own.file_name().unwrap().to_str().unwrap();
         assert!(name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
-        assert_eq!(
-            f.check(&render(VALID, vec![])).await,
-            CheckOutcome::Passed { message: String::new() }
-        );
+        assert_eq!(f.check(&render(VALID, vec![])).await, PASSED);
         assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
         // a clean exit leaves nothing in the work directory
         let Fixture { work, checker } = f;
@@ -1693,12 +1649,7 @@ exit 0",
             base.join(format!("{pid}.00000000deadbeef"))
         };
         std::fs::create_dir_all(dead.join("0f0e0d0c-check")).unwrap();
-        std::fs::write(
-            dead.join("0f0e0d0c-check/haproxy.cfg"),
-            "global
-",
-        )
-        .unwrap();
+        std::fs::write(dead.join("0f0e0d0c-check/haproxy.cfg"), "global\n").unwrap();
         // a check of the live checker is running meanwhile
         std::fs::write(own.join("in-flight"), "x").unwrap();
 
@@ -1725,17 +1676,10 @@ exit 0",
         let record = tools.path().join("cwd");
         let pidfile = tools.path().join("bg.pid");
         // finished: the directory it ran in is gone afterwards
-        let binary = script(
+        let f = fixture(script(
             tools.path(),
-            &format!(
-                "pwd > {}
-ls -l >> {}
-exit 0",
-                record.display(),
-                record.display()
-            ),
-        );
-        let f = fixture(binary.to_str().unwrap());
+            &format!("pwd > {0}\nls -l >> {0}\nexit 0", record.display()),
+        ));
         let files = vec![RenderFile {
             kind: FileKind::Map,
             path: "maps/a.map".into(),
@@ -1751,19 +1695,14 @@ exit 0",
         assert!(!cwd.exists());
         assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
 
-        // cancelled: dropped mid-check, the directory goes with the future
-        let binary = script(
-            tools.path(),
-            &format!(
-                "pwd > {}
-sleep 300 &
-echo $! > {}
-wait",
-                record.display(),
-                pidfile.display()
-            ),
+        // cancelled: dropped mid-check, the directory goes with the future,
+        // and the whole group is killed
+        let body = format!(
+            "pwd > {}\nsleep 300 &\necho $! > {}\nwait",
+            record.display(),
+            pidfile.display()
         );
-        let f = fixture(binary.to_str().unwrap());
+        let f = fixture(script(tools.path(), &body));
         let r = render(VALID, files);
         let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(60));
         assert!(tokio::time::timeout(Duration::from_millis(500), fut).await.is_err());
@@ -1772,6 +1711,6 @@ wait",
         assert!(!cwd.exists(), "{} outlived its cancelled check", cwd.display());
         assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-        assert!(wait_dead(pid).await);
+        assert!(wait_dead(pid).await, "background sleep {pid} survived cancellation");
     }
 }

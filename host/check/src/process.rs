@@ -92,9 +92,7 @@ impl Running {
         report: OwnedFd,
         starter: std::sync::mpsc::Sender<()>,
     ) -> Result<Running, String> {
-        let Some(pid) = child.id() else {
-            return Err("haproxy exited before it could be watched".into());
-        };
+        let pid = child.id().ok_or("haproxy exited before it could be watched")?;
         let group = GroupGuard { pgid: Some(pid as libc::pid_t) };
         let output = tokio::net::unix::pipe::Receiver::from_owned_fd(output)
             .map_err(|e| format!("cannot read haproxy's output: {e}"))?;

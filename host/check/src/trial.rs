@@ -12,7 +12,6 @@
 //! set up their sandbox (`HaproxyChecker::try_again`).
 
 use rendergate_core::CheckOutcome;
-use rendergate_core::render::Render;
 use std::time::Duration;
 
 /// The config each world is tried with: valid on every supported HAProxy
@@ -43,11 +42,6 @@ pub enum Trial {
     /// Nothing about the world could be learnt (no binary, a timeout):
     /// the world stays, and the next check tells.
     Untold(String),
-}
-
-/// The render a world is tried with.
-pub fn render() -> Render {
-    Render::new("world-trial", "world-trial", CONFIG, Vec::new())
 }
 
 /// Reads a trial's outcome: a failure of the sandbox's setup (or of the
