@@ -541,6 +541,10 @@ impl HaproxyChecker {
             Choice { probe, config_dir, tried: Tried::default() }
         });
         *self.choice.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(choice);
+        // a check that came while the worlds were tried made its sandbox
+        // from the old probe: the next is made from the new choice (and a
+        // standby made in the old one is no longer fresh for it)
+        *self.sandbox.lock().unwrap_or_else(PoisonError::into_inner) = None;
         let after = self.world_kind();
         tracing::warn!(
             "checks could not set up their sandbox ({}); the worlds were tried again: {}",
