@@ -438,10 +438,13 @@ impl Search {
                 from_cache.push(found);
             }
         }
-        if from_cache.is_empty() && !req.nodeflib {
-            return self.default_dirs.iter().find_map(|d| self.in_dir(name, d));
+        if !from_cache.is_empty() {
+            return Some(from_cache);
         }
-        (!from_cache.is_empty()).then_some(from_cache)
+        if req.nodeflib {
+            return None;
+        }
+        self.default_dirs.iter().find_map(|d| self.in_dir(name, d))
     }
 
     /// The first directory of a `:`-separated run path holding `name`.

@@ -80,6 +80,9 @@ const HOST_FILES: [&str; 7] = [
 ];
 /// The scratch tmpfs mounts, over what the root has at their place.
 pub const SCRATCH: [&CStr; 2] = [c"/tmp", c"/dev/shm"];
+/// Each scratch mount's own flags, beside `nosuid,nodev`: `/dev/shm`
+/// without exec, as a container runtime mounts it.
+const SCRATCH_FLAGS: [MountFlags; 2] = [MountFlags::empty(), MountFlags::NOEXEC];
 /// The scratch `/tmp`: bounded, discarded with the namespace.
 const TMP_OPTIONS: &str = "size=64m,nr_inodes=4096,mode=1777";
 /// The world's root: its directories, mount points and stand-ins (the
@@ -366,9 +369,9 @@ impl World {
         let mut skeleton = Skeleton::new(&root);
         // the scratch tmpfs mounts first, over the root's /tmp and /dev/shm:
         // what lies under them is made once they are mounted
-        for (dir, flags) in SCRATCH.into_iter().zip([MountFlags::empty(), MountFlags::NOEXEC]) {
+        for (dir, own_flags) in SCRATCH.into_iter().zip(SCRATCH_FLAGS) {
             skeleton.dirs(c_str_path(dir))?;
-            let flags = MountFlags::NOSUID | MountFlags::NODEV | flags;
+            let flags = MountFlags::NOSUID | MountFlags::NODEV | own_flags;
             skeleton.ops.push(tmpfs(&skeleton.inside(c_str_path(dir)), flags, TMP_OPTIONS)?);
         }
 
@@ -753,9 +756,21 @@ impl Skeleton {
     }
 
     /// The same symlink at the same place in the world (once).
+    /// A host symlink on the way to a scratch mount (`/dev -> …`) cannot be
+    /// mirrored where the scratch's directories are: no world.
     fn mirror_link(&mut self, at: &Path, target: &Path) -> io::Result<()> {
         if self.made.contains_key(at) {
-            return Ok(());
+            let through = SCRATCH.iter().map(|dir| c_str_path(dir)).find(|dir| {
+                dir.starts_with(at) && *dir != at && self.made.get(at) == Some(&Made::Dir)
+            });
+            return match through {
+                Some(dir) => Err(io::Error::other(format!(
+                    "{} lies through {}, which is not a directory in the check's world",
+                    dir.display(),
+                    at.display()
+                ))),
+                None => Ok(()),
+            };
         }
         at.parent().map_or(Ok(()), |parent| self.dirs(parent))?;
         let (path, target) = (c_path(&self.inside(at))?, c_path(target)?);
@@ -1092,6 +1107,20 @@ mod tests {
         assert_eq!(names_and_ids(&passwd, 4).unwrap(), "root:x:0:0:::\nhaproxy:x:108:113:::\n");
         assert_eq!(names_and_ids(&group, 3).unwrap(), "root:x:0:\nhaproxy:x:113:\n");
         assert_eq!(names_and_ids(&dir.path().join("missing"), 3).unwrap(), "");
+    }
+
+    #[test]
+    fn a_host_symlink_on_the_way_to_a_scratch_mount_gives_no_world() {
+        let mut s = Skeleton::new(Path::new("/world"));
+        s.dirs(Path::new("/dev/shm")).unwrap();
+        let e = s.mirror_link(Path::new("/dev"), Path::new("/devices")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/dev/shm lies through /dev, which is not a directory in the check's world"
+        );
+        // the scratch mount's own place a symlink: the tmpfs covers it
+        s.mirror_link(Path::new("/dev/shm"), Path::new("/run/shm")).unwrap();
+        assert!(!s.ops.iter().any(|op| matches!(op, Op::Symlink { .. })));
     }
 
     #[test]
