@@ -1561,6 +1561,23 @@ exit 0",
     }
 
     #[tokio::test]
+    async fn a_sandbox_made_while_the_worlds_are_tried_again_is_not_kept() {
+        let work = tempfile::tempdir().unwrap();
+        let options = HaproxyOptions { work_dir: Some(work.path().into()), ..Default::default() };
+        let checker = HaproxyChecker::new(options);
+        let reason = "sandbox setup failed in layer 'world' at mount: Operation not permitted";
+        let failed = CheckOutcome::Unavailable { reason: reason.into() };
+        let mut retry = Box::pin(checker.try_again(&failed));
+        // one poll: the worlds are being tried on a blocking thread
+        assert!(tokio::time::timeout(Duration::ZERO, &mut retry).await.is_err());
+        // a check that comes meanwhile makes its sandbox from the old probe
+        let meanwhile = checker.setup().unwrap().sandbox;
+        retry.await;
+        let after = checker.setup().unwrap().sandbox;
+        assert!(!Arc::ptr_eq(&meanwhile, &after), "the old probe's sandbox was kept");
+    }
+
+    #[tokio::test]
     async fn an_unwritable_work_dir_is_unavailable() {
         let work = tempfile::tempdir().unwrap();
         let checker = HaproxyChecker::new(HaproxyOptions {
