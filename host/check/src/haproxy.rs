@@ -238,11 +238,14 @@ impl Choice {
     }
 }
 
-/// A sandbox made, for one binary and from the stand-ins' sources as they were.
+/// A sandbox made, for one binary, from the stand-ins' sources as they
+/// were, in one choice of world (a new choice, after the worlds are tried
+/// again, makes it anew).
 #[derive(Debug)]
 struct Made {
     judge: Arc<str>,
     sources: StandInSources,
+    choice: Arc<Choice>,
     sandbox: Arc<Sandbox>,
 }
 
@@ -386,17 +389,20 @@ impl HaproxyChecker {
             sandbox::Mode::Off => StandInSources::default(),
             _ => sandbox::world::stand_in_sources(&self.opts.sandbox.world),
         };
+        let choice = self.choice();
         let mut made = self.sandbox.lock().unwrap_or_else(PoisonError::into_inner);
-        let current = made.as_ref().filter(|m| m.judge == binary.identity && m.sources == sources);
+        let current = made.as_ref().filter(|m| {
+            m.judge == binary.identity && m.sources == sources && Arc::ptr_eq(&m.choice, &choice)
+        });
         let sandbox = match current {
             Some(made) => made.sandbox.clone(),
             None => {
-                let (mut opts, probe) = (self.opts.sandbox.clone(), self.choice().probe.clone());
+                let (mut opts, probe) = (self.opts.sandbox.clone(), choice.probe.clone());
                 opts.world.render_room = self.opts.limits;
                 let private = self.base.as_ref().ok().map(|base| base.own_path());
                 let sandbox = Arc::new(Sandbox::with_probe(opts, &binary.path, probe, private));
                 let judge = binary.identity.clone();
-                *made = Some(Made { judge, sources, sandbox: sandbox.clone() });
+                *made = Some(Made { judge, sources, choice, sandbox: sandbox.clone() });
                 sandbox
             }
         };
@@ -510,7 +516,6 @@ impl HaproxyChecker {
             let Ok(probe) = probe else { return false };
             let choice = Choice::new(&self.opts, probe, Tried::default());
             *self.choice.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(choice);
-            *self.sandbox.lock().unwrap_or_else(PoisonError::into_inner) = None;
             *retried.lock().unwrap_or_else(PoisonError::into_inner) = None;
             tracing::info!(
                 "the strongest world could not be set up ({}); the host's probe gives: {}",
@@ -526,7 +531,6 @@ impl HaproxyChecker {
             *choice = Arc::new(Choice { probe, config_dir, tried: Tried::default() });
         }
         drop(self.standby.lock().unwrap_or_else(PoisonError::into_inner).take());
-        *self.sandbox.lock().unwrap_or_else(PoisonError::into_inner) = None;
         let opts = self.opts.clone();
         let tried = tokio::task::spawn_blocking(move || {
             let probe =
@@ -540,11 +544,10 @@ impl HaproxyChecker {
             let config_dir = Some(Err(format!("the worlds could not be tried again: {e}")));
             Choice { probe, config_dir, tried: Tried::default() }
         });
+        // a sandbox made while the worlds were tried (from the old probe) is
+        // not the new choice's: the next check makes its own, and a standby
+        // made in the old one is no longer fresh for it
         *self.choice.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(choice);
-        // a check that came while the worlds were tried made its sandbox
-        // from the old probe: the next is made from the new choice (and a
-        // standby made in the old one is no longer fresh for it)
-        *self.sandbox.lock().unwrap_or_else(PoisonError::into_inner) = None;
         let after = self.world_kind();
         tracing::warn!(
             "checks could not set up their sandbox ({}); the worlds were tried again: {}",

@@ -759,17 +759,11 @@ impl Skeleton {
     /// A host symlink on the way to a scratch mount (`/dev -> …`) cannot be
     /// mirrored where the scratch's directories are: no world.
     fn mirror_link(&mut self, at: &Path, target: &Path) -> io::Result<()> {
-        if self.made.contains_key(at) {
-            let through = SCRATCH.iter().map(|dir| c_str_path(dir)).find(|dir| {
-                dir.starts_with(at) && *dir != at && self.made.get(at) == Some(&Made::Dir)
-            });
-            return match through {
-                Some(dir) => Err(io::Error::other(format!(
-                    "{} lies through {}, which is not a directory in the check's world",
-                    dir.display(),
-                    at.display()
-                ))),
-                None => Ok(()),
+        if let Some(&made) = self.made.get(at) {
+            let mut scratch = SCRATCH.iter().map(|dir| c_str_path(dir));
+            return match scratch.find(|dir| dir.starts_with(at) && *dir != at) {
+                Some(dir) if made == Made::Dir => Err(lies_through(dir, at)),
+                _ => Ok(()),
             };
         }
         at.parent().map_or(Ok(()), |parent| self.dirs(parent))?;
@@ -821,13 +815,7 @@ impl Skeleton {
             at.push(part);
             match self.made.get(&at) {
                 Some(Made::Dir) => {}
-                Some(_) => {
-                    return Err(io::Error::other(format!(
-                        "{} lies through {}, which is not a directory in the check's world",
-                        path.display(),
-                        at.display()
-                    )));
-                }
+                Some(_) => return Err(lies_through(path, &at)),
                 None => {
                     self.ops.push(Op::Dir { path: c_path(&self.inside(&at))? });
                     self.made.insert(at.clone(), Made::Dir);
@@ -836,6 +824,15 @@ impl Skeleton {
         }
         Ok(())
     }
+}
+
+/// Why `path` cannot be in the world: `at`, on its way, is not a directory there.
+fn lies_through(path: &Path, at: &Path) -> io::Error {
+    io::Error::other(format!(
+        "{} lies through {}, which is not a directory in the check's world",
+        path.display(),
+        at.display()
+    ))
 }
 
 /// `a/./b/../c` → `a/c`, lexically (for a symlink's target joined to its place).
