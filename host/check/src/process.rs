@@ -198,9 +198,9 @@ pub fn exit_code_of(pid: libc::pid_t) -> i32 {
     status.exit_status().unwrap_or_else(|| panic!("killed, not exited: {status:?}"))
 }
 
-/// One pipe, both ends close-on-exec (tests). `std::io::pipe` needs Rust
-/// 1.87; the workspace promises 1.85.
-#[cfg(test)]
+/// One pipe, both ends close-on-exec (a child gets its copies through its
+/// stdout and stderr, or its hold). `std::io::pipe` needs Rust 1.87; the
+/// workspace promises 1.85.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }

@@ -357,12 +357,9 @@ impl Order {
         let pipes = || -> std::io::Result<_> {
             use rustix::pipe::{PipeFlags, pipe_with};
             let dir = dir.fd().try_clone_to_owned()?;
-            // close-on-exec: the child gets its copies through stdout and
-            // stderr, or its hold; the report is read once the child has
-            // exited: never waited on
+            // the report is read once the child has exited: never waited on
             let report = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
-            let pipe = || pipe_with(PipeFlags::CLOEXEC);
-            Ok((dir, pipe()?, pipe()?, report, pipe()?))
+            Ok((dir, process::pipe()?, process::pipe()?, report, process::pipe()?))
         };
         let (child_dir, (output, output_end), (word_end, word), (report, report_end), keeper) =
             pipes().map_err(unprepared)?;
