@@ -376,7 +376,7 @@ impl World {
         }
 
         let mut public: Vec<PathBuf> = vec![binary.to_path_buf()];
-        public.extend(libraries.iter().filter_map(|l| l.parent()).map(Path::to_path_buf));
+        public.extend(libraries.iter().filter_map(|l| library_part(l)));
         public.extend(loader_data.iter().cloned());
         public.extend(public_parts(options));
         public.extend(options.reads.iter().cloned());
@@ -1076,6 +1076,17 @@ fn c_path(path: &Path) -> io::Result<CString> {
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
+/// What a library shows of the host: its directory whole (glibc opens
+/// more there at run time), but the file alone where that directory is a
+/// scratch mount or on the way to one (`/`, `/dev`, `/tmp`: an RPATH
+/// there), whose bind would show the host's whole tree or lie over the
+/// check's own `/tmp`.
+fn library_part(library: &Path) -> Option<PathBuf> {
+    let dir = library.parent()?;
+    let wide = SCRATCH.iter().any(|scratch| c_str_path(scratch).starts_with(dir));
+    Some(if wide { library } else { dir }.to_path_buf())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1212,6 +1223,31 @@ mod tests {
         assert!(tmpfs < at(format!("directory {h}")));
         assert!(at(format!("directory {h}")) < at(format!("symlink {h}/link")));
         assert!(at(format!("directory {h}/real")) < at(format!("bind {h}/real")));
+    }
+
+    #[test]
+    fn a_library_in_tmp_is_shown_alone_not_the_hosts_tmp() {
+        // an RPATH of /tmp: the library file is bound, never the host's /tmp
+        // over the check's scratch one
+        let library = tempfile::Builder::new().suffix(".so").tempfile_in("/tmp").unwrap();
+        let system = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
+        let private = tempfile::tempdir().unwrap();
+        let libraries = [library.path().to_path_buf(), system.to_path_buf()];
+        let options = WorldOptions::default();
+        let world =
+            World::build(private.path(), Path::new("/bin/sh"), &libraries, &[], false, &options)
+                .unwrap();
+        let exposed = world.exposed();
+        assert!(exposed.contains(&library.path().to_path_buf()), "{exposed:?}");
+        assert!(!exposed.iter().any(|p| p == Path::new("/tmp")), "{exposed:?}");
+        // a system library's directory is still shown whole, where it exists
+        if system.exists() {
+            let dir = std::fs::canonicalize(system.parent().unwrap()).unwrap();
+            assert!(exposed.contains(&dir), "{exposed:?}");
+        }
+        let described = described(&world);
+        let bind = format!("bind {}", library.path().display());
+        assert!(position(&described, "tmpfs /tmp") < position(&described, &bind));
     }
 
     #[test]
