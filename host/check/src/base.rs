@@ -94,6 +94,12 @@ impl CheckDir {
         self
     }
 
+    /// Whether the render is written into memory: the tmpfs its child
+    /// handed over.
+    pub fn in_memory(&self) -> bool {
+        self.render.is_some()
+    }
+
     /// Whether this is the config directory itself (emptied, not removed).
     pub fn is_config_dir(&self) -> bool {
         matches!(self.place, Place::ConfigDir(_))
