@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{bare, config, haproxy, median, ms};
+use common::{bare, config, haproxy, haproxy_run, median, ms};
 use std::io::Seek;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,19 +36,6 @@ fn check(config: &str) -> (Duration, bool, Duration) {
     trace.rewind().unwrap();
     let trace = std::io::read_to_string(trace).unwrap();
     (took, status.success(), haproxy_run(&trace))
-}
-
-/// From the word given to HAProxy's exit, by the trace's timestamps
-/// (`2026-12-06T10:41:15.209798Z TRACE …`: seconds of the day suffice).
-fn haproxy_run(trace: &str) -> Duration {
-    let at = |event: &str| -> f64 {
-        let line = trace.lines().find(|l| l.ends_with(event)).expect("the timing trace");
-        let time = &line[line.find('T').unwrap() + 1..line.find('Z').unwrap()];
-        let mut parts = time.split(':').map(|p| p.parse::<f64>().unwrap());
-        let (h, m, s) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
-        h * 3600.0 + m * 60.0 + s
-    };
-    Duration::from_secs_f64((at("haproxy exited") - at("word given")).max(0.0))
 }
 
 /// The quiet before each run: neither shares the cores with the other.

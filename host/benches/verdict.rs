@@ -15,7 +15,10 @@
 //! `RENDERGATE_TEST_HAPROXY` names the haproxy (default: `haproxy` on PATH,
 //! else /usr/sbin/haproxy); `RENDERGATE_BENCH_SERVE_ARGS` gives `serve` more
 //! flags (`--no-sandbox`: what the sandbox costs). Prints one row per case
-//! and world: medians, their difference and ratio.
+//! and world: medians, their difference and ratio, and the gate's own
+//! time: each verdict's wait less HAProxy's own run in it (from the word
+//! to its exit, by the `rendergate::timing` trace), which HAProxy's drift
+//! from run to run does not move.
 //!
 //! `--worlds`: `root` (the default) is the gate's strongest world on this
 //! host; `config-dir` is the world of a pod under containerd's
@@ -27,8 +30,8 @@
 
 mod common;
 
-use common::{bare, config, haproxy, median, ms};
-use std::io::{BufRead, BufReader, Write};
+use common::{bare, config, haproxy, haproxy_run, median, ms};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -36,6 +39,12 @@ struct Gate {
     child: Child,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
+    /// Its stderr: the timing trace, read as it grows (by a description
+    /// of its own, whose offset the gate's writes do not move).
+    trace: std::fs::File,
+    /// A line read in part, completed by the next read.
+    carry: String,
+    _trace_file: tempfile::NamedTempFile,
 }
 
 impl Gate {
@@ -43,12 +52,9 @@ impl Gate {
     /// `config_dir`).
     fn start(world: &str, config_dir: &std::path::Path) -> Gate {
         let mut command = Command::new(env!("CARGO_BIN_EXE_rendergate"));
-        command
-            .args(["serve", "--check-interval", "0s", "--log-level", "error", "--haproxy"])
-            .arg(haproxy())
-            .args(
-                std::env::var("RENDERGATE_BENCH_SERVE_ARGS").unwrap_or_default().split_whitespace(),
-            );
+        command.args(["serve", "--check-interval", "0s", "--haproxy"]).arg(haproxy()).args(
+            std::env::var("RENDERGATE_BENCH_SERVE_ARGS").unwrap_or_default().split_whitespace(),
+        );
         match world {
             "root" => {}
             "config-dir" => {
@@ -57,10 +63,12 @@ impl Gate {
             }
             other => panic!("--worlds: {other:?} is neither root nor config-dir"),
         }
+        command.args(["--log-level", "error,rendergate::timing=trace"]);
+        let trace_file = tempfile::NamedTempFile::new().unwrap();
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(trace_file.reopen().unwrap())
             .spawn()
             .expect("start rendergate serve");
         let input = child.stdin.take().unwrap();
@@ -68,11 +76,13 @@ impl Gate {
         let mut hello = String::new();
         output.read_line(&mut hello).unwrap();
         assert!(hello.contains("\"hello\""), "{hello}");
-        Gate { child, input, output }
+        let trace = trace_file.reopen().unwrap();
+        Gate { child, input, output, trace, carry: String::new(), _trace_file: trace_file }
     }
 
-    /// From writing the `rendered` line to reading its verdict; whether it passed.
-    fn judge(&mut self, render: &str, config: &str) -> (Duration, bool) {
+    /// From writing the `rendered` line to reading its verdict; whether it
+    /// passed; HAProxy's own run in it.
+    fn judge(&mut self, render: &str, config: &str) -> (Duration, bool, Duration) {
         let mut line =
             serde_json::json!({"type": "rendered", "plan": render, "render": render, "config": config})
                 .to_string();
@@ -88,7 +98,13 @@ impl Gate {
             assert!(self.output.read_line(&mut out).unwrap() > 0, "serve ended");
             let v: serde_json::Value = serde_json::from_str(&out).unwrap();
             if v["type"] == "verdict" && v["render"] == render {
-                return (started.elapsed(), v["ok"] == true);
+                let took = started.elapsed();
+                // traced before the verdict was written; the file is read
+                // on from where the last verdict left it
+                self.trace.read_to_string(&mut self.carry).unwrap();
+                let lines = self.carry.rfind('\n').map_or(0, |end| end + 1);
+                let trace: String = self.carry.drain(..lines).collect();
+                return (took, v["ok"] == true, haproxy_run(&trace));
             }
         }
     }
@@ -130,14 +146,14 @@ fn main() {
         haproxy()
     );
     println!(
-        "| render | world | gate (median) | bare (median) | median of (gate − bare), pair by pair | of bare |"
+        "| render | world | gate (median) | bare (median) | median of (gate − bare), pair by pair | of bare | the gate's own time (median) |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     let mut round = 0;
     for backends in sizes {
         for refused in [false, true] {
             // per world: the gate's times and those of the bare run paired with each
-            let mut times = vec![(Vec::new(), Vec::new()); gates.len()];
+            let mut times = vec![(Vec::new(), Vec::new(), Vec::new()); gates.len()];
             for _ in 0..rounds {
                 round += 1;
                 let config = config(backends, refused, round);
@@ -157,7 +173,7 @@ fn main() {
                         std::thread::sleep(PAUSE);
                         bare(&config)
                     };
-                    let ((g, passed), (b, bare_passed)) = if gate_first {
+                    let ((g, passed, run), (b, bare_passed)) = if gate_first {
                         let g = judge();
                         (g, alone())
                     } else {
@@ -168,9 +184,10 @@ fn main() {
                     assert_eq!(bare_passed, !refused, "bare's verdict at {backends} backends");
                     times[which].0.push(g);
                     times[which].1.push(b);
+                    times[which].2.push(g.saturating_sub(run));
                 }
             }
-            for (world, (gate_times, bare_times)) in worlds.iter().zip(times) {
+            for (world, (gate_times, bare_times, own)) in worlds.iter().zip(times) {
                 // each gate run against its own bare run: the machine's
                 // drift between rounds cancels out
                 let mut differences: Vec<f64> =
@@ -180,11 +197,12 @@ fn main() {
                 let (g, b) = (median(gate_times), median(bare_times));
                 let kind = if refused { "refused" } else { "pass" };
                 println!(
-                    "| {backends} backends, {kind} | {world} | {:.1} ms | {:.1} ms | {:+.2} ms | {:.1}% |",
+                    "| {backends} backends, {kind} | {world} | {:.1} ms | {:.1} ms | {:+.2} ms | {:.1}% | {:.2} ms |",
                     ms(g),
                     ms(b),
                     difference,
-                    difference / ms(b) * 100.0
+                    difference / ms(b) * 100.0,
+                    ms(median(own))
                 );
             }
         }

@@ -62,6 +62,21 @@ pub fn timed(
     (started.elapsed(), status)
 }
 
+/// HAProxy's own run in a gate's check, from the word given to its exit,
+/// by the `rendergate::timing` trace's timestamps (its last check in
+/// `trace`; `2026-12-06T10:41:15.209798Z TRACE …`: seconds of the day
+/// suffice).
+pub fn haproxy_run(trace: &str) -> Duration {
+    let at = |event: &str| -> f64 {
+        let line = trace.lines().rfind(|l| l.ends_with(event)).expect("the timing trace");
+        let time = &line[line.find('T').unwrap() + 1..line.find('Z').unwrap()];
+        let mut parts = time.split(':').map(|p| p.parse::<f64>().unwrap());
+        let (h, m, s) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        h * 3600.0 + m * 60.0 + s
+    };
+    Duration::from_secs_f64((at("haproxy exited") - at("word given")).max(0.0))
+}
+
 pub fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
