@@ -54,12 +54,12 @@ fn main() {
         let (mut differences, mut own) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             round += 1;
-            let config = config(backends, false, round);
+            let config = config(backends, false, round, 0);
             std::thread::sleep(PAUSE);
             let (c, passed, run) = check(&config);
             own.push(c.saturating_sub(run));
             std::thread::sleep(PAUSE);
-            let (b, bare_passed) = bare(&config);
+            let (b, bare_passed) = bare(&config, &[]);
             assert!(passed && bare_passed, "both pass at {backends} backends");
             ratios.push(ms(c) / ms(b));
             differences.push(ms(c) - ms(b));

@@ -8,7 +8,8 @@
 //! `cargo bench -p rendergate --bench verdict` (`-- --quick`: 11 rounds
 //! instead of 31; `-- --rounds N`; `-- --backends 10000`: only that size,
 //! or a comma-separated list; `-- --worlds root,config-dir`: a gate in
-//! each world, see below). The figure is the median of the differences of
+//! each world, see below; `-- --maps 20`: each render reads 20 map files
+//! of its own, as HAPTIC's renders read theirs). The figure is the median of the differences of
 //! each round's two runs, so that the machine's drift from round to round
 //! cancels out; which of the two goes first alternates from round to round,
 //! so that neither always finds the caches as the other left them.
@@ -30,7 +31,7 @@
 
 mod common;
 
-use common::{bare, config, haproxy, haproxy_run, median, ms};
+use common::{bare, config, haproxy, haproxy_run, map_files, median, ms};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -82,10 +83,18 @@ impl Gate {
 
     /// From writing the `rendered` line to reading its verdict; whether it
     /// passed; HAProxy's own run in it.
-    fn judge(&mut self, render: &str, config: &str) -> (Duration, bool, Duration) {
-        let mut line =
-            serde_json::json!({"type": "rendered", "plan": render, "render": render, "config": config})
-                .to_string();
+    fn judge(
+        &mut self,
+        render: &str,
+        config: &str,
+        maps: &[(String, String)],
+    ) -> (Duration, bool, Duration) {
+        let files: Vec<_> = maps
+            .iter()
+            .map(|(path, content)| serde_json::json!({"kind": "map", "path": path, "content": content}))
+            .collect();
+        let mut line = serde_json::json!({"type": "rendered", "plan": render, "render": render, "config": config, "files": files})
+            .to_string();
         // the line and its newline in one write, as a controller writes a
         // line (the Go client does): a newline of its own would wake serve twice
         line.push('\n');
@@ -122,6 +131,13 @@ impl Drop for Gate {
 /// bare run started at once would share the cores with.
 const PAUSE: Duration = Duration::from_millis(20);
 
+/// `--maps N`: each render reads N map files of its own (0 by default).
+fn maps() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    let asked = args.iter().position(|a| a == "--maps").and_then(|i| args.get(i + 1));
+    asked.map_or(0, |n| n.parse().expect("--maps takes a number"))
+}
+
 /// The worlds asked for (`--worlds root,config-dir`), `root` by default.
 fn worlds() -> Vec<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -138,11 +154,13 @@ fn worlds() -> Vec<String> {
 
 fn main() {
     let (rounds, sizes) = common::rounds_and_sizes(&[100, 1_000, 10_000]);
+    let maps = maps();
     let config_dir = tempfile::tempdir().unwrap();
     let worlds = worlds();
     let mut gates: Vec<Gate> = worlds.iter().map(|w| Gate::start(w, config_dir.path())).collect();
     println!(
-        "serve rendered → verdict against bare haproxy -dr -c, medians of {rounds}, {}",
+        "serve rendered → verdict against bare haproxy -dr -c, medians of {rounds}, {} map files a render, {}",
+        maps,
         haproxy()
     );
     println!(
@@ -156,7 +174,8 @@ fn main() {
             let mut times = vec![(Vec::new(), Vec::new(), Vec::new()); gates.len()];
             for _ in 0..rounds {
                 round += 1;
-                let config = config(backends, refused, round);
+                let config = config(backends, refused, round, maps);
+                let files = map_files(maps, round);
                 let render = format!("r-{round}");
                 for turn in 0..gates.len() {
                     // the worlds take turns going first, and so do gate and bare
@@ -167,11 +186,11 @@ fn main() {
                     // run shares the cores with what the other left running
                     let mut judge = || {
                         std::thread::sleep(PAUSE);
-                        gate.judge(&render, &config)
+                        gate.judge(&render, &config, &files)
                     };
                     let alone = || {
                         std::thread::sleep(PAUSE);
-                        bare(&config)
+                        bare(&config, &files)
                     };
                     let ((g, passed, run), (b, bare_passed)) = if gate_first {
                         let g = judge();

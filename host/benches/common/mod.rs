@@ -21,13 +21,18 @@ pub fn haproxy() -> String {
 
 /// `backends` backends of one server each behind one frontend; `refused`
 /// adds a `use_backend` HAProxy refuses (the last line, so the whole config
-/// is parsed). `round` makes each round's content new, so no verdict comes
-/// from memory.
-pub fn config(backends: usize, refused: bool, round: usize) -> String {
+/// is parsed); `maps` map files the frontend reads ([`map_files`]). `round`
+/// makes each round's content new, so no verdict comes from memory.
+pub fn config(backends: usize, refused: bool, round: usize, maps: usize) -> String {
     let mut cfg = format!(
         "# round {round}\nglobal\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n\
 frontend f\n  bind 127.0.0.1:18080\n  default_backend b0\n"
     );
+    for i in 0..maps {
+        cfg.push_str(&format!(
+            "  http-request set-header x-m{i} %[req.hdr(host),map(maps/m{i}.map)]\n"
+        ));
+    }
     if refused {
         cfg.push_str("  use_backend nope if { path /nope }\n");
     }
@@ -37,9 +42,15 @@ frontend f\n  bind 127.0.0.1:18080\n  default_backend b0\n"
     cfg
 }
 
-/// Bare haproxy over the same config, laid out on its own.
-pub fn bare(config: &str) -> (Duration, bool) {
-    let (took, status) = timed(config, |dir| {
+/// The `maps` map files a [`config`] of `round` reads: paths relative to
+/// its directory, and contents.
+pub fn map_files(maps: usize, round: usize) -> Vec<(String, String)> {
+    (0..maps).map(|i| (format!("maps/m{i}.map"), format!("host{round}.example b{i}\n"))).collect()
+}
+
+/// Bare haproxy over the same config and files, laid out on their own.
+pub fn bare(config: &str, files: &[(String, String)]) -> (Duration, bool) {
+    let (took, status) = timed(config, files, |dir| {
         let mut command = Command::new(haproxy());
         command.args(["-dr", "-c", "-f", "haproxy.cfg"]).current_dir(dir).env_clear();
         command
@@ -47,14 +58,20 @@ pub fn bare(config: &str) -> (Duration, bool) {
     (took, matches!(status.code(), Some(0 | 2)))
 }
 
-/// `config` laid out on its own as `haproxy.cfg`, and how long the command
-/// `over` makes for its directory takes, output thrown away.
+/// `config` laid out on its own as `haproxy.cfg`, with `files`, and how
+/// long the command `over` makes for its directory takes, output thrown away.
 pub fn timed(
     config: &str,
+    files: &[(String, String)],
     over: impl FnOnce(&std::path::Path) -> Command,
 ) -> (Duration, std::process::ExitStatus) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
+    for (path, content) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
     let mut command = over(dir.path());
     let started = Instant::now();
     let status =
