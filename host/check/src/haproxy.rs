@@ -674,8 +674,7 @@ impl HaproxyChecker {
         // After the process group is dead (collect_output's guards), and after
         // the answer; dropped mid-check instead, the directory goes with the
         // future.
-        let leftover = Leftover { dir, starter };
-        self.aftercare.leave(leftover, &self.in_flight, self.next_standby(setup));
+        self.aftercare.leave(Leftover { dir, starter }, &self.in_flight, self.next_standby(setup));
         ran
     }
 
@@ -869,6 +868,7 @@ fn cap_message(outcome: CheckOutcome, cap: usize) -> CheckOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use FileKind::{General, Map};
     use rendergate_core::render::{FileKind, RenderFile};
     use std::path::Path;
     use std::time::Duration;
@@ -932,13 +932,7 @@ mod tests {
         /// Whether the leftovers are gone within 5 s (a check directory
         /// given up on is removed by the thread that was writing it).
         async fn gone_soon(&self) -> bool {
-            for _ in 0..250 {
-                if self.leftovers().await.is_empty() {
-                    return true;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            false
+            within(250, async || self.leftovers().await.is_empty()).await
         }
 
         /// Everything under the work directory but the base directory,
@@ -990,6 +984,10 @@ mod tests {
         Render::new("plan", "r1", config, files)
     }
 
+    fn file(kind: FileKind, path: impl Into<String>, content: impl Into<Vec<u8>>) -> RenderFile {
+        RenderFile { kind, path: path.into(), content: content.into() }
+    }
+
     /// A stand-in binary: a shell script written into its own directory.
     /// A child shell writes it: a write descriptor open in this (threaded)
     /// test process could leak into another test's fork and make exec fail
@@ -1015,8 +1013,13 @@ mod tests {
     }
 
     async fn wait_dead(pid: i32) -> bool {
-        for _ in 0..100 {
-            if !alive(pid) {
+        within(100, async || !alive(pid)).await
+    }
+
+    /// Whether `done` comes true within `tries` looks, 20 ms apart.
+    async fn within(tries: usize, done: impl AsyncFn() -> bool) -> bool {
+        for _ in 0..tries {
+            if done().await {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1116,18 +1119,8 @@ mod tests {
         let checked = valid(&f.checker).await;
         assert_eq!(
             checked.outcome,
-            CheckOutcome::Unavailable {
-                reason: "the haproxy binary kept changing during the check (3 runs)".into()
-            }
+            unavailable("the haproxy binary kept changing during the check (3 runs)".into())
         );
-    }
-
-    #[tokio::test]
-    async fn a_valid_config_passes_and_leaves_nothing() {
-        let f = fixture("haproxy");
-        let out = f.check(&render(VALID, vec![])).await;
-        assert_eq!(out, PASSED);
-        assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
     }
 
     #[tokio::test]
@@ -1164,11 +1157,7 @@ mod tests {
         let f = fixture("haproxy");
         let config = VALID.to_owned()
             + "  http-request set-header X-Backend %[req.hdr(host),lower,map(maps/hosts.map,none)]\n";
-        let map = RenderFile {
-            kind: FileKind::Map,
-            path: "maps/hosts.map".into(),
-            content: "example.com b1\n".into(),
-        };
+        let map = file(Map, "maps/hosts.map", "example.com b1\n");
         let out = f.check(&render(&config, vec![map])).await;
         assert_eq!(out, PASSED);
         // the same config without the file: HAProxy cannot open the map
@@ -1192,9 +1181,7 @@ mod tests {
         let out = f.check(&render(VALID, vec![])).await;
         assert_eq!(
             out,
-            CheckOutcome::Unavailable {
-                reason: "haproxy binary not found: no no-such-haproxy-binary on PATH".into()
-            }
+            unavailable("haproxy binary not found: no no-such-haproxy-binary on PATH".into())
         );
         assert!(f.leftovers().await.is_empty());
     }
@@ -1205,16 +1192,11 @@ mod tests {
         // the check directory would be work/rendergate-<euid>/<pid>.<random>/<uuid>,
         // so ../../x would land in the base directory
         let escape_target = f.checker.check_dirs().unwrap().parent().unwrap().join("x");
-        let files = vec![
-            RenderFile { kind: FileKind::Map, path: "maps/ok.map".into(), content: "a b\n".into() },
-            RenderFile { kind: FileKind::General, path: "../../x".into(), content: "pwned".into() },
-        ];
+        let files = vec![file(Map, "maps/ok.map", "a b\n"), file(General, "../../x", "pwned")];
         let out = f.check(&render(VALID, files)).await;
         assert_eq!(
             out,
-            CheckOutcome::Unavailable {
-                reason: r#"render file path "../../x" escapes the check directory"#.into()
-            }
+            unavailable(r#"render file path "../../x" escapes the check directory"#.into())
         );
         assert!(f.leftovers().await.is_empty(), "{:?}", f.leftovers().await);
         assert!(!escape_target.exists());
@@ -1250,13 +1232,7 @@ exit 0",
                 record = record.display()
             ),
         ));
-        let files: Vec<_> = (0..3000)
-            .map(|i| RenderFile {
-                kind: FileKind::Map,
-                path: format!("maps/{i}.map"),
-                content: "k v\n".into(),
-            })
-            .collect();
+        let files = (0..3000).map(|i| file(Map, format!("maps/{i}.map"), "k v\n")).collect();
         assert_eq!(f.check(&render(VALID, files)).await.label(), "pass");
         assert_eq!(f.check(&render(VALID, vec![])).await.label(), "pass");
         assert_eq!(std::fs::read_to_string(&record).unwrap(), "gone\n");
@@ -1270,13 +1246,7 @@ exit 0",
 
     /// `n` small files in 100 directories.
     fn many_files(n: usize) -> Vec<RenderFile> {
-        (0..n)
-            .map(|i| RenderFile {
-                kind: FileKind::General,
-                path: format!("d{}/f{i}", i % 100),
-                content: "x".into(),
-            })
-            .collect()
+        (0..n).map(|i| file(General, format!("d{}/f{i}", i % 100), "x")).collect()
     }
 
     #[tokio::test]
@@ -1287,28 +1257,16 @@ exit 0",
         let out = f.check(&render(VALID, many_files(3))).await;
         assert_eq!(
             out,
-            CheckOutcome::Unavailable {
-                reason: "the render has 3 files, more than --max-render-files 2".into()
-            }
+            unavailable("the render has 3 files, more than --max-render-files 2".into())
         );
-        let big = vec![RenderFile {
-            kind: FileKind::Map,
-            path: "a.map".into(),
-            content: "k v\n".repeat(250).into(),
-        }];
+        let big = vec![file(Map, "a.map", "k v\n".repeat(250))];
         let out = f.check(&render(VALID, big)).await;
         let bytes = VALID.len() + 1000;
         assert_eq!(
             out,
-            CheckOutcome::Unavailable {
-                reason: format!("the render has {bytes} bytes, more than --max-render-size 1000")
-            }
+            unavailable(format!("the render has {bytes} bytes, more than --max-render-size 1000"))
         );
-        let deep = vec![RenderFile {
-            kind: FileKind::General,
-            path: vec!["a"; 33].join("/"),
-            content: Vec::new(),
-        }];
+        let deep = vec![file(General, vec!["a"; 33].join("/"), Vec::new())];
         let out = f.check(&render(VALID, deep)).await;
         let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
         assert!(
@@ -1348,8 +1306,11 @@ exit 0",
         assert!(f.gone_soon().await, "{:?}", f.leftovers().await.len());
     }
 
-    /// Runs the check until its directory holds a thousand files, then drops it.
-    async fn until_a_thousand_files_are_written(f: &Fixture, check: CheckFuture<'_>) {
+    /// Runs a check of a million files until its directory holds a
+    /// thousand, then drops it.
+    async fn until_a_thousand_files_are_written(f: &Fixture) {
+        let r = render(VALID, many_files(1_000_000));
+        let check = f.checker.check(&r, Instant::now() + Duration::from_secs(600));
         let writing = async {
             while f.leftovers().await.len() < 1000 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1366,9 +1327,7 @@ exit 0",
         // as `serve` and `check` end on a signal: the check dropped, then the
         // checker, then the process exits without waiting for any thread
         let f = roomy("haproxy");
-        let r = render(VALID, many_files(1_000_000));
-        let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(600));
-        until_a_thousand_files_are_written(&f, fut).await;
+        until_a_thousand_files_are_written(&f).await;
         let Fixture { work, checker } = f;
         drop(checker);
         assert!(tree(work.path()).is_empty(), "{} left", tree(work.path()).len());
@@ -1377,9 +1336,7 @@ exit 0",
     #[tokio::test]
     async fn dropping_the_check_while_it_prepares_stops_the_writing_and_removes_it() {
         let f = roomy("haproxy");
-        let r = render(VALID, many_files(1_000_000));
-        let fut = f.checker.check(&r, Instant::now() + Duration::from_secs(600));
-        until_a_thousand_files_are_written(&f, fut).await;
+        until_a_thousand_files_are_written(&f).await;
         // Writing all of it takes far longer than this: the thread stopped.
         assert!(f.gone_soon().await, "{:?}", f.leftovers().await.len());
     }
@@ -1426,19 +1383,15 @@ exit 0",
     /// Whether any process is left in process group `pgid` within 5 s
     /// (zombies included: a process not reaped is left too).
     async fn group_gone(pgid: i32) -> bool {
-        for _ in 0..250 {
-            let left = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        within(250, async || {
+            !std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
                 let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
                 stat.rsplit_once(") ")
                     .and_then(|(_, rest)| rest.split(' ').nth(2)?.parse::<i32>().ok())
                     == Some(pgid)
-            });
-            if !left {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        false
+            })
+        })
+        .await
     }
 
     #[tokio::test]
@@ -1482,11 +1435,7 @@ exit 0",
             ),
         );
         let f = fixture(&binary);
-        let files = vec![RenderFile {
-            kind: FileKind::Map,
-            path: "/etc/haproxy/maps/a.map".into(),
-            content: "k v\n".into(),
-        }];
+        let files = vec![file(Map, "/etc/haproxy/maps/a.map", "k v\n")];
         let out = f.check(&render("global\n  default-path origin /etc/haproxy\n", files)).await;
         assert_eq!(out, PASSED);
         let seen = std::fs::read_to_string(&record).unwrap();
@@ -1555,12 +1504,7 @@ exit 0",
         let tools = tempfile::tempdir().unwrap();
         let f = fixture(script(tools.path(), "kill -SEGV $$"));
         let out = f.check(&render(VALID, vec![])).await;
-        assert_eq!(
-            out,
-            CheckOutcome::Unavailable {
-                reason: "haproxy was killed by signal 11 (SIGSEGV)".into()
-            }
-        );
+        assert_eq!(out, unavailable("haproxy was killed by signal 11 (SIGSEGV)".into()));
     }
 
     #[tokio::test]
@@ -1704,11 +1648,7 @@ exit 0",
             tools.path(),
             &format!("pwd > {0}\nls -l >> {0}\nexit 0", record.display()),
         ));
-        let files = vec![RenderFile {
-            kind: FileKind::Map,
-            path: "maps/a.map".into(),
-            content: "k v\n".into(),
-        }];
+        let files = vec![file(Map, "maps/a.map", "k v\n")];
         assert_eq!(f.check(&render(VALID, files.clone())).await.label(), "pass");
         let seen = std::fs::read_to_string(&record).unwrap();
         let cwd = PathBuf::from(seen.lines().next().unwrap());
