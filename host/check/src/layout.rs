@@ -110,8 +110,7 @@ fn arrange_within<'a>(
     limits: PathLimits,
 ) -> Result<Arrangement<'a>, RenderPathError> {
     // "/etc/haproxy/": the prefix of paths that land where they say
-    let mut under = config_dir.to_string_lossy().into_owned();
-    under.push('/');
+    let under = format!("{}/", config_dir.to_string_lossy());
     let sent = render.files();
     let mut files = Vec::with_capacity(sent.len());
     let mut nodes = vec![Node { name: "", file: false, by: 0, children: Vec::new() }];
@@ -256,9 +255,7 @@ impl<'a> Arrangement<'a> {
             };
             let here = handle.as_ref().unwrap_or(dir);
             let node = &self.nodes[at];
-            if !go_on(written) {
-                return Err(stopped());
-            }
+            stop_unless(go_on(written))?;
             let named = |e| naming(&self.files[node.by].relative, e);
             if node.file {
                 let content = &self.render.files()[node.by].content;
@@ -272,9 +269,7 @@ impl<'a> Arrangement<'a> {
         }
         // what only a directory holds (its tree), after the files
         for entry in self.render.tree() {
-            if !go_on(written) {
-                return Err(stopped());
-            }
+            stop_unless(go_on(written))?;
             write_tree_entry(dir, entry, &mut || go_on(written))?;
             written += 1;
         }
@@ -282,8 +277,12 @@ impl<'a> Arrangement<'a> {
     }
 }
 
-fn stopped() -> io::Error {
-    io::Error::new(io::ErrorKind::Interrupted, "writing the check directory was stopped")
+/// Stops writing, with [`io::ErrorKind::Interrupted`], when `go_on` said no.
+fn stop_unless(go_on: bool) -> io::Result<()> {
+    if go_on {
+        return Ok(());
+    }
+    Err(io::Error::new(io::ErrorKind::Interrupted, "writing the check directory was stopped"))
 }
 
 /// One entry of a render's tree ([`TreeEntry`], from `check DIR`): its
@@ -295,10 +294,7 @@ fn write_tree_entry(
     entry: &TreeEntry,
     go_on: &mut dyn FnMut() -> bool,
 ) -> io::Result<()> {
-    let (path, content) = match entry {
-        TreeEntry::Directory(path) => (path, None),
-        TreeEntry::File { path, content } => (path, Some(content)),
-    };
+    let (TreeEntry::Directory(path) | TreeEntry::File { path, .. }) = entry;
     let relative = Path::new(OsStr::from_bytes(path));
     let named = |e| naming(relative, e);
     let plain = relative.components().all(|c| matches!(c, std::path::Component::Normal(_)));
@@ -307,9 +303,9 @@ fn write_tree_entry(
     }
     let mut names = relative.iter();
     // a file's own name is its last part; a directory's every part is a directory
-    let file = match content {
-        Some(content) => names.next_back().map(|name| (name, content)),
-        None => None,
+    let file = match entry {
+        TreeEntry::File { content, .. } => names.next_back().map(|name| (name, content)),
+        TreeEntry::Directory(_) => None,
     };
     let mut here: Option<Dir> = None;
     for name in names {
@@ -400,9 +396,7 @@ fn write_chunks(
     go_on: &mut dyn FnMut() -> bool,
 ) -> io::Result<()> {
     for chunk in content.chunks(WRITE_CHUNK) {
-        if !go_on() {
-            return Err(stopped());
-        }
+        stop_unless(go_on())?;
         file.write_all(chunk)?;
     }
     Ok(())
@@ -420,16 +414,14 @@ mod tests {
         Dir::open_ambient_dir(dir, cap_std::ambient_authority()).unwrap()
     }
 
+    fn file(kind: FileKind, path: &str, content: impl Into<Vec<u8>>) -> RenderFile {
+        RenderFile { kind, path: path.into(), content: content.into() }
+    }
+
     fn render(files: &[(FileKind, &str)]) -> Render {
-        let files = files
-            .iter()
-            .map(|(kind, path)| RenderFile {
-                kind: *kind,
-                path: (*path).into(),
-                content: format!("content of {path}").into(),
-            })
-            .collect();
-        Render::new("plan", "r1", "global\n", files)
+        let files =
+            files.iter().map(|&(kind, path)| file(kind, path, format!("content of {path}")));
+        Render::new("plan", "r1", "global\n", files.collect::<Vec<_>>())
     }
 
     fn placed(files: &[(FileKind, &str)]) -> Vec<String> {
@@ -446,9 +438,9 @@ mod tests {
         arrange(&render(files), Path::new(CONFIG_DIR)).unwrap_err()
     }
 
-    /// Arranges `r` and writes it into `dir`, going on to the end.
-    fn write(r: &Render, dir: &Path) -> io::Result<()> {
-        arrange(r, Path::new(CONFIG_DIR)).unwrap().write(&handle(dir), &mut |_| true)
+    /// Arranges `r` and writes it into `dir`, going on while `go_on` says so.
+    fn write(r: &Render, dir: &Path, go_on: &mut dyn FnMut(usize) -> bool) -> io::Result<()> {
+        arrange(r, Path::new(CONFIG_DIR)).unwrap().write(&handle(dir), go_on)
     }
 
     #[test]
@@ -633,13 +625,8 @@ mod tests {
         let unlimited = PathLimits { bytes: usize::MAX, depth: usize::MAX };
         let deep = format!("{}/x", vec!["a"; 120_000].join("/"));
         let shared = vec!["s"; 100].join("/");
-        let mut files =
-            vec![RenderFile { kind: FileKind::General, path: deep, content: Vec::new() }];
-        files.extend((0..2_000).map(|n| RenderFile {
-            kind: FileKind::General,
-            path: format!("{shared}/f{n}"),
-            content: Vec::new(),
-        }));
+        let mut files = vec![file(FileKind::General, &deep, "")];
+        files.extend((0..2_000).map(|n| file(FileKind::General, &format!("{shared}/f{n}"), "")));
         let r = Render::new("p", "r", "global\n", files);
         let started = std::time::Instant::now();
         let arrangement = arrange_within(&r, Path::new(CONFIG_DIR), unlimited).unwrap();
@@ -647,11 +634,7 @@ mod tests {
         // one node per distinct component: 120,000 + 1, 100, 2,000, and the root
         assert_eq!(arrangement.nodes.len(), 120_001 + 100 + 2_000 + 1);
         // and a clash deep down is still found
-        let clash = RenderFile {
-            kind: FileKind::General,
-            path: format!("{shared}/f7/under"),
-            content: Vec::new(),
-        };
+        let clash = file(FileKind::General, &format!("{shared}/f7/under"), "");
         let r = Render::new("p", "r", "global\n", [r.files(), &[clash]].concat());
         assert!(matches!(
             arrange_within(&r, Path::new(CONFIG_DIR), unlimited).unwrap_err(),
@@ -666,34 +649,25 @@ mod tests {
             (0..10).map(|n| (FileKind::General, format!("d{}/f{n}", n % 3))).collect();
         let files: Vec<(FileKind, &str)> = files.iter().map(|(k, p)| (*k, p.as_str())).collect();
         let r = render(&files);
-        let arrangement = arrange(&r, Path::new(CONFIG_DIR)).unwrap();
         let mut asked = Vec::new();
-        let err = arrangement
-            .write(&handle(tmp.path()), &mut |written| {
-                asked.push(written);
-                written < 4
-            })
-            .unwrap_err();
+        let err = write(&r, tmp.path(), &mut |written| {
+            asked.push(written);
+            written < 4
+        })
+        .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::Interrupted, "{err}");
         assert_eq!(asked.last(), Some(&4));
-        let count = walkdir_files(tmp.path());
-        assert_eq!(count, 1 + 4, "the config and four files");
+        assert_eq!(walkdir_files(tmp.path()), 1 + 4, "the config and four files");
         // a large file is written a chunk at a time, asking between chunks
-        let big = vec![RenderFile {
-            kind: FileKind::Map,
-            path: "big".into(),
-            content: "x".repeat(3 * WRITE_CHUNK).into(),
-        }];
+        let big = vec![file(FileKind::Map, "big", "x".repeat(3 * WRITE_CHUNK))];
         let r = Render::new("p", "r", "", big);
         let tmp = tempfile::tempdir().unwrap();
         let mut asked = 0;
-        let err = arrange(&r, Path::new(CONFIG_DIR))
-            .unwrap()
-            .write(&handle(tmp.path()), &mut |_| {
-                asked += 1;
-                asked < 4
-            })
-            .unwrap_err();
+        let err = write(&r, tmp.path(), &mut |_| {
+            asked += 1;
+            asked < 4
+        })
+        .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::Interrupted, "{err}");
         assert_eq!(
             std::fs::metadata(tmp.path().join("maps/big")).unwrap().len(),
@@ -714,23 +688,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("check");
         std::fs::create_dir(&dir).unwrap();
-        let r = Render::new(
-            "p",
-            "r",
-            "global\n  default-path origin /etc/haproxy\n",
-            vec![
-                RenderFile {
-                    kind: FileKind::Map,
-                    path: "/etc/haproxy/maps/a.map".into(),
-                    content: "k v\n".into(),
-                },
-                RenderFile {
-                    kind: FileKind::General,
-                    path: "deep/er/x.lua".into(),
-                    content: "-- lua".into(),
-                },
-            ],
-        );
+        let a_map = file(FileKind::Map, "/etc/haproxy/maps/a.map", "k v\n");
+        let files = vec![a_map, file(FileKind::General, "deep/er/x.lua", "-- lua")];
+        let r = Render::new("p", "r", "global\n  default-path origin /etc/haproxy\n", files);
         let arrangement = arrange(&r, Path::new(CONFIG_DIR)).unwrap();
         assert_eq!(arrangement.render.config(), b"global\n  default-path origin /etc/haproxy\n");
         arrangement.write(&handle(&dir), &mut |_| true).unwrap();
@@ -760,20 +720,15 @@ mod tests {
         std::fs::create_dir(&outside).unwrap();
         // a planted symlink, as a directory and as a file
         std::os::unix::fs::symlink(&outside, dir.join("maps")).unwrap();
-        let r = Render::new(
-            "p",
-            "r",
-            "global\n",
-            vec![RenderFile { kind: FileKind::Map, path: "a.map".into(), content: "x".into() }],
-        );
-        assert!(write(&r, &dir).is_err());
+        let r = Render::new("p", "r", "global\n", vec![file(FileKind::Map, "a.map", "x")]);
+        assert!(write(&r, &dir, &mut |_| true).is_err());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 
         let dir2 = tmp.path().join("check2");
         std::fs::create_dir(&dir2).unwrap();
         std::fs::create_dir(dir2.join("maps")).unwrap();
         std::os::unix::fs::symlink(outside.join("victim"), dir2.join("maps/a.map")).unwrap();
-        let err = write(&r, &dir2).unwrap_err();
+        let err = write(&r, &dir2, &mut |_| true).unwrap_err();
         assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
         assert!(!outside.join("victim").exists());
 
@@ -783,7 +738,7 @@ mod tests {
             std::fs::create_dir(&dir).unwrap();
             std::fs::create_dir(dir.join("real")).unwrap();
             std::os::unix::fs::symlink(target, dir.join("maps")).unwrap();
-            let err = write(&r, &dir).unwrap_err();
+            let err = write(&r, &dir, &mut |_| true).unwrap_err();
             assert!(err.to_string().starts_with("maps/a.map: "), "{err}");
             assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
             assert_eq!(std::fs::read_dir(dir.join("real")).unwrap().count(), 0);
@@ -794,7 +749,7 @@ mod tests {
         std::fs::create_dir_all(dir5.join("maps")).unwrap();
         let (fifo, mode) = (dir5.join("maps/a.map"), rustix::fs::Mode::from_raw_mode(0o600));
         rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).unwrap();
-        let err = write(&r, &dir5).unwrap_err();
+        let err = write(&r, &dir5, &mut |_| true).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
     }
 }

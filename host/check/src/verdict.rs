@@ -168,11 +168,7 @@ impl<'a> Transcript<'a> {
         self.bytes += bytes.len() as u64;
         while let Some(end) = memchr::memchr(b'\n', bytes) {
             self.take(&bytes[..end]);
-            let line = std::mem::take(&mut self.partial);
-            self.line(&line);
-            self.partial = line;
-            self.partial.clear();
-            self.partial_cut = false;
+            self.line();
             bytes = &bytes[end + 1..];
         }
         self.take(bytes);
@@ -198,8 +194,10 @@ impl<'a> Transcript<'a> {
         self.partial_cut |= piece.len() > room;
     }
 
-    fn line(&mut self, raw: &[u8]) {
-        let body = trim_start(raw);
+    /// Classifies the line read so far and starts the next.
+    fn line(&mut self) {
+        let raw = std::mem::take(&mut self.partial);
+        let body = trim_start(&raw);
         let blank = body.is_empty() && !self.partial_cut;
         let head = &body[..body.len().min(HEAD)];
         let judging = !blank && JUDGING.iter().any(|tag| head.starts_with(tag));
@@ -223,7 +221,7 @@ impl<'a> Transcript<'a> {
         self.previous_advisory = advisory;
         // Most lines of a long output are warnings: a line is sanitised only
         // when something still keeps it.
-        let keep = || self.ctx.keep(raw, self.partial_cut);
+        let keep = || self.ctx.keep(&raw, self.partial_cut);
         let mut kept: Option<String> = None;
         self.in_warning = head.starts_with(b"[WARNING]") || (continuation && self.in_warning);
         if self.in_warning {
@@ -263,22 +261,19 @@ impl<'a> Transcript<'a> {
             }
             *count += 1;
         }
-        // the context before a later alert, kept raw (sanitised only if used)
-        let mut slot = if self.recent.len() == OUTPUT_CONTEXT {
-            self.recent.pop_front().unwrap_or_default().0
-        } else {
-            Vec::new()
-        };
-        slot.clear();
-        slot.extend_from_slice(raw);
-        self.recent.push_back((slot, self.partial_cut));
+        // the context before a later alert, kept raw (sanitised only if
+        // used); the buffer of the line it drops holds the next line
+        if self.recent.len() == OUTPUT_CONTEXT {
+            self.partial = self.recent.pop_front().unwrap_or_default().0;
+            self.partial.clear();
+        }
+        self.recent.push_back((raw, std::mem::take(&mut self.partial_cut)));
     }
 
     /// The verdict, once HAProxy has exited and its output has ended.
     pub fn finish(mut self, exit: Exit) -> CheckOutcome {
         if !self.partial.is_empty() {
-            let line = std::mem::take(&mut self.partial);
-            self.line(&line);
+            self.line();
         }
         match exit {
             Exit::Signal(signal) => CheckOutcome::Unavailable {
@@ -288,7 +283,7 @@ impl<'a> Transcript<'a> {
                     self.quoted()
                 ),
             },
-            Exit::Code(0) => CheckOutcome::Passed { message: self.warnings_note() },
+            Exit::Code(0) => CheckOutcome::Passed { message: self.with_warnings(String::new()) },
             // A failure line before a failing exit refuses, whatever set the
             // status: before an exit 2 it is a config HAProxy would not start
             // for that failure (a Lua `os.exit(2)` after a fatal alert),
@@ -302,13 +297,7 @@ impl<'a> Transcript<'a> {
                 } else {
                     "valid, but HAProxy would not start it (exit 2)"
                 };
-                let warnings = self.warnings_note();
-                let message = if warnings.is_empty() {
-                    valid.to_owned()
-                } else {
-                    format!("{valid}\n{warnings}")
-                };
-                CheckOutcome::Passed { message }
+                CheckOutcome::Passed { message: self.with_warnings(valid.to_owned()) }
             }
             Exit::Code(code) if self.lines == 0 => CheckOutcome::Unavailable {
                 reason: format!("haproxy -c exited {code} with no output"),
@@ -331,17 +320,21 @@ impl<'a> Transcript<'a> {
         }
     }
 
-    /// The `[WARNING]` lines (with their continuation lines), for a pass that
-    /// deserves a remark; empty when there were none.
-    fn warnings_note(&self) -> String {
+    /// `message` and, on a line of their own, the `[WARNING]` lines (with
+    /// their continuation lines) if there were any: a pass's remarks.
+    fn with_warnings(&self, mut message: String) -> String {
         if self.warnings.is_empty() {
-            return String::new();
+            return message;
         }
-        let mut note = format!("HAProxy warned:{}", self.warnings);
+        if !message.is_empty() {
+            message.push('\n');
+        }
+        message.push_str("HAProxy warned:");
+        message.push_str(&self.warnings);
         if self.warnings_dropped > 0 {
-            note.push_str(&format!("\n… and {} more warning lines", self.warnings_dropped));
+            message.push_str(&format!("\n… and {} more warning lines", self.warnings_dropped));
         }
-        note
+        message
     }
 
     /// One block per alert: the output around it, then the config around
@@ -622,11 +615,24 @@ mod tests {
         transcript.finish(exit)
     }
 
+    /// [`run`] against [`CONFIG`], its output read in `pieces`.
+    fn fed<T: AsRef<[u8]>>(exit: Exit, pieces: impl IntoIterator<Item = T>) -> CheckOutcome {
+        let mut transcript = Transcript::new(ctx(CONFIG.as_bytes()));
+        pieces.into_iter().for_each(|piece| transcript.feed(piece.as_ref()));
+        transcript.finish(exit)
+    }
+
+    /// The message of `out`, which must be a `label` ("pass", "refused" or "unavailable").
+    fn message_of(label: &str, out: CheckOutcome) -> String {
+        assert_eq!(out.label(), label, "{out:?}");
+        out.message().to_owned()
+    }
+
     /// The message of a run that must be refused.
     fn refusal(exit: Exit, output: &str, config: impl AsRef<[u8]>) -> String {
         match run(exit, output, config) {
             CheckOutcome::Refused { message } => message,
-            out => panic!("{out:?}"),
+            out => panic!("{output:?}: {out:?}"),
         }
     }
 
@@ -642,8 +648,7 @@ mod tests {
 
     #[test]
     fn exit_zero_passes_quietly() {
-        let out = run(Exit::Code(0), "Configuration file is valid\n", CONFIG);
-        assert_eq!(out, CheckOutcome::Passed { message: String::new() });
+        assert_eq!(run(Exit::Code(0), "Configuration file is valid\n", CONFIG), passed(""));
     }
 
     #[test]
@@ -719,8 +724,7 @@ Configuration file is valid
     fn every_judging_tag_refuses_even_indented() {
         for tag in ["[EMERG]", "[ALERT]", "[CRIT]", "[ERR]"] {
             let output = format!("[NOTICE] x\n   {tag}    (1) : something broke\n");
-            let out = run(Exit::Code(1), &output, CONFIG);
-            let CheckOutcome::Refused { message } = out else { panic!("{tag}: {out:?}") };
+            let message = refusal(Exit::Code(1), &output, CONFIG);
             assert!(message.contains(&format!("→    {tag}    (1) : something broke")), "{message}");
             assert!(!message.contains("Config context"), "{message}");
         }
@@ -811,12 +815,7 @@ Configuration file is valid
         let output =
             "Configuration file has no error but will not start (no listener) => exit(2).\n";
         let out = run(Exit::Code(2), output, "global\n");
-        assert_eq!(
-            out,
-            CheckOutcome::Passed {
-                message: "valid, but HAProxy would not start it: no listener (exit 2)".into()
-            }
-        );
+        assert_eq!(out, passed("valid, but HAProxy would not start it: no listener (exit 2)"));
     }
 
     #[test]
@@ -860,18 +859,13 @@ Configuration file has no error but will not start (no listener) => exit(2).
     #[test]
     fn the_kind_comes_from_every_line_however_long_the_output() {
         // a flood of warnings, then the one alert at the very end
-        let mut t = Transcript::new(ctx(CONFIG.as_bytes()));
         let warning = "[WARNING]  (1) : config : missing timeouts for backend 'b'.\n   | While not properly invalid, you will certainly encounter various problems\n";
-        let mut fed = 0;
-        while fed < 8 << 20 {
-            t.feed(warning.as_bytes());
-            fed += warning.len();
-        }
-        t.feed(
-            b"[ALERT]    (1) : config : Proxy 'f': unable to find required use_backend: 'nope'.\n",
-        );
-        t.feed(b"[ALERT]    (1) : config : Fatal errors found in configuration.\n");
-        let CheckOutcome::Refused { message } = t.finish(Exit::Code(1)) else { panic!() };
+        let flood = std::iter::repeat_n(warning, (8_usize << 20).div_ceil(warning.len()));
+        let alerts = [
+            "[ALERT]    (1) : config : Proxy 'f': unable to find required use_backend: 'nope'.\n",
+            "[ALERT]    (1) : config : Fatal errors found in configuration.\n",
+        ];
+        let message = message_of("refused", fed(Exit::Code(1), flood.chain(alerts)));
         assert!(
             message.contains(
                 "→ [ALERT]    (1) : config : Proxy 'f': unable to find required use_backend"
@@ -880,39 +874,25 @@ Configuration file has no error but will not start (no listener) => exit(2).
         );
         assert!(message.len() < 8 * 1024, "{}", message.len());
         // the same flood on a pass keeps a bounded note
-        let mut t = Transcript::new(ctx(CONFIG.as_bytes()));
-        for _ in 0..100_000 {
-            t.feed(warning.as_bytes());
-        }
-        let CheckOutcome::Passed { message } = t.finish(Exit::Code(0)) else { panic!() };
+        let message = message_of("pass", fed(Exit::Code(0), std::iter::repeat_n(warning, 100_000)));
         assert!(message.len() < WARNINGS_LIMIT + 2 * LINE_LIMIT, "{}", message.len());
         assert!(message.ends_with("more warning lines"), "{}", &message[message.len() - 100..]);
     }
 
     #[test]
     fn lines_are_read_whole_across_reads_and_a_long_line_is_cut_for_display_only() {
-        let mut t = Transcript::new(ctx(CONFIG.as_bytes()));
-        for piece in
-            ["[NOT", "ICE] x\n   ", "  [AL", "ERT] (1) : parsing [haproxy.", "cfg:10] : bad\n"]
-        {
-            t.feed(piece.as_bytes());
-        }
-        let CheckOutcome::Refused { message } = t.finish(Exit::Code(1)) else { panic!() };
+        let pieces =
+            ["[NOT", "ICE] x\n   ", "  [AL", "ERT] (1) : parsing [haproxy.", "cfg:10] : bad\n"];
+        let message = message_of("refused", fed(Exit::Code(1), pieces));
         assert!(
             message.contains("→      [ALERT] (1) : parsing [haproxy.cfg:10] : bad"),
             "{message}"
         );
         assert!(message.contains("  →   10    bogus"), "{message}");
         // a megabyte of blanks before the tag still judges
-        let mut t = Transcript::new(ctx(CONFIG.as_bytes()));
-        t.feed(&vec![b' '; 1 << 20]);
-        t.feed(b"[ALERT] late tag\n");
-        assert!(matches!(t.finish(Exit::Code(1)), CheckOutcome::Refused { .. }));
+        message_of("refused", fed(Exit::Code(1), [&" ".repeat(1 << 20), "[ALERT] late tag\n"]));
         // a megabyte-long alert is shown cut
-        let mut t = Transcript::new(ctx(CONFIG.as_bytes()));
-        t.feed(b"[ALERT] ");
-        t.feed(&vec![b'x'; 1 << 20]);
-        let CheckOutcome::Refused { message } = t.finish(Exit::Code(1)) else { panic!() };
+        let message = message_of("refused", fed(Exit::Code(1), ["[ALERT] ", &"x".repeat(1 << 20)]));
         assert!(message.len() < 2 * LINE_LIMIT && message.ends_with(" …"), "{}", message.len());
     }
 
@@ -921,28 +901,26 @@ Configuration file has no error but will not start (no listener) => exit(2).
         // 3.2.0 prints `(null)` where an alert's message could not be made;
         // 2.6 an unresolvable server's `(null)`: HAProxy refused, and the
         // refusal stands as such (a second run tells whether memory decided)
-        let output = "[ALERT]    (1) : config : (null)\n[ALERT]    (1) : config : Fatal errors found in configuration.\n";
-        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
-        let output = "[ALERT]    (1) : config : parsing [haproxy.cfg:3] : out of memory.\n";
-        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
-        // 3.2: an `acme` section's missing key file
-        let output = "[ALERT]    (1) : config : acme: out of memory.\n";
-        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
+        for output in [
+            "[ALERT]    (1) : config : (null)\n[ALERT]    (1) : config : Fatal errors found in configuration.\n",
+            "[ALERT]    (1) : config : parsing [haproxy.cfg:3] : out of memory.\n",
+            // 3.2: an `acme` section's missing key file
+            "[ALERT]    (1) : config : acme: out of memory.\n",
+            // only advisory lines: HAProxy's exit status judges
+            "[NOTICE]   (1) : (null)[NOTICE]   (1) : (null)\n",
+        ] {
+            refusal(Exit::Code(1), output, CONFIG);
+        }
         // 3.0 and 3.2 at a small bound glue `(null)`s before the tags: not
         // HAProxy's lines, so nothing judged
         let output = "(null)(null)(null)[ALERT]    (1) : (null)Error(s) found in configuration file : haproxy.cfg\n";
-        let out = run(Exit::Code(1), output, CONFIG);
-        let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
+        let reason = message_of("unavailable", run(Exit::Code(1), output, CONFIG));
         assert!(
             reason.starts_with("haproxy -c exited 1 without judging the config: (null)"),
             "{reason}"
         );
-        // only advisory lines: HAProxy's exit status judges
-        let output = "[NOTICE]   (1) : (null)[NOTICE]   (1) : (null)\n";
-        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
         // 2.6: an untagged line
-        let out = run(Exit::Code(1), "[NOTICE] (1) : x\nout of memory.\n", CONFIG);
-        assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
+        message_of("unavailable", run(Exit::Code(1), "[NOTICE] (1) : x\nout of memory.\n", CONFIG));
         // and each of them may have been the limit speaking: measured, not read
         for output in [
             "[ALERT] (1) : config : (null)\n",
@@ -956,18 +934,16 @@ Configuration file has no error but will not start (no listener) => exit(2).
 
     #[test]
     fn the_render_cannot_dress_a_refusal_as_out_of_memory() {
-        // a real error beside an out-of-memory line: refused
-        let output = "[ALERT] (1) : config : parsing [haproxy.cfg:10] : unknown keyword 'bogus'\n[ALERT] (1) : out of memory\n";
-        assert!(matches!(run(Exit::Code(1), output, CONFIG), CheckOutcome::Refused { .. }));
-        // the render's own words, quoted by HAProxy, a `'` in them or not
         for output in [
+            // a real error beside an out-of-memory line: refused
+            "[ALERT] (1) : config : parsing [haproxy.cfg:10] : unknown keyword 'bogus'\n[ALERT] (1) : out of memory\n",
+            // the render's own words, quoted by HAProxy, a `'` in them or not
             "[ALERT] (1) : config : parsing [haproxy.cfg:3]: 'out of memory'.\n",
             "[ALERT] (1) : config : parsing [haproxy.cfg:4]: '(null)'.\n",
             "[ALERT]    (9442) : config : Proxy 'f': unable to find required use_backend: 'b'x out of memory'.\n[ALERT]    (9442) : config : Fatal errors found in configuration.\n",
             "[ALERT]    (9445) : config : [haproxy.cfg:10] : character ' ' is not permitted in server name 'out of memory'.\n",
         ] {
-            let out = run(Exit::Code(1), output, CONFIG);
-            assert!(matches!(out, CheckOutcome::Refused { .. }), "{output}: {out:?}");
+            refusal(Exit::Code(1), output, CONFIG);
         }
     }
 
@@ -995,8 +971,7 @@ Configuration file has no error but will not start (no listener) => exit(2).
             let output = format!(
                 "{line}\nConfiguration file has no error but will not start (no listener) => exit(2).\n"
             );
-            let out = run(Exit::Code(2), &output, CONFIG);
-            assert!(matches!(out, CheckOutcome::Refused { .. }), "{line}: {out:?}");
+            refusal(Exit::Code(2), &output, CONFIG);
         }
         // Lua's `core.Alert` prints `[alert]`, which is no failure line
         let output = "[alert] 337/173659 (9585) : boom\n";
@@ -1029,26 +1004,21 @@ Configuration file has no error but will not start (no listener) => exit(2).
     fn a_file_past_the_first_bound_is_judged_under_the_second() {
         let killed =
             || unavailable("haproxy -c wrote a file past the check's limit of 16 MiB (SIGXFSZ)");
-        let CheckOutcome::Passed { message } =
-            settle_file_size(killed(), Ok(passed("")), FILE_BOUNDS)
-        else {
-            panic!("a pass under the larger bound is the verdict")
-        };
+        let message = message_of("pass", settle_file_size(killed(), Ok(passed("")), FILE_BOUNDS));
         assert_eq!(
             message,
             "the first run wrote a file past the check's file-size limit of 16MiB; under 256MiB it passed"
         );
         let out = settle_file_size(killed(), Ok(refused("→ [ALERT] bogus")), FILE_BOUNDS);
-        let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
+        let message = message_of("refused", out);
         assert!(message.ends_with("HAProxy refused the render:\n→ [ALERT] bogus"), "{message}");
         let again =
             unavailable("haproxy -c wrote a file past the check's limit of 256 MiB (SIGXFSZ)");
-        let out = settle_file_size(killed(), Ok(again), FILE_BOUNDS);
-        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        let reason = message_of("unavailable", settle_file_size(killed(), Ok(again), FILE_BOUNDS));
         assert!(reason.contains("16 MiB") && reason.contains("(again under 256MiB: "), "{reason}");
         // bounds lowered by the gate's own `ulimit -f` are named as they were
-        let out = settle_file_size(killed(), Ok(passed("")), (1 << 20, 8 << 20));
-        let CheckOutcome::Passed { message } = out else { panic!("{out:?}") };
+        let message =
+            message_of("pass", settle_file_size(killed(), Ok(passed("")), (1 << 20, 8 << 20)));
         assert!(message.contains("limit of 1MiB; under 8MiB it passed"), "{message}");
     }
 
@@ -1078,14 +1048,12 @@ Configuration file has no error but will not start (no listener) => exit(2).
         let out = settle(refused("→ [ALERT] fail to set sink buffer size"), Ok(passed("")), BOUNDS);
         assert_eq!(
             out,
-            CheckOutcome::Passed {
-                message: "the first run hit the check's address-space limit of 1GiB (--check-memory); under --check-memory-max 16GiB it passed".into()
-            }
+            passed(
+                "the first run hit the check's address-space limit of 1GiB (--check-memory); under --check-memory-max 16GiB it passed"
+            )
         );
         let second = passed("valid, but HAProxy would not start it: no listener (exit 2)");
-        let CheckOutcome::Passed { message } = settle(refused("x"), Ok(second), BOUNDS) else {
-            panic!()
-        };
+        let message = message_of("pass", settle(refused("x"), Ok(second), BOUNDS));
         assert!(
             message.ends_with(
                 "it passed:\nvalid, but HAProxy would not start it: no listener (exit 2)"
@@ -1114,11 +1082,11 @@ Configuration file has no error but will not start (no listener) => exit(2).
             Ok(unavailable("haproxy was killed by signal 9 (SIGKILL)")),
             Err("haproxy -c timed out after 30.0s".to_owned()),
         ] {
-            let out = settle(refused("→ [ALERT] x"), second.clone(), BOUNDS);
-            let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
+            let reason =
+                message_of("unavailable", settle(refused("→ [ALERT] x"), second.clone(), BOUNDS));
             let why = second.map_or_else(|e| e, |o| o.message().to_owned());
             assert_eq!(
-                *reason,
+                reason,
                 format!(
                     "haproxy -c refused the render under the check's address-space limit of 1GiB (--check-memory), and could not run under --check-memory-max 16GiB: {why}\n(the limit may have decided the first run, so the render is not judged; raise --check-memory-max)"
                 )
@@ -1128,12 +1096,8 @@ Configuration file has no error but will not start (no listener) => exit(2).
 
     #[test]
     fn could_not_run_twice_says_the_limit_was_not_why() {
-        let out = settle(
-            unavailable("haproxy was killed by signal 11 (SIGSEGV)"),
-            Ok(unavailable("haproxy was killed by signal 11 (SIGSEGV)")),
-            BOUNDS,
-        );
-        let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
+        let crash = || unavailable("haproxy was killed by signal 11 (SIGSEGV)");
+        let reason = message_of("unavailable", settle(crash(), Ok(crash()), BOUNDS));
         assert!(reason.starts_with("haproxy was killed by signal 11 (SIGSEGV)\n(again without the address-space limit of 1GiB (--check-memory), at the top (--check-memory-max 16GiB): haproxy was killed by signal 11"), "{reason}");
     }
 
@@ -1156,55 +1120,42 @@ Configuration file has no error but will not start (no listener) => exit(2).
     #[test]
     fn unexplained_failures_are_unavailable() {
         let out = run(Exit::Code(1), "", CONFIG);
+        assert_eq!(out, unavailable("haproxy -c exited 1 with no output"));
+        let output = format!("{BIN}: error while loading shared libraries in {DIR}\n");
         assert_eq!(
-            out,
-            CheckOutcome::Unavailable { reason: "haproxy -c exited 1 with no output".into() }
+            run(Exit::Code(127), &output, CONFIG),
+            unavailable(
+                "haproxy -c exited 127 without judging the config: haproxy: error while loading shared libraries in ."
+            )
         );
-        let out = run(Exit::Code(1), "\n  \n", CONFIG);
-        assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
-
-        let out = run(
-            Exit::Code(127),
-            &format!("{BIN}: error while loading shared libraries in {DIR}\n"),
-            CONFIG,
-        );
-        assert_eq!(
-            out,
-            CheckOutcome::Unavailable {
-                reason: "haproxy -c exited 127 without judging the config: haproxy: error while loading shared libraries in .".into()
-            }
-        );
-        // a continuation line with nothing before it is not advice
-        let out = run(Exit::Code(1), "   | orphan\n", CONFIG);
-        assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
-        // advisory lines mixed with something unknown
-        let out = run(Exit::Code(1), "[NOTICE] fine\nSegmentation fault\n", CONFIG);
-        assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{out:?}");
+        for output in [
+            "\n  \n",
+            // a continuation line with nothing before it is not advice
+            "   | orphan\n",
+            // advisory lines mixed with something unknown
+            "[NOTICE] fine\nSegmentation fault\n",
+        ] {
+            let out = run(Exit::Code(1), output, CONFIG);
+            assert!(matches!(out, CheckOutcome::Unavailable { .. }), "{output:?}: {out:?}");
+        }
     }
 
     #[test]
     fn a_signal_is_unavailable_even_with_alerts() {
-        let out = run(Exit::Signal(9), UNKNOWN_KEYWORD, CONFIG);
-        let CheckOutcome::Unavailable { reason } = out else { panic!("{out:?}") };
+        let reason = message_of("unavailable", run(Exit::Signal(9), UNKNOWN_KEYWORD, CONFIG));
         assert!(
             reason.starts_with("haproxy was killed by signal 9 (SIGKILL): [NOTICE]"),
             "{reason}"
         );
         assert!(!reason.contains(BIN), "{reason}");
-        assert_eq!(
-            run(Exit::Signal(11), "", CONFIG),
-            CheckOutcome::Unavailable {
-                reason: "haproxy was killed by signal 11 (SIGSEGV)".into()
-            }
-        );
+        let out = run(Exit::Signal(11), "", CONFIG);
+        assert_eq!(out, unavailable("haproxy was killed by signal 11 (SIGSEGV)"));
     }
 
     #[test]
     fn long_unexplained_output_is_cut() {
         let output = "é".repeat(5000);
-        let CheckOutcome::Unavailable { reason } = run(Exit::Code(3), &output, CONFIG) else {
-            panic!()
-        };
+        let reason = message_of("unavailable", run(Exit::Code(3), &output, CONFIG));
         assert!(reason.len() < QUOTE_LIMIT + 200, "{}", reason.len());
         assert!(reason.ends_with(" more bytes)"), "{reason}");
     }
