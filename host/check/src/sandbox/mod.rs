@@ -31,6 +31,7 @@ pub mod world;
 pub use hold::{Go, Hold, Keeper};
 pub use probe::Probe;
 
+use rendergate_core::CheckOutcome;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -141,13 +142,7 @@ impl Sandbox {
         let mut world = None;
         if gives_world(opts.mode, &probe) {
             let closure = closure.unwrap_or_default();
-            let libraries: Vec<_> =
-                closure.interpreter.iter().chain(&closure.libraries).cloned().collect();
-            let built = private.map(|dir| {
-                let proc_self = closure.uses_origin;
-                world::World::build(dir, binary, &libraries, &closure.data, proc_self, &opts.world)
-            });
-            match built {
+            match private.map(|dir| world::World::build(dir, binary, &closure, &opts.world)) {
                 Some(Ok(built)) => {
                     grants = grants.with_world(&built);
                     world = Some(Arc::new(built));
@@ -242,8 +237,7 @@ impl Sandbox {
             seccomp: self.seccomp.clone(),
             world: self.world.clone(),
             abi: abi.unwrap_or(0),
-            resolver: -1,
-            render: -1,
+            channel: -1,
             exposed: processes::Exposed::of_this_process(),
         };
         Ok(Prepared { dir: check_dir, setup: Some(setup), ruleset, env, hold: None })
@@ -278,25 +272,20 @@ impl Prepared<'_> {
     /// than the check directory bound there, so that the check sees no host
     /// path of it ([`Prepared::hands_render`]).
     pub fn with_channel(mut self, channel: RawFd) -> Self {
-        if let Some(setup) = &mut self.setup
-            && setup.world.is_some()
-        {
-            if setup.unshare & libc::CLONE_NEWNET != 0 {
-                setup.resolver = channel;
-            }
-            setup.render = channel;
+        if let Some(setup) = self.setup.as_mut().filter(|setup| setup.world.is_some()) {
+            setup.channel = channel;
         }
         self
     }
 
     /// Whether the child hands over a resolver socket.
     pub fn resolves(&self) -> bool {
-        self.setup.as_ref().is_some_and(|setup| setup.resolver >= 0)
+        self.setup.as_ref().is_some_and(|s| s.channel >= 0 && s.unshare & libc::CLONE_NEWNET != 0)
     }
 
     /// Whether the child hands over its render's tmpfs.
     pub fn hands_render(&self) -> bool {
-        self.setup.as_ref().is_some_and(|setup| setup.render >= 0)
+        self.setup.as_ref().is_some_and(|setup| setup.channel >= 0)
     }
 
     /// The child, its sandbox made, waits at `hold` for the word to go
@@ -423,9 +412,9 @@ pub fn spawn_failure(e: &io::Error, world: Option<&world::World>) -> Option<Stri
         ));
     }
     let op = world.zip(op.checked_sub(1)).and_then(|(w, i)| w.describe(i as usize));
-    let at = match (world::Step::ALL.into_iter().find(|s| *s as i32 == step), op) {
-        (Some(step), Some(op)) if layer == Layer::World => format!(" at {} ({op})", step.name()),
-        (Some(step), None) if layer == Layer::World => format!(" at {}", step.name()),
+    let at = match (world::Step::ALL.into_iter().find(|(s, _)| *s as i32 == step), op) {
+        (Some((_, step)), Some(op)) if layer == Layer::World => format!(" at {step} ({op})"),
+        (Some((_, step)), None) if layer == Layer::World => format!(" at {step}"),
         _ => String::new(),
     };
     Some(format!(
@@ -449,11 +438,11 @@ struct ChildSetup {
     world: Option<Arc<world::World>>,
     /// The Landlock ABI (0: none), for the scratch `/tmp`'s rule.
     abi: u32,
-    /// The child's end of its [`network::hand_over_channel`] (-1: none).
-    resolver: RawFd,
-    /// The same channel's end, where the render's own tmpfs is handed
-    /// over (-1: the check directory is bound instead).
-    render: RawFd,
+    /// The child's end of its [`network::hand_over_channel`] (-1: none, and
+    /// the check directory is bound instead of the render's own tmpfs):
+    /// the render's tmpfs is handed over there, and, in a network of its
+    /// own, the resolver socket.
+    channel: RawFd,
     /// The gate's command line and environment, blanked in a PID namespace.
     exposed: processes::Exposed,
 }
@@ -484,8 +473,9 @@ impl ChildSetup {
         }
         if let Some(world) = &self.world {
             let own_users = self.unshare & libc::CLONE_NEWUSER != 0;
+            let resolver = if self.unshare & libc::CLONE_NEWNET != 0 { self.channel } else { -1 };
             world
-                .enter(own_users, own_processes, self.resolver, self.render)
+                .enter(own_users, own_processes, resolver, self.channel)
                 .map_err(|(at, op, errno)| tagged_step(Layer::World, at as i32, op, errno))?;
         }
         step(Layer::Capabilities, caps::drop_all())?;
@@ -494,7 +484,7 @@ impl ChildSetup {
             if let Some(world) = &self.world {
                 // the world's root, the scratch /tmp and the own /proc exist
                 // only now, in the new root
-                let render = (self.render >= 0).then(|| world.render_inside());
+                let render = (self.channel >= 0).then(|| world.render_inside());
                 step(Layer::Landlock, landlock::grant_world(self.ruleset, self.abi, render))?;
             }
             step(Layer::Landlock, landlock::restrict_self(self.ruleset))?;
@@ -527,25 +517,17 @@ fn enter(dir: RawFd) -> io::Result<()> {
 /// A check killed by SIGXFSZ wrote a file past its file-size bound
 /// (`file_size`, [`rlimits::FILE_SIZE`] or [`rlimits::FILE_SIZE_MAX`]):
 /// said in those words (it stays could-not-run).
-pub fn explain_file_size(
-    outcome: rendergate_core::CheckOutcome,
-    file_size: u64,
-) -> rendergate_core::CheckOutcome {
+pub fn explain_file_size(outcome: CheckOutcome, file_size: u64) -> CheckOutcome {
     const KILLED: &str = "haproxy was killed by signal 25";
     const NAMED: &str = " (SIGXFSZ: the check's file size limit)";
-    match outcome {
-        rendergate_core::CheckOutcome::Unavailable { reason } if reason.starts_with(KILLED) => {
-            let rest = &reason[KILLED.len()..];
-            rendergate_core::CheckOutcome::Unavailable {
-                reason: format!(
-                    "haproxy -c wrote a file past the check's limit of {} MiB (SIGXFSZ){}",
-                    file_size >> 20,
-                    rest.strip_prefix(NAMED).unwrap_or(rest)
-                ),
-            }
-        }
-        other => other,
-    }
+    let CheckOutcome::Unavailable { reason } = &outcome else { return outcome };
+    let Some(rest) = reason.strip_prefix(KILLED) else { return outcome };
+    let reason = format!(
+        "haproxy -c wrote a file past the check's limit of {} MiB (SIGXFSZ){}",
+        file_size >> 20,
+        rest.strip_prefix(NAMED).unwrap_or(rest)
+    );
+    CheckOutcome::Unavailable { reason }
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::{Checker, HaproxyChecker, HaproxyOptions};
-use rendergate_core::CheckOutcome;
 use rendergate_core::render::{FileKind, Render, RenderFile};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,11 +41,7 @@ struct Fixture {
     checker: HaproxyChecker,
 }
 
-fn checker(mode: Mode, probe: Probe) -> Fixture {
-    checker_for(haproxy(), mode, probe)
-}
-
-fn checker_for(binary: PathBuf, mode: Mode, probe: Probe) -> Fixture {
+fn checker(binary: PathBuf, mode: Mode, probe: Probe) -> Fixture {
     let sandbox = SandboxOptions { mode, ..SandboxOptions::default() };
     let options = HaproxyOptions { binary, sandbox, ..HaproxyOptions::default() };
     fixture(options, |options| HaproxyChecker::with_probe(options, probe))
@@ -73,7 +68,7 @@ fn limits() -> rlimits::Limits {
 }
 
 fn strict() -> Fixture {
-    checker(Mode::Strict, Probe::detect(""))
+    checker(haproxy(), Mode::Strict, Probe::detect(""))
 }
 
 async fn check(f: &Fixture, config: &str, files: Vec<RenderFile>) -> CheckOutcome {
@@ -127,7 +122,7 @@ async fn a_host_file_outside_the_world_does_not_exist_and_accounts_are_names_and
     assert!(!message.contains(first), "{message}");
     assert!(message.contains("root:x:0:0:::"), "{message}");
     // unsandboxed, the same config quotes the host's own file: the test can see a leak
-    let off = checker(Mode::Off, Probe::detect(""));
+    let off = checker(haproxy(), Mode::Off, Probe::detect(""));
     let CheckOutcome::Refused { message } = check(&off, &config, vec![]).await else { panic!() };
     assert!(message.contains(first), "the canary stopped leaking: {message}");
     // a host file that exists (/etc/hostname) and one that does not read alike
@@ -159,7 +154,7 @@ async fn the_environment_is_empty() {
     assert!(message.contains("home is []"), "{message}");
     assert!(!message.contains(&home), "{message}");
     // with the sandbox off too: the gate's environment is never HAProxy's
-    let off = checker(Mode::Off, Probe::detect(""));
+    let off = checker(haproxy(), Mode::Off, Probe::detect(""));
     let CheckOutcome::Passed { message } = check(&off, &config, vec![]).await else { panic!() };
     assert!(message.contains("home is []"), "{message}");
     // only what --check-env gives
@@ -173,20 +168,20 @@ async fn the_environment_is_empty() {
 #[tokio::test]
 async fn strict_mode_refuses_to_run_without_a_required_layer_and_best_effort_runs() {
     let probe = Probe::detect("landlock");
-    let f = checker(Mode::Strict, probe.clone());
+    let f = checker(haproxy(), Mode::Strict, probe.clone());
     let out = check(&f, VALID, vec![]).await;
     let CheckOutcome::Unavailable { reason } = &out else { panic!("{out:?}") };
     assert!(
         reason.contains("strict needs landlock and seccomp") && reason.contains("landlock ("),
         "{reason}"
     );
-    let f = checker(Mode::BestEffort, probe);
+    let f = checker(haproxy(), Mode::BestEffort, probe);
     // without Landlock haproxy reads /etc/resolv.conf and warns it cannot
     // connect to the nameservers: still a pass
     let out = check(&f, VALID, vec![]).await;
     assert!(matches!(out, CheckOutcome::Passed { .. }), "{out:?}");
     assert_eq!(f.checker.sandbox().unwrap().missing(), ["landlock"]);
-    let f = checker(Mode::Strict, Probe::detect("seccomp"));
+    let f = checker(haproxy(), Mode::Strict, Probe::detect("seccomp"));
     let out = check(&f, VALID, vec![]).await;
     assert!(
         matches!(&out, CheckOutcome::Unavailable { reason } if reason.contains("seccomp (")),
@@ -249,7 +244,7 @@ async fn the_child_enters_the_check_directory_by_its_descriptor() {
     assert!(text.contains("haproxy.cfg"), "{text}");
     // a closed descriptor: the spawn fails, naming the step (with the
     // sandbox off, where nothing in the parent looks at it first)
-    let off = checker(Mode::Off, Probe::detect(""));
+    let off = checker(haproxy(), Mode::Off, Probe::detect(""));
     // SAFETY: a descriptor number far above any open one; never used but by fchdir
     let closed = unsafe { std::os::fd::BorrowedFd::borrow_raw(1_000_000) };
     let prepared = off.checker.sandbox().unwrap().prepare(closed, limits()).unwrap();
@@ -327,43 +322,38 @@ fn haproxy_series(series: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
         .filter(|p| p.is_absolute() && is_series(p));
     let cached = || {
-        let mut found: Vec<PathBuf> = std::fs::read_dir(BUILD_CACHE)
+        std::fs::read_dir(BUILD_CACHE)
             .into_iter()
             .flatten()
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("haproxy-{series}.")))
             .map(|e| e.path().join("sbin/haproxy"))
             .filter(|p| is_series(p))
-            .collect();
-        found.sort();
-        found.pop()
+            .max()
     };
-    let found = from_env.or_else(cached);
+    let what = format!(
+        "no HAProxy {series} (set RENDERGATE_TEST_HAPROXY, or run tests/build-haproxy.sh into {BUILD_CACHE})"
+    );
+    needed(from_env.or_else(cached), &what)
+}
+
+/// `found`; absent, the test is missing a need, `what` (`needs::missing`).
+fn needed<T>(found: Option<T>, what: &str) -> Option<T> {
     if found.is_none() {
-        needs::missing(
-            &format!(
-                "no HAProxy {series} (set RENDERGATE_TEST_HAPROXY, or run tests/build-haproxy.sh into {BUILD_CACHE})"
-            ),
-            "this test",
-        );
+        needs::missing(what, "this test");
     }
     found
 }
 
-/// A tool the test needs; absent, the test is missing a need (`needs::missing`).
+/// A tool the test needs; absent, the test is missing a need.
 fn tool(name: &str) -> Option<PathBuf> {
-    let found = ["/usr/bin", "/bin", "/usr/local/bin"]
-        .iter()
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        needs::missing(&format!("no {name}"), "this test");
-    }
-    found
+    let dirs = ["/usr/bin", "/bin", "/usr/local/bin"];
+    let found = dirs.iter().map(|d| Path::new(d).join(name)).find(|p| p.is_file());
+    needed(found, &format!("no {name}"))
 }
 
 /// Whether the haproxy under test runs Lua; without, the test is missing
-/// a need (`needs::missing`).
+/// a need.
 fn has_lua() -> bool {
     let lua = needs::lua(&haproxy());
     if !lua {
@@ -400,7 +390,7 @@ async fn a_file_written_next_to_the_config_while_parsing_passes_in_every_mode() 
         (Mode::Strict, Probe::detect("")),
         (Mode::BestEffort, Probe::detect("landlock")),
     ] {
-        let f = checker(mode, probe);
+        let f = checker(haproxy(), mode, probe);
         let (config, files) = with_lua(script);
         let out = check(&f, &config, files).await;
         assert!(passed(&out), "{mode:?}: {out:?}");
@@ -421,7 +411,7 @@ async fn best_effort_without_landlock_passes_on_3_0() {
         "this 3.0 lacks USE_SHM_OPEN"
     );
     for probe in [Probe::detect("landlock"), Probe::detect("landlock,seccomp"), Probe::detect("")] {
-        let f = checker_for(h30.clone(), Mode::BestEffort, probe.clone());
+        let f = checker(h30.clone(), Mode::BestEffort, probe.clone());
         let out = check(&f, VALID, vec![]).await;
         assert!(passed(&out), "{probe:?}: {out:?}");
         let out = check(&f, &VALID.replace("mode http", "mode bogus"), vec![]).await;
@@ -469,7 +459,7 @@ async fn files_written_in_the_check_directory_are_bounded() {
         "{reason}"
     );
     // bare, the same render passes: the limit is the sandbox's, not the config's
-    let off = checker(Mode::Off, Probe::detect(""));
+    let off = checker(haproxy(), Mode::Off, Probe::detect(""));
     assert!(passed(&check(&off, &config, writes(17).1).await));
 }
 
@@ -557,7 +547,7 @@ async fn a_haproxy_with_its_own_loader_and_libraries_runs_sandboxed() {
         (Mode::Strict, Probe::detect("")),
         (Mode::BestEffort, Probe::detect("seccomp")),
     ] {
-        let f = checker_for(binary.clone(), mode, probe);
+        let f = checker(binary.clone(), mode, probe);
         let out = check(&f, VALID, vec![]).await;
         assert!(passed(&out), "{mode:?}: {out:?}");
         let out = check(&f, &VALID.replace("mode http", "mode bogus"), vec![]).await;

@@ -84,10 +84,10 @@ pub const SCRATCH: [&CStr; 2] = [c"/tmp", c"/dev/shm"];
 /// without exec, as a container runtime mounts it.
 const SCRATCH_FLAGS: [MountFlags; 2] = [MountFlags::empty(), MountFlags::NOEXEC];
 /// The scratch `/tmp`: bounded, discarded with the namespace.
-const TMP_OPTIONS: &str = "size=64m,nr_inodes=4096,mode=1777";
+const TMP_OPTIONS: &CStr = c"size=64m,nr_inodes=4096,mode=1777";
 /// The world's root: its directories, mount points and stand-ins (the
 /// accounts of a large directory among them).
-const ROOT_OPTIONS: &str = "size=16m,nr_inodes=4096,mode=755";
+const ROOT_OPTIONS: &CStr = c"size=16m,nr_inodes=4096,mode=755";
 /// Room in the render's own tmpfs beside the render and the largest file a
 /// check may write (its second run's file-size bound, so that a file past
 /// it meets that bound, not a full tmpfs): what else HAProxy writes there
@@ -223,7 +223,7 @@ fn plain_absolute(path: &Path) -> bool {
 pub enum Op {
     /// A tmpfs: the world's root (read-only at [`Op::ReadOnly`]), the
     /// scratch `/tmp` and `/dev/shm`.
-    Tmpfs { target: CString, flags: MountFlags, options: CString },
+    Tmpfs { target: CString, flags: MountFlags, options: &'static CStr },
     /// An empty directory (0755), on the way to a shown path or a mount point.
     Dir { path: CString },
     /// A file (0444) with this content: a stand-in, or empty to bind onto.
@@ -250,25 +250,6 @@ pub enum Op {
 }
 
 impl Op {
-    /// What the operation makes, for an operator: `bind /usr/lib`.
-    pub fn describe(&self, root: &Path) -> String {
-        let inside = |c: &CString| {
-            let path = c_str_path(c);
-            Path::new("/").join(path.strip_prefix(root).unwrap_or(path)).display().to_string()
-        };
-        match self {
-            Op::Tmpfs { target, .. } => format!("tmpfs {}", inside(target)),
-            Op::Dir { path } => format!("directory {}", inside(path)),
-            Op::File { path, .. } => format!("file {}", inside(path)),
-            Op::Symlink { path, .. } => format!("symlink {}", inside(path)),
-            Op::Bind { source, .. } => format!("bind {}", source.to_string_lossy()),
-            Op::Proc { .. } => "proc /proc".into(),
-            Op::ProcSelf { .. } => "bind /proc/self".into(),
-            Op::Render { target, .. } => format!("render at {}", inside(target)),
-            Op::ReadOnly { target, .. } => format!("read-only {}", inside(target)),
-        }
-    }
-
     /// In the child: `own_proc`, an [`Op::Proc`] mounted; `own_render`, the
     /// render gets a tmpfs of its own. System calls only, on what the
     /// parent prepared.
@@ -276,7 +257,7 @@ impl Op {
         use rustix::fs::{Mode, OFlags};
         match self {
             Op::Tmpfs { target, flags, options } => {
-                mount(c"tmpfs", target.as_c_str(), c"tmpfs", *flags, options.as_c_str())
+                mount(c"tmpfs", target.as_c_str(), c"tmpfs", *flags, *options)
             }
             Op::Dir { path } => rustix::fs::mkdir(path.as_c_str(), Mode::from_raw_mode(0o755)),
             Op::File { path, content } => {
@@ -352,21 +333,17 @@ enum Kind {
 impl World {
     /// Plans the world with its root mounted over `private` (the checker's
     /// own directory, owner-only) in the child's mount namespace, so that
-    /// nothing is made on the host's disk, for checks running `binary`;
-    /// `libraries` are the loader's (their
-    /// directories are shown whole), `loader_data` the other files it
-    /// reads (its cache).
+    /// nothing is made on the host's disk, for checks running `binary`,
+    /// whose loader loads and reads `closure` (the libraries' directories
+    /// are shown whole).
     pub fn build(
         private: &Path,
         binary: &Path,
-        libraries: &[PathBuf],
-        loader_data: &[PathBuf],
-        proc_self: bool,
+        closure: &super::loader::Closure,
         options: &WorldOptions,
     ) -> io::Result<World> {
         options.validate().map_err(io::Error::other)?;
-        let root = private.to_path_buf();
-        let mut skeleton = Skeleton::new(&root);
+        let mut skeleton = Skeleton::new(private);
         // the scratch tmpfs mounts first, over the root's /tmp and /dev/shm:
         // what lies under them is made once they are mounted
         for (dir, own_flags) in SCRATCH.into_iter().zip(SCRATCH_FLAGS) {
@@ -376,8 +353,9 @@ impl World {
         }
 
         let mut public: Vec<PathBuf> = vec![binary.to_path_buf()];
-        public.extend(libraries.iter().filter_map(|l| library_part(l)));
-        public.extend(loader_data.iter().cloned());
+        let libraries = closure.interpreter.iter().chain(&closure.libraries);
+        public.extend(libraries.filter_map(|l| library_part(l)));
+        public.extend(closure.data.iter().cloned());
         public.extend(public_parts(options));
         public.extend(options.reads.iter().cloned());
         let stock = stock_files(options)?;
@@ -397,10 +375,13 @@ impl World {
         // the render's place is a mount point too
         let render_point = (options.config_dir.clone(), Kind::Dir);
         for (path, kind) in found.iter().chain([&render_point]) {
-            skeleton.mount_point(path, *kind)?;
+            match kind {
+                Kind::Dir => skeleton.dirs(path)?,
+                Kind::File | Kind::Device => skeleton.file(path, Vec::new())?,
+            }
         }
         skeleton.dirs(Path::new("/proc"))?;
-        if proc_self {
+        if closure.uses_origin {
             skeleton.dirs(Path::new("/proc/self"))?;
         }
         let hostname = options.hostname.clone().unwrap_or_else(host_name);
@@ -419,23 +400,23 @@ impl World {
         }
         let config_target = skeleton.inside(&options.config_dir);
         let mut ops = skeleton.ops;
-        ops.push(Op::Proc { target: c_path(&root.join("proc"))? });
-        if proc_self {
+        ops.push(Op::Proc { target: c_path(&private.join("proc"))? });
+        if closure.uses_origin {
             let remount = locked_flags(Path::new("/proc/self"))?
                 | MountFlags::RDONLY
                 | MountFlags::NOSUID
                 | MountFlags::NODEV
                 | MountFlags::NOEXEC;
-            ops.push(Op::ProcSelf { target: c_path(&root.join("proc/self"))?, remount });
+            ops.push(Op::ProcSelf { target: c_path(&private.join("proc/self"))?, remount });
         }
         let render = render_options(&options.render_room);
         ops.push(Op::Render { target: c_path(&config_target)?, options: render });
         let flags = MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV;
-        ops.push(Op::ReadOnly { target: c_path(&root)?, flags });
+        ops.push(Op::ReadOnly { target: c_path(private)?, flags });
 
         let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
         Ok(World {
-            root: c_path(&root)?,
+            root: c_path(private)?,
             ops,
             config_inside: c_path(&options.config_dir)?,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
@@ -453,7 +434,22 @@ impl World {
 
     /// What operation `index` makes (`bind /usr/lib`), for a failure's reason.
     pub fn describe(&self, index: usize) -> Option<String> {
-        self.ops.get(index).map(|op| op.describe(c_str_path(&self.root)))
+        let root = c_str_path(&self.root);
+        let inside = |c: &CString| {
+            let path = c_str_path(c);
+            Path::new("/").join(path.strip_prefix(root).unwrap_or(path)).display().to_string()
+        };
+        Some(match self.ops.get(index)? {
+            Op::Tmpfs { target, .. } => format!("tmpfs {}", inside(target)),
+            Op::Dir { path } => format!("directory {}", inside(path)),
+            Op::File { path, .. } => format!("file {}", inside(path)),
+            Op::Symlink { path, .. } => format!("symlink {}", inside(path)),
+            Op::Bind { source, .. } => format!("bind {}", source.to_string_lossy()),
+            Op::Proc { .. } => "proc /proc".into(),
+            Op::ProcSelf { .. } => "bind /proc/self".into(),
+            Op::Render { target, .. } => format!("render at {}", inside(target)),
+            Op::ReadOnly { target, .. } => format!("read-only {}", inside(target)),
+        })
     }
 
     /// The host paths shown read-only (real paths, symlinks followed), as
@@ -621,41 +617,24 @@ pub enum Step {
 }
 
 impl Step {
-    pub const ALL: [Step; 11] = [
-        Step::MapIds,
-        Step::Loopback,
-        Step::Route,
-        Step::Resolver,
-        Step::PrivateMounts,
-        Step::Mount,
-        Step::Render,
-        Step::Chroot,
-        Step::PivotRoot,
-        Step::Chdir,
-        Step::Hostname,
+    /// Every step, by the system call or file an operator greps for.
+    pub const ALL: [(Step, &'static str); 11] = [
+        (Step::MapIds, "uid_map"),
+        (Step::Loopback, "loopback"),
+        (Step::Route, "default route"),
+        (Step::Resolver, "resolver socket"),
+        (Step::PrivateMounts, "private mounts"),
+        (Step::Mount, "mount"),
+        (Step::Render, "render handed over"),
+        (Step::Chroot, "chroot"),
+        (Step::PivotRoot, "pivot_root"),
+        (Step::Chdir, "chdir"),
+        (Step::Hostname, "sethostname"),
     ];
-
-    /// The system call or file, as an operator greps for it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Step::MapIds => "uid_map",
-            Step::Loopback => "loopback",
-            Step::Route => "default route",
-            Step::Resolver => "resolver socket",
-            Step::PrivateMounts => "private mounts",
-            Step::Mount => "mount",
-            Step::Render => "render handed over",
-            Step::Chroot => "chroot",
-            Step::PivotRoot => "pivot_root",
-            Step::Chdir => "chdir",
-            Step::Hostname => "sethostname",
-        }
-    }
 }
 
 /// A tmpfs mount at `target`.
-fn tmpfs(target: &Path, flags: MountFlags, options: &str) -> io::Result<Op> {
-    let options = CString::new(options).expect("no NUL in a constant");
+fn tmpfs(target: &Path, flags: MountFlags, options: &'static CStr) -> io::Result<Op> {
     Ok(Op::Tmpfs { target: c_path(target)?, flags, options })
 }
 
@@ -784,14 +763,6 @@ impl Skeleton {
             }
         }
         out
-    }
-
-    /// An empty directory or file to bind `path` onto.
-    fn mount_point(&mut self, path: &Path, kind: Kind) -> io::Result<()> {
-        match kind {
-            Kind::Dir => self.dirs(path),
-            Kind::File | Kind::Device => self.file(path, Vec::new()),
-        }
     }
 
     /// A file with `content` (empty: a mount point), unless the path is
@@ -1048,10 +1019,7 @@ fn locked_flags(path: &Path) -> io::Result<MountFlags> {
         (St::NODIRATIME, MountFlags::NODIRATIME),
         (St::RELATIME, MountFlags::RELATIME),
     ];
-    Ok(pairs
-        .iter()
-        .filter(|(st_flag, _)| st.f_flag.contains(*st_flag))
-        .fold(MountFlags::empty(), |acc, (_, ms)| acc | *ms))
+    Ok(pairs.into_iter().filter(|(flag, _)| st.f_flag.contains(*flag)).map(|(_, ms)| ms).collect())
 }
 
 /// A bind mount made read-only, with `flags` (its locked flags among them).
@@ -1090,6 +1058,7 @@ fn library_part(library: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::loader::Closure;
 
     #[test]
     fn the_worlds_resolver_is_the_gate_with_the_hosts_search_list() {
@@ -1173,9 +1142,9 @@ mod tests {
     #[test]
     fn the_world_is_one_list_and_a_failed_operation_is_named() {
         let private = tempfile::tempdir().unwrap();
-        let binary = Path::new("/bin/sh");
-        let world = World::build(private.path(), binary, &[], &[], false, &WorldOptions::default())
-            .unwrap();
+        let closure = Closure::default();
+        let options = WorldOptions::default();
+        let world = World::build(private.path(), Path::new("/bin/sh"), &closure, &options).unwrap();
         let described = described(&world);
         // the root's tmpfs first, read-only last; the render bound before
         assert_eq!(described.first().unwrap(), "tmpfs /");
@@ -1214,8 +1183,8 @@ mod tests {
         let private = tempfile::tempdir().unwrap();
         let options =
             WorldOptions { reads: vec![host.path().join("link")], ..WorldOptions::default() };
-        let world =
-            World::build(private.path(), Path::new("/bin/sh"), &[], &[], false, &options).unwrap();
+        let closure = Closure::default();
+        let world = World::build(private.path(), Path::new("/bin/sh"), &closure, &options).unwrap();
         let described = described(&world);
         let at = |what: String| position(&described, &what);
         let tmpfs = at("tmpfs /tmp".into());
@@ -1232,11 +1201,10 @@ mod tests {
         let library = tempfile::Builder::new().suffix(".so").tempfile_in("/tmp").unwrap();
         let system = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
         let private = tempfile::tempdir().unwrap();
-        let libraries = [library.path().to_path_buf(), system.to_path_buf()];
+        let libraries = vec![library.path().to_path_buf(), system.to_path_buf()];
+        let closure = Closure { libraries, ..Closure::default() };
         let options = WorldOptions::default();
-        let world =
-            World::build(private.path(), Path::new("/bin/sh"), &libraries, &[], false, &options)
-                .unwrap();
+        let world = World::build(private.path(), Path::new("/bin/sh"), &closure, &options).unwrap();
         let exposed = world.exposed();
         assert!(exposed.contains(&library.path().to_path_buf()), "{exposed:?}");
         assert!(!exposed.iter().any(|p| p == Path::new("/tmp")), "{exposed:?}");
