@@ -57,7 +57,6 @@ pub struct BaseDir {
     base: Dir,
     /// Whether `flock` works on this filesystem.
     locking: bool,
-    own_name: String,
     own_path: PathBuf,
 }
 
@@ -214,19 +213,13 @@ impl BaseDir {
                 continue;
             }
             let base = Dir::from_std_file(file);
-            for problem in wipe(&base, locking) {
-                tracing::warn!(
-                    "{}: a stale check directory could not be removed: {problem}",
-                    path.display()
-                );
-            }
+            wipe(&base, locking, &path);
             let (own_name, own) =
                 make_own(&base, locking).map_err(|e| fail(format!("{}: {e}", path.display())))?;
             if locking {
                 let _ = flock(base.as_fd(), rustix::fs::FlockOperation::Unlock);
             }
-            let own_path = path.join(&own_name);
-            return Ok(BaseDir { path, own, base, locking, own_name, own_path });
+            return Ok(BaseDir { own_path: path.join(&own_name), path, own, base, locking });
         }
         Err(fail(format!("{} keeps being removed while it is set up", path.display())))
     }
@@ -253,7 +246,9 @@ impl Drop for BaseDir {
         if self.locking {
             let _ = flock(self.base.as_fd(), rustix::fs::FlockOperation::LockExclusive);
         }
-        let _ = crate::remove::remove_dir_all(&self.base, self.own_name.as_ref());
+        if let Some(own_name) = self.own_path.file_name() {
+            let _ = crate::remove::remove_dir_all(&self.base, own_name);
+        }
         // ENOTEMPTY while another process has its subdirectory here: fine.
         let _ = std::fs::remove_dir(&self.path);
         // closing `own`, then `base`, releases their locks
@@ -321,23 +316,27 @@ fn same_file(path: &Path, file: &File) -> bool {
     }
 }
 
-/// Removes every entry of the base that no live process holds; returns
-/// what could not be removed.
-fn wipe(base: &Dir, locking: bool) -> Vec<String> {
+/// Removes every entry of the base (at `path`) that no live process
+/// holds; warns of what could not be removed.
+fn wipe(base: &Dir, locking: bool, path: &Path) {
+    let warn = |problem: String| {
+        tracing::warn!(
+            "{}: a stale check directory could not be removed: {problem}",
+            path.display()
+        )
+    };
     let entries = match base.entries() {
         Ok(entries) => entries,
-        Err(e) => return vec![e.to_string()],
+        Err(e) => return warn(e.to_string()),
     };
-    let mut problems = Vec::new();
     for entry in entries {
         match entry.map(|entry| (entry.file_name(), remove_stale(base, &entry, locking))) {
             Ok((_, Ok(()))) => {}
             Ok((_, Err(e))) if e.kind() == io::ErrorKind::NotFound => {}
-            Ok((name, Err(e))) => problems.push(format!("{}: {e}", name.to_string_lossy())),
-            Err(e) => problems.push(e.to_string()),
+            Ok((name, Err(e))) => warn(format!("{}: {e}", name.to_string_lossy())),
+            Err(e) => warn(e.to_string()),
         }
     }
-    problems
 }
 
 /// Removes `entry` of the base unless it is a subdirectory a live process
@@ -414,12 +413,7 @@ fn make_dir(
 }
 
 pub(crate) fn flock(fd: BorrowedFd<'_>, op: rustix::fs::FlockOperation) -> io::Result<()> {
-    loop {
-        match rustix::fs::flock(fd, op) {
-            Err(rustix::io::Errno::INTR) => continue,
-            done => return Ok(done?),
-        }
-    }
+    Ok(rustix::io::retry_on_intr(|| rustix::fs::flock(fd, op))?)
 }
 
 /// The filesystem cannot `flock` (then liveness is told by pid).
@@ -591,7 +585,7 @@ mod tests {
         // a live one in another process
         let other = "1.feedfacefeedface";
         std::fs::create_dir(path.join(other)).unwrap();
-        let holder = hold_lock(&path.join(other));
+        let mut holder = hold_lock(&path.join(other));
         std::fs::write(path.join(other).join("busy"), "x").unwrap();
 
         let base = BaseDir::open(work.path()).unwrap();
@@ -603,7 +597,8 @@ mod tests {
         assert_eq!(names(target.path()), ["keep"]);
 
         // once the other process is gone, the next start-up takes its directory
-        kill(holder);
+        holder.kill().unwrap();
+        holder.wait().unwrap();
         let again = BaseDir::open(work.path()).unwrap();
         assert!(!path.join(other).exists());
         // dropping one checker keeps the base while others are in it
@@ -633,11 +628,6 @@ mod tests {
             });
         }
         cmd.spawn().unwrap()
-    }
-
-    fn kill(mut child: std::process::Child) {
-        child.kill().unwrap();
-        child.wait().unwrap();
     }
 
     #[test]

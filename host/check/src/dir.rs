@@ -334,8 +334,7 @@ mod tests {
         assert_eq!(render.config(), config);
         assert_eq!(render.files()[0].content, der);
         // sizes count bytes: the config's 16 and the file's 7
-        let at =
-            |bytes| load(tmp.path(), "p", "r", &RenderLimits { bytes, ..RenderLimits::default() });
+        let at = |bytes| load(tmp.path(), "p", "r", &RenderLimits { bytes, ..Default::default() });
         assert!(at(23).is_ok());
         assert!(matches!(at(22).unwrap_err(), DirError::Limit { .. }));
         // laid out byte for byte
@@ -392,8 +391,7 @@ mod tests {
     #[test]
     fn past_the_file_count_is_refused_as_listed() {
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("a", "1"), ("d/b", "2"), ("d/c", "3")]);
-        let at =
-            |files| load(tmp.path(), "p", "r", &RenderLimits { files, ..RenderLimits::default() });
+        let at = |files| load(tmp.path(), "p", "r", &RenderLimits { files, ..Default::default() });
         assert_eq!(at(3).unwrap().files().len(), 3);
         let err = at(2).unwrap_err();
         assert_eq!(
@@ -408,8 +406,7 @@ mod tests {
     #[test]
     fn past_the_size_a_file_is_refused_by_its_size_unread() {
         let tmp = tree(&[("haproxy.cfg", "global\n"), ("a", "0123456789")]);
-        let at =
-            |bytes| load(tmp.path(), "p", "r", &RenderLimits { bytes, ..RenderLimits::default() });
+        let at = |bytes| load(tmp.path(), "p", "r", &RenderLimits { bytes, ..Default::default() });
         assert_eq!(at(17).unwrap().files().len(), 1);
         let err = at(16).unwrap_err();
         assert_eq!(

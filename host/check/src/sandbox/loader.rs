@@ -243,11 +243,8 @@ pub fn closure(binary: &Path) -> io::Result<Closure> {
     let Some(interp) = main.interpreter.clone() else {
         return Ok(Closure::default());
     };
-    let flavour = if interp.file_name().is_some_and(|n| n.as_bytes().starts_with(b"ld-musl-")) {
-        Flavour::Musl
-    } else {
-        Flavour::Glibc
-    };
+    let musl = interp.file_name().is_some_and(|n| n.as_bytes().starts_with(b"ld-musl-"));
+    let flavour = if musl { Flavour::Musl } else { Flavour::Glibc };
     // $ORIGIN of the executable: the kernel's (resolved) path, as /proc/self/exe gives it
     let origin = std::fs::canonicalize(binary)
         .ok()
@@ -335,9 +332,7 @@ impl Search {
                 // /etc/ld-musl-<arch>.path, named after the loader
                 let arch = interp
                     .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| n.strip_prefix("ld-musl-"))
-                    .and_then(|n| n.split(".so").next())
+                    .and_then(|n| n.to_str()?.strip_prefix("ld-musl-")?.split(".so").next())
                     .unwrap_or_default();
                 let file = PathBuf::from(format!("/etc/ld-musl-{arch}.path"));
                 match std::fs::read_to_string(&file) {

@@ -76,10 +76,8 @@ fn synthetic(far: u64) -> Vec<u8> {
     let dynamic_at = strtab_at + strings.len() as u64;
     let vaddr_base = 0x40_0000u64;
     let mut f = vec![0u8; dynamic_at as usize + 5 * 16];
-    f[..4].copy_from_slice(b"\x7fELF");
-    f[4] = 2; // ELFCLASS64
-    f[5] = 1; // little-endian
-    f[6] = 1;
+    // ELFCLASS64, little-endian, version 1
+    f[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
     f[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN
     f[18..20].copy_from_slice(&62u16.to_le_bytes()); // x86_64
     f[0x20..0x28].copy_from_slice(&phoff.to_le_bytes());
