@@ -98,19 +98,15 @@ impl Aftercare {
         let this = self.clone();
         runtime.spawn(async move {
             tokio::time::sleep(DELAY).await;
-            if !in_config_dir {
-                this.due(id);
-                return;
+            if in_config_dir {
+                // the config directory is emptied before its next child is
+                // made in it: blocking work, off the runtime's thread
+                let blocking = this.clone();
+                if tokio::task::spawn_blocking(move || blocking.due(id)).await.is_ok() {
+                    return;
+                }
             }
-            // the config directory is emptied before its next child is made
-            // in it: blocking work, off the runtime's thread
-            let blocking = tokio::task::spawn_blocking({
-                let this = this.clone();
-                move || this.due(id)
-            });
-            if blocking.await.is_err() {
-                this.due(id);
-            }
+            this.due(id);
         });
     }
 
@@ -185,8 +181,7 @@ impl Aftercare {
 
     /// Lets a leftover's thread go, and gives its directory's removal, done
     /// when dropped.
-    fn removal(self: &Arc<Self>, leftover: Leftover, token: Token) -> Removal {
-        let Leftover { dir, starter } = leftover;
+    fn removal(self: &Arc<Self>, Leftover { dir, starter }: Leftover, token: Token) -> Removal {
         drop(starter);
         Removal { dir: Some(dir), _token: token, aftercare: self.clone() }
     }

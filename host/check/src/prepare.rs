@@ -89,19 +89,19 @@ impl Drop for Token {
 /// limit, a path, the disk, or the deadline.
 pub async fn prepare(job: Job, deadline: Instant) -> Result<CheckDir, String> {
     let budget = deadline.saturating_duration_since(Instant::now());
-    let files = job.render.files().len();
+    let until = deadline.into_std();
     let progress = Arc::<Progress>::default();
     if job.is_small() {
         // A copy into memory (0.1 ms for 430 KB), cheaper than the trip to
         // a blocking thread and back (0.15 ms, and a thread made for it
         // where the runtime has none yet: a one-shot check).
-        return job.run(&progress, deadline.into_std(), budget);
+        return job.run(&progress, until, budget);
     }
+    let files = job.render.files().len();
     let (tx, rx) = oneshot::channel();
     // Raises the flag on every way out, and removes an unwanted directory.
     let mut pending =
         Pending { progress: progress.clone(), answer: rx, in_flight: job.in_flight.clone() };
-    let until = deadline.into_std();
     let token = job.in_flight.enter();
     tokio::task::spawn_blocking(move || {
         // when nobody waits for it any more, dropped (removed) here, off the loop
@@ -143,10 +143,7 @@ impl Drop for Pending {
         // Ready just as the check gave up on it: not removed on this thread.
         if let Ok(Ok(dir)) = self.answer.try_recv() {
             let token = self.in_flight.enter();
-            let removal = move || {
-                drop(dir);
-                drop(token);
-            };
+            let removal = move || drop((dir, token));
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => drop(runtime.spawn_blocking(removal)),
                 Err(_) => removal(),

@@ -91,7 +91,7 @@ pub struct Order {
     /// Made ahead of its check (not for a check already waiting) by a gate
     /// that copies its pages ahead ([`crate::HaproxyOptions::copy_ahead`]):
     /// it is then given its own copies of the memory the fork shares
-    /// ([`own_copies`]), which a check waiting for its child would wait for.
+    /// ([`own`]), which a check waiting for its child would wait for.
     pub copy_ahead: bool,
 }
 
@@ -154,8 +154,7 @@ impl Standby {
                 order.make(place, armed_tx, runtime);
                 // the sandbox (its world removed if this was its last holder)
                 // is gone before the checker is told this thread is done
-                drop(order);
-                drop(token);
+                drop((order, token));
             })
             .map_err(|e| format!("cannot start a thread for the check's child: {e}"))?;
         let armed_at = std::time::Instant::now();
@@ -249,9 +248,8 @@ impl Order {
             }
             Some((armed, armed_tx))
         } else {
-            if let Err(Ok(unwanted)) = armed_tx.send(self.stocked(armed)) {
+            if let Err(Ok(_unwanted)) = armed_tx.send(self.stocked(armed)) {
                 // nobody waits for it any more: removed here, with the token held
-                drop(unwanted);
                 return;
             }
             None
@@ -301,7 +299,7 @@ impl Order {
         }
         let pid = spawned.as_ref().ok().and_then(|child| child.id());
         if pid.is_some() && self.copy_ahead {
-            own_copies();
+            hot_ranges().into_iter().for_each(own);
         }
         // The child's namespaces, held here: HAProxy is then not the last in
         // them, and its exit does not wait for their teardown (the mount
@@ -331,9 +329,8 @@ impl Order {
     /// room among the others for its own).
     fn stocked(&self, armed: Armed) -> Result<Armed, String> {
         let dir = &armed.dir;
-        let stock = self.sandbox.stock();
         let made = crate::layout::make_config(dir.dir())
-            .and_then(|()| crate::prepare::write_stock(dir.dir(), stock));
+            .and_then(|()| crate::prepare::write_stock(dir.dir(), self.sandbox.stock()));
         made.map_err(|e| {
             let e = format!("cannot write the check directory: {e}");
             verdict::sanitise(&e, dir.hidden(), &self.binary)
@@ -399,8 +396,7 @@ impl Order {
         };
         let program =
             process::Program { binary: self.binary.clone(), world: self.sandbox.world().cloned() };
-        let word_pipe = std::fs::File::from(word);
-        let launch = Launch { word_pipe, output, report, started, starter, program };
+        let launch = Launch { word_pipe: word.into(), output, report, started, starter, program };
         Ok((Armed { dir, launch }, cmd, held))
     }
 }
@@ -429,24 +425,6 @@ fn answer_on(
     }
 }
 
-/// Gives the gate its own copies, now, of the memory the fork left shared
-/// with the child: the main thread's heap and stack, where `serve` works.
-///
-/// After a fork every private page is shared copy-on-write until the child
-/// `execve`s, which a standby's child does only when its check comes. The
-/// gate's first write to each page would then fault and copy it, on the way
-/// from the next render to its verdict: some 80 faults a check, 0.2 ms here.
-/// `MADV_POPULATE_WRITE` (Linux 5.14) breaks the sharing of a whole range
-/// at once, as writes would, without touching the data, while the gate is
-/// idle. Best effort: an older kernel, or a range gone meanwhile, leaves
-/// the pages shared. The price is that memory again while the standby is
-/// held, so only a gate whose heap is its own and small asks for it
-/// (`rendergate serve`); a controller embedding the library shares its
-/// pages with the child and copies only those it writes meanwhile.
-fn own_copies() {
-    hot_ranges().into_iter().for_each(own);
-}
-
 /// The main thread's heap and stack, as `/proc/self/maps` shows them.
 fn hot_ranges() -> Vec<std::ops::Range<usize>> {
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return vec![] };
@@ -463,8 +441,22 @@ fn hot_ranges() -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
-/// Faults in every page of `range` writable: a page shared copy-on-write
-/// is copied.
+/// Gives the gate its own copies, now, of the memory in `range` the fork
+/// left shared with the child (a standby's: the main thread's heap and
+/// stack, [`hot_ranges`], where `serve` works): every page faulted in
+/// writable, a page shared copy-on-write copied.
+///
+/// After a fork every private page is shared copy-on-write until the child
+/// `execve`s, which a standby's child does only when its check comes. The
+/// gate's first write to each page would then fault and copy it, on the way
+/// from the next render to its verdict: some 80 faults a check, 0.2 ms here.
+/// `MADV_POPULATE_WRITE` (Linux 5.14) breaks the sharing of a whole range
+/// at once, as writes would, without touching the data, while the gate is
+/// idle. Best effort: an older kernel, or a range gone meanwhile, leaves
+/// the pages shared. The price is that memory again while the standby is
+/// held, so only a gate whose heap is its own and small asks for it
+/// (`rendergate serve`); a controller embedding the library shares its
+/// pages with the child and copies only those it writes meanwhile.
 fn own(range: std::ops::Range<usize>) {
     if range.is_empty() {
         return;
@@ -499,12 +491,10 @@ fn end_group(pgid: libc::pid_t) {
     use rustix::process::{Pid, Signal, WaitOptions};
     let Some(pgid) = Pid::from_raw(pgid) else { return };
     let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
-    loop {
-        match rustix::process::waitpgid(pgid, WaitOptions::empty()) {
-            Err(rustix::io::Errno::INTR) | Ok(_) => {}
-            Err(_) => return, // ECHILD: none left
-        }
-    }
+    // until ECHILD: none left
+    while let Ok(_) | Err(rustix::io::Errno::INTR) =
+        rustix::process::waitpgid(pgid, WaitOptions::empty())
+    {}
 }
 
 /// What the child's setup names by number, open until `spawn` has returned.
