@@ -29,7 +29,7 @@
 //!
 //! Raw system calls only, on memory prepared before the fork (the keeper
 //! runs on its own copy of a stack the gate mapped, with a guard page,
-//! [`super::processes::clone_stack`]). `close_range`, `read`, `write`,
+//! [`super::processes::map_clone_stack`]). `close_range`, `read`, `write`,
 //! `setrlimit` and `execve` all pass the seccomp filter.
 
 use super::{Layer, tagged};
@@ -93,13 +93,9 @@ impl Image {
         use std::os::unix::ffi::OsStrExt;
         let c = |bytes: &[u8]| CString::new(bytes).map_err(io::Error::other);
         let path = c(path.as_os_str().as_bytes())?;
-        let mut strings = Vec::new();
-        for arg in args {
-            strings.push(c(arg.as_bytes())?);
-        }
-        for (key, value) in env {
-            strings.push(c(format!("{key}={value}").as_bytes())?);
-        }
+        let strings = (args.iter().map(|arg| c(arg.as_bytes())))
+            .chain(env.iter().map(|(key, value)| c(format!("{key}={value}").as_bytes())))
+            .collect::<io::Result<Vec<_>>>()?;
         let pointers = |range: std::ops::Range<usize>| {
             strings[range].iter().map(|s| s.as_ptr()).chain([std::ptr::null()]).collect()
         };
@@ -122,17 +118,10 @@ impl Keeper {
     /// In the forked child, before seccomp (which refuses it): starts the
     /// keeper.
     pub fn spawn(&self) -> io::Result<()> {
-        let stack = super::processes::clone_stack().map_err(|e| tagged(Layer::Hold, e))?;
-        // SAFETY: the stack is this process's own copy of one only a clone
-        // of it runs on (`processes::clone_stack`); the keeper makes only
-        // raw system calls on it and reads nothing of this process's memory
-        // but its argument, a plain integer.
-        let pid =
-            unsafe { libc::clone(keeper_main, stack, KEEPER_FLAGS, self.read as isize as *mut _) };
-        if pid < 0 {
-            return Err(tagged(Layer::Hold, super::errno()));
-        }
-        Ok(())
+        // SAFETY: the keeper makes only raw system calls and reads nothing
+        // of this process's memory but its argument.
+        unsafe { super::processes::clone(keeper_main, KEEPER_FLAGS, self.read, Layer::Hold) }
+            .map(drop)
     }
 }
 

@@ -26,11 +26,8 @@ pub fn private_mounts() -> i32 {
 
 /// In the child: 0 or an errno. Raw system call only.
 pub fn unshare(flags: libc::c_int) -> i32 {
-    if flags == 0 {
-        return 0;
-    }
     // SAFETY: unshare has no memory effects.
-    if unsafe { libc::unshare(flags) } != 0 { super::errno() } else { 0 }
+    if flags == 0 || unsafe { libc::unshare(flags) } == 0 { 0 } else { super::errno() }
 }
 
 /// Tries `unshare(flags)` in a throw-away child (with `CLONE_NEWNS`, also making

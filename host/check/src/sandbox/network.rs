@@ -86,10 +86,8 @@ pub fn receive(channel: BorrowedFd<'_>) -> (Handed, Option<std::io::Error>) {
             &mut ancillary,
             RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
         );
-        match received {
-            Ok(_) => {}
-            Err(rustix::io::Errno::AGAIN) => return (handed, None),
-            Err(e) => return (handed, Some(e.into())),
+        if let Err(e) = received {
+            return (handed, (e != rustix::io::Errno::AGAIN).then(|| e.into()));
         }
         let fd = ancillary.drain().find_map(|message| match message {
             RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),

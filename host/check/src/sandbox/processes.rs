@@ -56,15 +56,9 @@ impl Exposed {
 
     fn parse(stat: &str) -> Option<Exposed> {
         // fields 48 to 51 (counted from 1), after the command's parenthesis
-        let fields: Vec<usize> = stat
-            .rsplit_once(") ")?
-            .1
-            .split_whitespace()
-            .skip(45)
-            .take(4)
-            .map(|f| f.parse().ok())
-            .collect::<Option<_>>()?;
-        let [a, b, c, d] = fields[..] else { return None };
+        let mut fields = stat.rsplit_once(") ")?.1.split_whitespace().skip(45);
+        let mut next = || fields.next()?.parse().ok();
+        let [a, b, c, d] = [next()?, next()?, next()?, next()?];
         (a <= b && c <= d).then_some(Exposed { args: (a, b), env: (c, d) })
     }
 
@@ -90,7 +84,12 @@ pub fn split(exposed: Exposed) -> io::Result<()> {
     // late). haproxy's process drops its copy at its hold or `execve`.
     let (alive, held) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| tagged(Layer::Namespaces, e.raw_os_error()))?;
-    let init = start_init(alive.as_raw_fd())?;
+    // pid 1 shares this process's memory (`CLONE_VM`), so it copies none of
+    // it and its end tears none down.
+    // SAFETY: the init makes raw system calls only, on its argument; its
+    // last, failing `read` may set the shared `errno`, as it leaves.
+    let flags = libc::CLONE_VM | libc::SIGCHLD;
+    let init = unsafe { clone(init_main, flags, alive.as_raw_fd(), Layer::Namespaces)? };
     drop(alive); // the init has its copy
     let held = held.into_raw_fd();
     match fork() {
@@ -120,9 +119,8 @@ fn fork() -> io::Result<libc::pid_t> {
         // This process cannot have died yet but by SIGKILL to the whole
         // group, which the child gets too.
         let signal = Some(rustix::process::Signal::KILL);
-        if let Err(e) = rustix::process::set_parent_process_death_signal(signal) {
-            return Err(tagged(Layer::DeathSignal, e.raw_os_error()));
-        }
+        rustix::process::set_parent_process_death_signal(signal)
+            .map_err(|e| tagged(Layer::DeathSignal, e.raw_os_error()))?;
     }
     Ok(pid as libc::pid_t)
 }
@@ -166,29 +164,25 @@ pub(super) fn map_clone_stack() {
     });
 }
 
-/// In a forked child: the top of its copy of the clone stack (stacks grow
-/// down), or ENOMEM where the gate could map none.
-pub(super) fn clone_stack() -> Result<*mut libc::c_void, i32> {
-    match CLONE_STACK.get() {
-        Some(&top) if top != 0 => Ok(top as *mut libc::c_void),
-        _ => Err(libc::ENOMEM),
-    }
-}
-
-/// Starts pid 1: it shares this process's memory (`CLONE_VM`), so it
-/// copies none of it and its end tears none down.
-fn start_init(alive: RawFd) -> io::Result<libc::pid_t> {
-    let stack = clone_stack().map_err(|e| tagged(Layer::Namespaces, e))?;
-    // SAFETY: the stack is this process's copy of one nothing else uses;
-    // the init runs raw system calls on it and touches no other memory (it
-    // shares thread-local `errno` with this process, which only its last,
-    // failing `read` may set, as it leaves).
-    let pid = unsafe {
-        let arg = alive as isize as *mut libc::c_void;
-        libc::clone(init_main, stack, libc::CLONE_VM | libc::SIGCHLD, arg)
+/// In a forked child: starts `main(arg)`, a clone with `flags`, on the top
+/// of its copy of the clone stack (stacks grow down); its pid, or an error
+/// tagged with `layer` (ENOMEM where the gate could map no stack). Unsafe:
+/// `main` must make raw system calls only and read no memory but `arg`.
+pub(super) unsafe fn clone(
+    main: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    flags: libc::c_int,
+    arg: RawFd,
+    layer: Layer,
+) -> io::Result<libc::pid_t> {
+    let stack = match CLONE_STACK.get() {
+        Some(&top) if top != 0 => top as *mut libc::c_void,
+        _ => return Err(tagged(layer, libc::ENOMEM)),
     };
+    // SAFETY: the stack is this process's copy of one only a clone of it
+    // runs on; `main` keeps to it as the caller promises.
+    let pid = unsafe { libc::clone(main, stack, flags, arg as isize as *mut libc::c_void) };
     if pid < 0 {
-        return Err(tagged(Layer::Namespaces, super::errno()));
+        return Err(tagged(layer, super::errno()));
     }
     Ok(pid)
 }
@@ -277,7 +271,8 @@ mod tests {
     #[test]
     fn the_clone_stack_is_writable_over_a_guard_page() {
         map_clone_stack();
-        let top = clone_stack().unwrap() as usize;
+        let top = *CLONE_STACK.get().unwrap();
+        assert_ne!(top, 0, "no clone stack was mapped");
         let bottom = top - CLONE_STACK_LEN;
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         // the permissions of the mapping holding `address`

@@ -41,21 +41,17 @@ pub const DEFAULT_MEMORY_MAX: u64 = 16 << 30;
 
 /// The hard address-space limit this process runs under (`ulimit -v`, a
 /// container's), which no check can raise: each bound is held to it, so a
-/// gate capped below `--check-memory-max` makes no second run it cannot make.
+/// gate capped below `--check-memory-max` makes no second run it cannot make
+/// (`u64::MAX`: none, or unknown).
 pub fn address_space_ceiling() -> u64 {
-    hard_limit(Resource::As)
+    rustix::process::getrlimit(Resource::As).maximum.unwrap_or(u64::MAX)
 }
 
 /// The hard file-size limit this process runs under (`ulimit -f`,
 /// systemd's `LimitFSIZE=`), which no check can raise: both file-size
-/// bounds are held to it.
+/// bounds are held to it (`u64::MAX`: none, or unknown).
 pub fn file_size_ceiling() -> u64 {
-    hard_limit(Resource::Fsize)
-}
-
-/// This process's hard limit of `resource` (`u64::MAX`: none, or unknown).
-fn hard_limit(resource: Resource) -> u64 {
-    rustix::process::getrlimit(resource).maximum.unwrap_or(u64::MAX)
+    rustix::process::getrlimit(Resource::Fsize).maximum.unwrap_or(u64::MAX)
 }
 
 /// The CPU limit for a check with `time_left`: that, rounded up, plus one
