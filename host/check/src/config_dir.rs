@@ -100,7 +100,7 @@ impl ConfigDir {
 
     /// The directory as this check's, marked; emptied when dropped. `permit`
     /// is [`ConfigDir::free`]'s, held until then.
-    pub fn enter(&self, permit: OwnedSemaphorePermit) -> io::Result<InConfigDir> {
+    pub fn enter(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> io::Result<InConfigDir> {
         // a check whose emptying failed left something (or a mode that
         // hides what it left): not laid over
         if !self.entries().is_ok_and(|names| names.is_empty()) {
@@ -112,7 +112,7 @@ impl ConfigDir {
             Ok(()) | Err(rustix::io::Errno::NOTSUP | rustix::io::Errno::PERM) => {}
             Err(e) => return Err(e.into()),
         }
-        Ok(InConfigDir { dir: self.dir.try_clone()?, mode: self.mode, _permit: permit })
+        Ok(InConfigDir { config_dir: self.clone(), _permit: permit })
     }
 
     fn entries(&self) -> io::Result<Vec<String>> {
@@ -128,15 +128,13 @@ impl ConfigDir {
 /// One check's use of the config directory.
 #[derive(Debug)]
 pub struct InConfigDir {
-    dir: Dir,
-    /// The config directory's modes when claimed ([`ConfigDir`]'s).
-    mode: u32,
+    config_dir: Arc<ConfigDir>,
     _permit: OwnedSemaphorePermit,
 }
 
 impl InConfigDir {
     pub fn dir(&self) -> &Dir {
-        &self.dir
+        &self.config_dir.dir
     }
 }
 
@@ -144,7 +142,7 @@ impl Drop for InConfigDir {
     /// Empties the directory (never following a symlink HAProxy or the
     /// render made), unmarks it, then frees it for the next check.
     fn drop(&mut self) {
-        if let Err(e) = empty(&self.dir, self.mode) {
+        if let Err(e) = empty(&self.config_dir.dir, self.config_dir.mode) {
             tracing::error!(
                 "cannot empty the config directory after a check: {e}; the next check tries again"
             );
@@ -168,9 +166,8 @@ fn empty(dir: &Dir, mode: u32) -> io::Result<()> {
         } else {
             dir.remove_file(&name)
         };
-        match removed {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
+        if removed.as_ref().is_err_and(|e| e.kind() != io::ErrorKind::NotFound) {
+            return removed;
         }
     }
     match rustix::fs::fremovexattr(dir, MARK) {
@@ -212,7 +209,7 @@ mod tests {
     #[tokio::test]
     async fn an_empty_directory_is_claimed_used_and_emptied_after_each_check() {
         let tmp = tempfile::tempdir().unwrap();
-        let claimed = ConfigDir::claim(tmp.path()).unwrap();
+        let claimed = Arc::new(ConfigDir::claim(tmp.path()).unwrap());
         let in_dir = claimed.enter(claimed.free().await).unwrap();
         in_dir.dir().create_dir("maps").unwrap();
         in_dir.dir().write("maps/a.map", b"a b\n").unwrap();
@@ -230,7 +227,7 @@ mod tests {
     #[tokio::test]
     async fn one_check_at_a_time() {
         let tmp = tempfile::tempdir().unwrap();
-        let claimed = ConfigDir::claim(tmp.path()).unwrap();
+        let claimed = Arc::new(ConfigDir::claim(tmp.path()).unwrap());
         let first = claimed.enter(claimed.free().await).unwrap();
         let second =
             tokio::time::timeout(std::time::Duration::from_millis(50), claimed.free()).await;

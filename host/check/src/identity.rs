@@ -10,7 +10,7 @@
 //! (`<path> stamp:<hex>`), since hashing a 3 MB binary costs it some 3 ms.
 
 use sha2::{Digest, Sha256};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -106,10 +106,7 @@ impl BinaryIdentity {
     /// The binary a check runs now, or why there is none
     /// ("haproxy binary not found: …"). Hashes only a changed file.
     pub fn current(&self) -> Result<Arc<Binary>, String> {
-        let path = resolve_binary(&self.configured, self.search.as_deref())?;
-        let meta = std::fs::metadata(&path)
-            .map_err(|e| format!("haproxy binary not found: {}: {e}", path.display()))?;
-        let mut stamp = Stamp::of(&meta);
+        let (path, mut stamp) = resolve_binary(&self.configured, self.search.as_deref())?;
         // Held while hashing: a second caller waits for this hash, not a second one.
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(known) = last.as_ref().filter(|b| b.path == path && b.stamp == stamp) {
@@ -136,10 +133,10 @@ impl BinaryIdentity {
     }
 }
 
-/// The binary's path: as given when it has a `/` (made absolute, since
-/// HAProxy runs in the check directory), else the first executable match on
-/// `search` (the process's `PATH` when `None`).
-fn resolve_binary(binary: &Path, search: Option<&std::ffi::OsStr>) -> Result<PathBuf, String> {
+/// The binary's path and stamp: as given when it has a `/` (made absolute,
+/// since HAProxy runs in the check directory), else the first executable
+/// match on `search` (the process's `PATH` when `None`).
+fn resolve_binary(binary: &Path, search: Option<&OsStr>) -> Result<(PathBuf, Stamp), String> {
     let text = binary.as_os_str().as_encoded_bytes();
     if text.is_empty() {
         return Err("haproxy binary not found: no binary configured".into());
@@ -148,7 +145,7 @@ fn resolve_binary(binary: &Path, search: Option<&std::ffi::OsStr>) -> Result<Pat
         let path = std::path::absolute(binary)
             .map_err(|e| format!("haproxy binary not found: {}: {e}", binary.display()))?;
         return match std::fs::metadata(&path) {
-            Ok(meta) if meta.is_file() => Ok(path),
+            Ok(meta) if meta.is_file() => Ok((path, Stamp::of(&meta))),
             Ok(_) => Err(format!("haproxy binary not found: {} is not a file", path.display())),
             Err(e) => Err(format!("haproxy binary not found: {}: {e}", path.display())),
         };
@@ -159,7 +156,10 @@ fn resolve_binary(binary: &Path, search: Option<&std::ffi::OsStr>) -> Result<Pat
         // an empty entry means "the current directory": never trusted
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(binary))
-        .find(|c| std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0))
+        .find_map(|c| {
+            let meta = std::fs::metadata(&c).ok()?;
+            (meta.is_file() && meta.mode() & 0o111 != 0).then(|| (c, Stamp::of(&meta)))
+        })
         .ok_or_else(|| format!("haproxy binary not found: no {} on PATH", binary.display()))
 }
 

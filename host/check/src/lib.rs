@@ -50,7 +50,6 @@ mod needs;
 
 use rendergate_core::CheckOutcome;
 use rendergate_core::render::Render;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 

@@ -78,7 +78,7 @@ pub struct Running {
     /// A held child's report: an error code written when it could not become haproxy.
     report: OwnedFd,
     program: Program,
-    _starter: std::sync::mpsc::Sender<()>,
+    starter: std::sync::mpsc::Sender<()>,
 }
 
 impl Running {
@@ -96,7 +96,7 @@ impl Running {
         let group = GroupGuard { pgid: Some(pid as libc::pid_t) };
         let output = tokio::net::unix::pipe::Receiver::from_owned_fd(output)
             .map_err(|e| format!("cannot read haproxy's output: {e}"))?;
-        Ok(Running { group, child, output, report, program, _starter: starter })
+        Ok(Running { group, child, output, report, program, starter })
     }
 }
 
@@ -164,8 +164,7 @@ pub async fn collect_output(
     }
     let exit = Exit::from(status.expect("the loop ends once haproxy has exited"));
     // the group is dead: only the thread is kept
-    let Running { _starter: starter, .. } = running;
-    Ok((exit, starter))
+    Ok((exit, running.starter))
 }
 
 /// Kills a process group when dropped, so a cancelled check leaves nothing running.

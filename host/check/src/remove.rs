@@ -65,19 +65,6 @@ mod tests {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
-    /// A tree as a render's code leaves it: directories of mode 000 and
-    /// 0500, a key inside, and a symlink to a directory outside that must
-    /// keep its modes.
-    fn hostile_tree(root: &std::path::Path, outside: &std::path::Path) {
-        std::fs::create_dir_all(root.join("a/b/c")).unwrap();
-        std::fs::write(root.join("a/b/c/key.pem"), "PRIVATE").unwrap();
-        std::fs::write(root.join("a/file"), "x").unwrap();
-        std::os::unix::fs::symlink(outside, root.join("a/out")).unwrap();
-        set_mode(&root.join("a/b/c"), 0o000);
-        set_mode(&root.join("a/b"), 0o500);
-        set_mode(&root.join("a"), 0o000);
-    }
-
     // Run as root these cannot see a mode refuse anything (root ignores
     // modes): tests/hostile/chmod_render.rs runs the gate unprivileged.
     // What holds for root too: a symlink's target is never changed.
@@ -87,9 +74,17 @@ mod tests {
         let outside = work.path().join("outside");
         std::fs::create_dir(&outside).unwrap();
         set_mode(&outside, 0o555);
+        // A tree as a render's code leaves it: directories of mode 000 and
+        // 0500, a key inside, and a symlink to a directory outside that must
+        // keep its modes.
         let check = work.path().join("check");
-        std::fs::create_dir(&check).unwrap();
-        hostile_tree(&check, &outside);
+        std::fs::create_dir_all(check.join("a/b/c")).unwrap();
+        std::fs::write(check.join("a/b/c/key.pem"), "PRIVATE").unwrap();
+        std::fs::write(check.join("a/file"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, check.join("a/out")).unwrap();
+        set_mode(&check.join("a/b/c"), 0o000);
+        set_mode(&check.join("a/b"), 0o500);
+        set_mode(&check.join("a"), 0o000);
         let parent = Dir::open_ambient_dir(work.path(), cap_std::ambient_authority()).unwrap();
         remove_dir_all(&parent, OsStr::new("check")).unwrap();
         assert!(!check.exists());
