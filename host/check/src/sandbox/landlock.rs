@@ -173,8 +173,7 @@ pub fn grant_world(ruleset_fd: RawFd, abi: u32, render: Option<&std::ffi::CStr>)
 /// Whether `/proc` is a `proc` file system (mounted for the check's own
 /// processes).
 fn own_proc() -> bool {
-    const PROC_SUPER_MAGIC: u32 = 0x9fa0;
-    rustix::fs::statfs(c"/proc").is_ok_and(|fs| fs.f_type as u32 == PROC_SUPER_MAGIC)
+    rustix::fs::statfs(c"/proc").is_ok_and(|fs| fs.f_type == rustix::fs::PROC_SUPER_MAGIC)
 }
 
 /// In the child: one rule, by a raw `landlock_add_rule` on memory of its own
@@ -288,9 +287,10 @@ pub fn restrict_self(ruleset_fd: RawFd) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::loader;
 
     fn for_binary(binary: &Path) -> Grants {
-        Grants::for_closure(binary, crate::sandbox::loader::closure(binary).ok().as_ref())
+        Grants::for_closure(binary, loader::closure(binary).ok().as_ref())
     }
 
     #[test]
@@ -298,17 +298,14 @@ mod tests {
         let grants = for_binary(Path::new("/bin/sh"));
         let right = |p: &Path| grants.rules.iter().find(|(r, _)| r == p).map(|(_, a)| *a);
         assert_eq!(right(Path::new("/bin/sh")), Some(RUN));
-        let closure = crate::sandbox::loader::closure(Path::new("/bin/sh")).unwrap();
+        let closure = loader::closure(Path::new("/bin/sh")).unwrap();
         let interp = closure.interpreter.unwrap();
         assert_eq!(right(&interp), Some(RUN));
         assert!(!closure.libraries.is_empty());
         for lib in &closure.libraries {
             assert_eq!(right(lib), Some(AccessFs::ReadFile.into()), "{}", lib.display());
         }
-        assert_eq!(
-            right(Path::new(crate::sandbox::loader::LD_SO_CACHE)),
-            Some(AccessFs::ReadFile.into())
-        );
+        assert_eq!(right(Path::new(loader::LD_SO_CACHE)), Some(AccessFs::ReadFile.into()));
         // nothing else may be executed
         let executable: Vec<_> =
             grants.rules.iter().filter(|(_, a)| a.contains(AccessFs::Execute)).collect();
@@ -336,10 +333,10 @@ mod tests {
         let mut grants = for_binary(Path::new("/bin/sh"));
         grants.rules.push(("/does/not/exist".into(), AccessFs::ReadFile.into()));
         let handle = std::fs::File::open(dir.path()).unwrap();
-        ruleset(abi, &grants, std::os::fd::AsFd::as_fd(&handle)).unwrap();
+        ruleset(abi, &grants, handle.as_fd()).unwrap();
         // the check directory is given as a directory, never as a file
         let file = std::fs::File::open("/bin/sh").unwrap();
-        let err = ruleset(abi, &grants, std::os::fd::AsFd::as_fd(&file)).unwrap_err();
+        let err = ruleset(abi, &grants, file.as_fd()).unwrap_err();
         assert!(err.to_string().contains("not a directory"), "{err}");
     }
 }

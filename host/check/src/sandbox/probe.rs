@@ -46,7 +46,9 @@ fn knob(disable: &str, layer: &str) -> Result<(), String> {
 fn without_children(disable: &str) -> Probe {
     let landlock = knob(disable, "landlock").and_then(|()| landlock::abi().map_err(errno_name));
     let seccomp = knob(disable, "seccomp").and_then(|()| {
-        seccomp::available().map_err(errno_name).and_then(|()| seccomp::program(false).map(drop))
+        // the kernel has seccomp filters where `PR_GET_SECCOMP` answers
+        rustix::thread::secure_computing_mode().map_err(|e| errno_name(e.raw_os_error()))?;
+        seccomp::program(false).map(drop)
     });
     Probe {
         landlock,

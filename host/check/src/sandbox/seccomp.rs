@@ -17,6 +17,7 @@ use seccompiler::{
     TargetArch,
 };
 use std::collections::BTreeMap;
+use std::mem::offset_of;
 use std::sync::{Arc, OnceLock};
 
 /// The network, refused outright with EPERM but inside the check's world,
@@ -77,9 +78,8 @@ const DENIED: &[(&str, libc::c_long)] = &[
 /// cannot). A rule matches (refuses) when any of its conditions'
 /// conjunction holds: another family, or another type.
 fn socket_rules(own_network: bool) -> seccompiler::Result<Vec<SeccompRule>> {
-    let ne = |arg: u8, value: i32| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, value as u64)
-    };
+    let dword = |arg, op, value| SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value);
+    let ne = |arg, value: i32| dword(arg, SeccompCmpOp::Ne, value as u64);
     let mut rules = vec![
         SeccompRule::new(vec![ne(0, libc::AF_INET)?, ne(0, libc::AF_INET6)?])?,
         // protocol 0 (the type's own), TCP or UDP: no other module loaded
@@ -92,12 +92,7 @@ fn socket_rules(own_network: bool) -> seccompiler::Result<Vec<SeccompRule>> {
     };
     // the type's low 4 bits (SOCK_NONBLOCK/SOCK_CLOEXEC live above them)
     for kind in (0..16).filter(|k| !allowed.contains(k)) {
-        rules.push(SeccompRule::new(vec![SeccompCondition::new(
-            1,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::MaskedEq(0xf),
-            kind,
-        )?])?);
+        rules.push(SeccompRule::new(vec![dword(1, SeccompCmpOp::MaskedEq(0xf), kind)?])?);
     }
     Ok(rules)
 }
@@ -136,11 +131,6 @@ const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
 const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-const RET_KILL_PROCESS: u32 = 0x8000_0000;
-const RET_ERRNO: u32 = 0x0005_0000;
-// offsets in struct seccomp_data
-const OFF_NR: u32 = 0;
-const OFF_ARCH: u32 = 4;
 
 fn stmt(code: u16, k: u32) -> seccompiler::sock_filter {
     seccompiler::sock_filter { code, jt: 0, jf: 0, k }
@@ -176,17 +166,16 @@ fn build(own_network: bool) -> Result<Vec<seccompiler::sock_filter>, Box<dyn std
     let body: seccompiler::BpfProgram = filter.try_into()?;
 
     let mut prog = vec![
-        stmt(LD_W_ABS, OFF_ARCH),
+        stmt(LD_W_ABS, offset_of!(libc::seccomp_data, arch) as u32),
         jump(JEQ_K, AUDIT_ARCH, 1, 0),
-        stmt(RET_K, RET_KILL_PROCESS),
-        stmt(LD_W_ABS, OFF_NR),
+        stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS),
+        stmt(LD_W_ABS, offset_of!(libc::seccomp_data, nr) as u32),
         jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
-        stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
+        stmt(RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
         jump(JEQ_K, libc::SYS_clone3 as u32, 0, 1),
-        stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
+        stmt(RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
     ];
-    #[cfg(not(target_arch = "x86_64"))]
-    {
+    if cfg!(not(target_arch = "x86_64")) {
         // x32 exists only on x86_64; drop its two instructions elsewhere
         prog.drain(4..6);
     }
@@ -206,11 +195,6 @@ pub fn install(prog: &[seccompiler::sock_filter]) -> i32 {
     }
 }
 
-/// Whether this kernel has seccomp filters (`PR_GET_SECCOMP` answers).
-pub fn available() -> Result<(), i32> {
-    rustix::thread::secure_computing_mode().map(drop).map_err(|e| e.raw_os_error())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,7 +204,7 @@ mod tests {
         let prog = program(false).unwrap();
         assert!(prog.len() > NETWORK.len() + DENIED.len(), "{}", prog.len());
         assert!(prog.len() < 4096, "BPF programs are limited to 4096 instructions");
-        assert_eq!((prog[0].code, prog[0].k), (LD_W_ABS, OFF_ARCH));
+        assert_eq!(prog[0], stmt(LD_W_ABS, offset_of!(libc::seccomp_data, arch) as u32));
         assert_eq!(prog[1].k, AUDIT_ARCH);
         assert!(prog.iter().any(|f| f.code == JEQ_K && f.k == libc::SYS_clone3 as u32));
         assert!(prog.iter().any(|f| f.k == libc::SYS_connect as u32));
@@ -246,9 +230,9 @@ mod tests {
         let prog = program(false).unwrap();
         // SAFETY: raw system calls only, in the forked child.
         let code = filtered_child(&prog, || unsafe {
-            if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1
-                || super::super::errno() != libc::EPERM
-            {
+            // a raw call's result `r` is -1, with `errno`
+            let refused = |r: libc::c_long, errno| r == -1 && super::super::errno() == errno;
+            if !refused(libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0).into(), libc::EPERM) {
                 return 11;
             }
             if libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) != -1 {
@@ -266,17 +250,13 @@ mod tests {
             {
                 return 18;
             }
-            if libc::syscall(libc::SYS_fork) != -1 || super::super::errno() != libc::EPERM {
+            if !refused(libc::syscall(libc::SYS_fork), libc::EPERM) {
                 return 12;
             }
-            if libc::syscall(libc::SYS_clone3, 0usize, 0usize) != -1
-                || super::super::errno() != libc::ENOSYS
-            {
+            if !refused(libc::syscall(libc::SYS_clone3, 0usize, 0usize), libc::ENOSYS) {
                 return 13;
             }
-            if libc::syscall(libc::SYS_clone, libc::SIGCHLD as u64, 0usize) != -1
-                || super::super::errno() != libc::EPERM
-            {
+            if !refused(libc::syscall(libc::SYS_clone, libc::SIGCHLD as u64, 0usize), libc::EPERM) {
                 return 14;
             }
             if libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) != -1 {
