@@ -497,6 +497,60 @@ async fn a_check_that_fills_its_renders_room_is_not_judged() {
     );
 }
 
+/// A haproxy whose RPATH is `/tmp` itself, a library of its own lying
+/// there: the world binds that library alone, never the host's `/tmp`
+/// (over the check's own scratch one), so the check runs and a host file
+/// in `/tmp` is not there for the render, as on a pod.
+#[tokio::test]
+async fn a_library_lying_in_tmp_is_shown_alone_not_the_hosts_tmp() {
+    let Some(patchelf) = tool("patchelf") else {
+        return;
+    };
+    let source = haproxy();
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("haproxy");
+    std::fs::copy(&source, &binary).unwrap();
+    // the first library it needs but libc, under a private soname in /tmp
+    let closure = loader::closure(&source).unwrap();
+    let needed = loader::Elf::read(&source).unwrap().needed;
+    let name = needed.iter().find(|n| !n.starts_with("libc.")).unwrap().clone();
+    let system_copy =
+        closure.libraries.iter().find(|p| p.file_name().unwrap() == name.as_str()).unwrap();
+    let library = tempfile::Builder::new().prefix("librgtmp-").suffix(".so").tempfile_in("/tmp");
+    let library = library.unwrap().into_temp_path();
+    std::fs::copy(system_copy, &library).unwrap();
+    let private_name = library.file_name().unwrap().to_owned();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(&patchelf).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "patchelf {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&["--set-soname".as_ref(), &private_name, library.as_os_str()]);
+    run(&["--replace-needed".as_ref(), name.as_ref(), &private_name, binary.as_os_str()]);
+    run(&["--set-rpath".as_ref(), "/tmp".as_ref(), binary.as_os_str()]);
+    // a host file in /tmp the render names
+    let marker = tempfile::Builder::new().prefix("rg-host-").suffix(".http").tempfile_in("/tmp");
+    let marker = marker.unwrap().into_temp_path();
+    std::fs::write(&marker, "HTTP/1.0 503 Service Unavailable\r\n\r\nx\n").unwrap();
+    let naming =
+        VALID.replace("mode http", &format!("mode http\n  errorfile 503 {}", marker.display()));
+
+    let f = checker(binary.clone(), Mode::Strict, Probe::detect(""));
+    let out = check(&f, VALID, vec![]).await;
+    assert!(passed(&out), "{out:?}");
+    // the world's /tmp is its own: the host's file is not in it
+    let out = check(&f, &naming, vec![]).await;
+    let CheckOutcome::Refused { message } = &out else { panic!("{out:?}") };
+    assert!(message.contains(&*marker.to_string_lossy()), "{message}");
+    // bound: the library alone
+    let exposed = f.checker.sandbox().and_then(|s| s.world().map(|w| w.exposed())).unwrap();
+    assert!(exposed.iter().any(|p| p == &*library), "{exposed:?}");
+    assert!(!exposed.iter().any(|p| p == Path::new("/tmp")), "{exposed:?}");
+}
+
 /// A haproxy that brings its own loader and a library of its own, found
 /// through `RUNPATH=$ORIGIN/../lib` under a soname no system directory has
 /// (so only the private copy can satisfy it), with `PT_INTERP` moved past
