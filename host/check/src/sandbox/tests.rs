@@ -497,6 +497,22 @@ async fn a_check_that_fills_its_renders_room_is_not_judged() {
     );
 }
 
+/// The first library `binary` needs but libc: its name, and the system's copy.
+fn first_needed_but_libc(binary: &Path) -> (String, PathBuf) {
+    let closure = loader::closure(binary).unwrap();
+    let needed = loader::Elf::read(binary).unwrap().needed;
+    let name = needed.iter().find(|n| !n.starts_with("libc.")).unwrap().clone();
+    let copy = closure.libraries.iter().find(|p| p.file_name().unwrap() == name.as_str());
+    let copy = copy.unwrap().clone();
+    (name, copy)
+}
+
+/// One patchelf edit (one a run: patchelf 0.14 garbles some combined edits).
+fn run_patchelf(patchelf: &Path, args: &[&std::ffi::OsStr]) {
+    let out = std::process::Command::new(patchelf).args(args).output().unwrap();
+    assert!(out.status.success(), "patchelf {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// A haproxy whose RPATH is `/tmp` itself, a library of its own lying
 /// there: the world binds that library alone, never the host's `/tmp`
 /// (over the check's own scratch one), so the check runs and a host file
@@ -511,23 +527,12 @@ async fn a_library_lying_in_tmp_is_shown_alone_not_the_hosts_tmp() {
     let binary = dir.path().join("haproxy");
     std::fs::copy(&source, &binary).unwrap();
     // the first library it needs but libc, under a private soname in /tmp
-    let closure = loader::closure(&source).unwrap();
-    let needed = loader::Elf::read(&source).unwrap().needed;
-    let name = needed.iter().find(|n| !n.starts_with("libc.")).unwrap().clone();
-    let system_copy =
-        closure.libraries.iter().find(|p| p.file_name().unwrap() == name.as_str()).unwrap();
+    let (name, system_copy) = first_needed_but_libc(&source);
     let library = tempfile::Builder::new().prefix("librgtmp-").suffix(".so").tempfile_in("/tmp");
     let library = library.unwrap().into_temp_path();
     std::fs::copy(system_copy, &library).unwrap();
     let private_name = library.file_name().unwrap().to_owned();
-    let run = |args: &[&std::ffi::OsStr]| {
-        let out = std::process::Command::new(&patchelf).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "patchelf {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let run = |args: &[&std::ffi::OsStr]| run_patchelf(&patchelf, args);
     run(&["--set-soname".as_ref(), &private_name, library.as_os_str()]);
     run(&["--replace-needed".as_ref(), name.as_ref(), &private_name, binary.as_os_str()]);
     run(&["--set-rpath".as_ref(), "/tmp".as_ref(), binary.as_os_str()]);
@@ -568,24 +573,12 @@ async fn a_haproxy_with_its_own_loader_and_libraries_runs_sandboxed() {
     let binary = bin.join("haproxy");
     std::fs::copy(&source, &binary).unwrap();
     // the first library it needs but libc, copied under a private soname
-    let closure = loader::closure(&source).unwrap();
-    let needed = loader::Elf::read(&source).unwrap().needed;
-    let name = needed.iter().find(|n| !n.starts_with("libc.")).unwrap().clone();
-    let system_copy =
-        closure.libraries.iter().find(|p| p.file_name().unwrap() == name.as_str()).unwrap();
+    let (name, system_copy) = first_needed_but_libc(&source);
     let private_name = name.replacen(".so", "-rgprivate.so", 1);
     std::fs::copy(system_copy, lib.join(&private_name)).unwrap();
     let interp = lib.join("ld-rgprivate.so");
-    std::fs::copy(closure.interpreter.unwrap(), &interp).unwrap();
-    let run = |args: &[&std::ffi::OsStr]| {
-        let out = std::process::Command::new(&patchelf).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "patchelf {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    // one change per run: patchelf 0.14 garbles some combined edits
+    std::fs::copy(loader::closure(&source).unwrap().interpreter.unwrap(), &interp).unwrap();
+    let run = |args: &[&std::ffi::OsStr]| run_patchelf(&patchelf, args);
     run(&["--set-soname".as_ref(), private_name.as_ref(), lib.join(&private_name).as_os_str()]);
     run(&["--replace-needed".as_ref(), name.as_ref(), private_name.as_ref(), binary.as_os_str()]);
     run(&["--set-rpath".as_ref(), "$ORIGIN/../lib".as_ref(), binary.as_os_str()]);
