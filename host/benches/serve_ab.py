@@ -10,18 +10,25 @@ files of its own. The waits include this script's own writing and reading
 (a few tenths of a millisecond): compare the two, not with the bench.
 
     python3 host/benches/serve_ab.py ROUNDS MAPS BINARY_A BINARY_B
+
+`AB_CONFIG_DIR_IN=/dev/shm` runs both in the config-directory world instead
+(no namespaces, as under containerd's RuntimeDefault), each with a config
+directory of its own made there (/dev/shm: a memory-backed emptyDir).
 """
-import datetime, json, statistics, subprocess, sys, tempfile, time
+import datetime, json, os, statistics, subprocess, sys, tempfile, time
 
 rounds, maps, binaries = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:5]
 
 
 def start(binary):
     trace = tempfile.NamedTemporaryFile(delete=False)
-    gate = subprocess.Popen(
-        [binary, 'serve', '--check-interval', '0s', '--log-level', 'error,rendergate::timing=trace'],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(trace.name, 'w'),
-        text=True, bufsize=1)
+    args = [binary, 'serve', '--check-interval', '0s', '--log-level', 'error,rendergate::timing=trace']
+    env = dict(os.environ)
+    if 'AB_CONFIG_DIR_IN' in os.environ:
+        args += ['--config-dir', tempfile.mkdtemp(dir=os.environ['AB_CONFIG_DIR_IN'])]
+        env['RENDERGATE_SANDBOX_DISABLE'] = 'userns,netns,mountns'
+    gate = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                            stderr=open(trace.name, 'w'), text=True, bufsize=1)
     return gate, open(trace.name)
 
 

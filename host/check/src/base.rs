@@ -94,9 +94,13 @@ impl CheckDir {
     }
 
     /// Whether the render is written into memory: the tmpfs its child
-    /// handed over.
+    /// handed over, or a config directory on a tmpfs.
     pub fn in_memory(&self) -> bool {
-        self.render.is_some()
+        match &self.place {
+            _ if self.render.is_some() => true,
+            Place::ConfigDir(in_dir) => in_dir.in_memory(),
+            Place::Fresh(_) => false,
+        }
     }
 
     /// Whether this is the config directory itself (emptied, not removed).

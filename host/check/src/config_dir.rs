@@ -35,6 +35,8 @@ pub struct ConfigDir {
     mode: u32,
     /// Read, lockable; also the handle files are written through.
     dir: Dir,
+    /// On a tmpfs (a memory-backed `emptyDir`): writing in it waits on no disk.
+    in_memory: bool,
     slot: Arc<Semaphore>,
 }
 
@@ -63,9 +65,11 @@ impl ConfigDir {
         rustix::fs::access(path, access)
             .map_err(|e| format!("{shown} is not writable: {}", io::Error::from(e)))?;
         let mode = file.metadata().map_err(|e| format!("{shown}: {e}"))?.mode() & 0o7777;
+        let in_memory = rustix::fs::fstatfs(&file)
+            .is_ok_and(|fs| fs.f_type == libc::TMPFS_MAGIC as rustix::fs::FsWord);
         let slot = Arc::new(Semaphore::new(1));
-        let claimed =
-            ConfigDir { path: path.to_path_buf(), mode, dir: Dir::from_std_file(file), slot };
+        let dir = Dir::from_std_file(file);
+        let claimed = ConfigDir { path: path.to_path_buf(), mode, dir, in_memory, slot };
         let content = claimed.entries().map_err(|e| format!("{shown}: {e}"))?;
         if !content.is_empty() {
             // an empty buffer asks only whether the mark exists
@@ -135,6 +139,11 @@ pub struct InConfigDir {
 impl InConfigDir {
     pub fn dir(&self) -> &Dir {
         &self.config_dir.dir
+    }
+
+    /// Whether the directory is on a tmpfs.
+    pub fn in_memory(&self) -> bool {
+        self.config_dir.in_memory
     }
 }
 
@@ -222,6 +231,19 @@ mod tests {
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
         assert!(!marks(tmp.path()));
         assert!(std::fs::metadata("/etc/passwd").is_ok(), "a symlink is removed, not followed");
+    }
+
+    #[tokio::test]
+    async fn a_directory_on_a_tmpfs_is_written_as_memory() {
+        // /dev/shm is a tmpfs; /var/tmp lies on the host's disk here and in CI
+        for (parent, tmpfs) in [("/dev/shm", true), ("/var/tmp", false)] {
+            let tmp = tempfile::tempdir_in(parent).unwrap();
+            let on = rustix::fs::statfs(tmp.path()).unwrap().f_type;
+            assert_eq!(on == libc::TMPFS_MAGIC as rustix::fs::FsWord, tmpfs, "{parent}");
+            let claimed = Arc::new(ConfigDir::claim(tmp.path()).unwrap());
+            let in_dir = claimed.enter(claimed.free().await).unwrap();
+            assert_eq!(in_dir.in_memory(), tmpfs, "{parent}");
+        }
     }
 
     #[tokio::test]
