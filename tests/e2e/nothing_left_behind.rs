@@ -298,3 +298,39 @@ fn sigterm_to_check_ends_a_sandboxed_haproxy() {
     }
     assert_eq!(status.code(), Some(143));
 }
+
+/// Under a parent that adopts orphans and never reaps them, as a controller
+/// that is its container's pid 1 may be, checks leave no process behind:
+/// the reaper reaps the check's init and keeper before it tells haproxy's
+/// status, after which the gate kills the check's group (an init or keeper
+/// orphaned there would be adopted, never reaped, the init waiting for the
+/// keeper for ever; docs/checking.md, "The check's world").
+#[test]
+fn checks_under_a_parent_that_never_reaps_leave_no_process() {
+    let dir = render_dir(&sample_config_anywhere());
+    // a child subreaper (PR_SET_CHILD_SUBREAPER, 36) that waits only for
+    // the checks it runs, then lists its children left
+    let script = r#"
+import ctypes, os, subprocess, sys, time
+assert ctypes.CDLL(None).prctl(36, 1) == 0
+for _ in range(10):
+    subprocess.run([sys.argv[1], 'check', '--haproxy', sys.argv[2], sys.argv[3]],
+                   stdout=subprocess.DEVNULL, check=True)
+time.sleep(0.5)
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        stat = open(f'/proc/{pid}/stat').read()
+    except OSError:
+        continue
+    if int(stat.rsplit(') ', 1)[1].split()[1]) == os.getpid():
+        print(stat.rsplit(') ', 1)[0] + ') ' + stat.rsplit(') ', 1)[1].split()[0])
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, BIN, &haproxy()])
+        .arg(dir.path())
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let left = String::from_utf8_lossy(&out.stdout);
+    assert!(left.trim().is_empty(), "processes of the checks left: {left}");
+}

@@ -10,7 +10,6 @@ use super::sandbox;
 use super::verdict::{Exit, Transcript};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 use tokio::io::AsyncReadExt;
@@ -78,10 +77,6 @@ pub struct Running {
     output: tokio::net::unix::pipe::Receiver,
     /// A held child's report: an error code written when it could not become haproxy.
     report: OwnedFd,
-    /// Where a reaper tells haproxy's wait status before its own end
-    /// ([`sandbox::processes`]); end-of-file without one where there is no
-    /// reaper (no PID namespace), whose child itself is then waited for.
-    status: tokio::net::unix::pipe::Receiver,
     program: Program,
     starter: std::sync::mpsc::Sender<()>,
 }
@@ -95,16 +90,13 @@ impl Running {
         program: Program,
         output: OwnedFd,
         report: OwnedFd,
-        status: OwnedFd,
         starter: std::sync::mpsc::Sender<()>,
     ) -> Result<Running, String> {
         let pid = child.id().ok_or("haproxy exited before it could be watched")?;
         let group = GroupGuard { pgid: Some(pid as libc::pid_t) };
         let output = tokio::net::unix::pipe::Receiver::from_owned_fd(output)
             .map_err(|e| format!("cannot read haproxy's output: {e}"))?;
-        let status = tokio::net::unix::pipe::Receiver::from_owned_fd(status)
-            .map_err(|e| format!("cannot read haproxy's exit status: {e}"))?;
-        Ok(Running { group, child, output, report, status, program, starter })
+        Ok(Running { group, child, output, report, program, starter })
     }
 }
 
@@ -125,8 +117,6 @@ pub async fn collect_output(
     let mut buf = vec![0u8; 64 * 1024];
     let mut status = None;
     let mut ended = false;
-    // a reaper's word on haproxy's wait status, or none (end-of-file)
-    let (mut told, mut untold) = ([0u8; 4], false);
     let root = running.group.pgid.map_or(0, |pid| pid as u32);
     let (first, period) = (crate::resident::FIRST, crate::resident::PERIOD);
     let mut watch = tokio::time::interval_at(Instant::now() + first, period);
@@ -151,15 +141,6 @@ pub async fn collect_output(
                     running.group.kill();
                 }
                 Err(e) => return Err(format!("waiting for haproxy failed: {e}")),
-            },
-            // 4 bytes written at once into an empty pipe: read whole, or not at all
-            read = running.status.read(&mut told), if status.is_none() && !untold => match read {
-                // haproxy has exited: the reaper, killed with the group, is not waited for
-                Ok(4) => {
-                    status = Some(std::process::ExitStatus::from_raw(i32::from_ne_bytes(told)));
-                    running.group.kill();
-                }
-                _ => untold = true,
             },
             read = running.output.read(&mut buf), if !ended => match read {
                 Ok(0) => ended = true,

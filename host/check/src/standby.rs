@@ -126,8 +126,6 @@ pub struct Launch {
     word_pipe: std::fs::File,
     output: OwnedFd,
     report: OwnedFd,
-    /// The read end the reaper tells haproxy's wait status on.
-    status: OwnedFd,
     started: oneshot::Receiver<std::io::Result<tokio::process::Child>>,
     starter: mpsc::Sender<()>,
     program: process::Program,
@@ -203,14 +201,14 @@ impl Launch {
     /// Gives the child its word (its check's bounds, and to go); the child
     /// started as haproxy, by `deadline`, or why it could not.
     pub async fn go(self, word: Go, deadline: Instant) -> Result<Running, String> {
-        let Launch { mut word_pipe, output, report, status, started, starter, program } = self;
+        let Launch { mut word_pipe, output, report, started, starter, program } = self;
         // A few bytes into an empty pipe: never blocks. If the child is
         // gone, its spawn's error or its report says why.
         let _ = word_pipe.write_all(&word.to_bytes());
         tracing::trace!(target: "rendergate::timing", "word given");
         let budget = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout_at(deadline, started).await {
-            Ok(Ok(Ok(child))) => Running::new(child, program, output, report, status, starter),
+            Ok(Ok(Ok(child))) => Running::new(child, program, output, report, starter),
             Ok(Ok(Err(e))) => Err(process::spawn_failure(&program, &e)),
             Ok(Err(_)) => Err("starting haproxy failed: its thread ended without an answer".into()),
             Err(_) => {
@@ -358,25 +356,16 @@ impl Order {
             let dir = dir.fd().try_clone_to_owned()?;
             // the report is read once the child has exited: never waited on
             let report = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
-            // the status is read through the runtime
-            let status = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
-            Ok((dir, process::pipe()?, process::pipe()?, report, status, process::pipe()?))
+            Ok((dir, process::pipe()?, process::pipe()?, report, process::pipe()?))
         };
-        let (
-            child_dir,
-            (output, output_end),
-            (word_end, word),
-            (report, report_end),
-            (status, status_end),
-            keeper,
-        ) = pipes().map_err(unprepared)?;
+        let (child_dir, (output, output_end), (word_end, word), (report, report_end), keeper) =
+            pipes().map_err(unprepared)?;
         let image =
             process::image(&self.binary, self.dns_skip, self.sandbox.options().env.as_slice())
                 .map_err(unprepared)?;
         let hold = Hold {
             word: word_end.as_raw_fd(),
             report: report_end.as_raw_fd(),
-            status: status_end.as_raw_fd(),
             keeper: Keeper { read: keeper.0.as_raw_fd(), write: keeper.1.as_raw_fd() },
             image: Arc::new(image),
         };
@@ -403,13 +392,11 @@ impl Order {
             _dir: child_dir,
             _word_end: word_end,
             _report_end: report_end,
-            _status_end: status_end,
             _keeper: keeper,
         };
         let program =
             process::Program { binary: self.binary.clone(), world: self.sandbox.world().cloned() };
-        let word_pipe = word.into();
-        let launch = Launch { word_pipe, output, report, status, started, starter, program };
+        let launch = Launch { word_pipe: word.into(), output, report, started, starter, program };
         Ok((Armed { dir, launch }, cmd, held))
     }
 }
@@ -522,7 +509,6 @@ struct Held {
     _dir: OwnedFd,
     _word_end: OwnedFd,
     _report_end: OwnedFd,
-    _status_end: OwnedFd,
     /// The keeper's pipe: the child's and its keeper's alone once forked.
     _keeper: (OwnedFd, OwnedFd),
     _ruleset: Option<OwnedFd>,

@@ -132,10 +132,6 @@ pub struct Hold {
     pub word: RawFd,
     /// The report's write end: an error code, or end-of-file at `execve`.
     pub report: RawFd,
-    /// Where, in a PID namespace, the reaper tells haproxy's wait status
-    /// as soon as it has it ([`super::processes`]): the check goes on from
-    /// there, not from the reaper's own exit. Closed here at the hold.
-    pub status: RawFd,
     pub keeper: Keeper,
     pub image: Arc<Image>,
 }

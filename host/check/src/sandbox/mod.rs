@@ -469,7 +469,7 @@ impl ChildSetup {
         let own_processes = self.unshare & libc::CLONE_NEWPID != 0;
         if own_processes {
             // from here on, haproxy's process, in the new PID namespace
-            processes::split(self.exposed, hold.map_or(-1, |hold| hold.status))?;
+            processes::split(self.exposed)?;
         }
         if let Some(world) = &self.world {
             let own_users = self.unshare & libc::CLONE_NEWUSER != 0;

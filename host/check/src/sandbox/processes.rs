@@ -77,8 +77,7 @@ impl Exposed {
 
 /// In the child, after `unshare(CLONE_NEWPID)`: returns in haproxy's
 /// process (pid 2 of the new namespace); in the init and the reaper, never.
-/// `status` (-1: none) is where the reaper tells haproxy's wait status.
-pub fn split(exposed: Exposed, status: RawFd) -> io::Result<()> {
+pub fn split(exposed: Exposed) -> io::Result<()> {
     exposed.blank();
     // The init's life line: it ends when the reaper's end closes, however
     // the reaper ends (a death signal armed after the clone could come too
@@ -95,7 +94,7 @@ pub fn split(exposed: Exposed, status: RawFd) -> io::Result<()> {
     let held = held.into_raw_fd();
     match fork() {
         Ok(0) => Ok(()),
-        Ok(haproxy) => reap(haproxy, init, held, status),
+        Ok(haproxy) => reap(haproxy, init, held),
         Err(e) => {
             if let Some(init) = rustix::process::Pid::from_raw(init) {
                 let _ = rustix::process::kill_process(init, rustix::process::Signal::KILL);
@@ -209,21 +208,17 @@ extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
     }
 }
 
-/// The reaper: holds nothing, waits for `haproxy`, tells its wait status
-/// on `status_to` at once (the gate goes on from there: the reaper's own end,
-/// the teardown of its copy of the gate's memory, is then off the way to
-/// the verdict), kills `init` (the namespace ends with it) and reaps every
-/// child it has (the init, and the keeper haproxy's process made its
-/// sibling), then leaves as haproxy left. Its memory, a copy of the gate's,
-/// is made not dumpable before it dies by haproxy's signal: no core of it
-/// may be written anywhere.
-fn reap(haproxy: libc::pid_t, init: libc::pid_t, held: RawFd, status_to: RawFd) -> ! {
+/// The reaper: holds nothing, waits for `haproxy`, kills `init` (the
+/// namespace ends with it) and reaps every child it has (the init, and
+/// the keeper haproxy's process made its sibling), then leaves as haproxy
+/// left. Its memory, a copy of the gate's, is made not dumpable before it
+/// dies by haproxy's signal: no core of it may be written anywhere.
+fn reap(haproxy: libc::pid_t, init: libc::pid_t, held: RawFd) -> ! {
     // SAFETY: raw system calls on integers and a status on the stack; the
     // process ends here without running anything of the gate's.
     unsafe {
-        // every descriptor but the init's life line, which ends with this,
-        // and where the status goes
-        close_all_but(0, &[held, status_to]);
+        // every descriptor but the init's life line, which ends with this
+        close_all_but(0, &[held]);
         let mut status = 0;
         let found = loop {
             let r = libc::waitpid(haproxy, &mut status, 0);
@@ -231,10 +226,6 @@ fn reap(haproxy: libc::pid_t, init: libc::pid_t, held: RawFd, status_to: RawFd) 
                 break r == haproxy;
             }
         };
-        if found && status_to >= 0 {
-            // 4 bytes into an empty pipe: never blocks, never split
-            libc::write(status_to, (&status as *const i32).cast(), 4);
-        }
         libc::kill(init, libc::SIGKILL);
         loop {
             let mut other = 0;
