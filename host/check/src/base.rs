@@ -96,11 +96,8 @@ impl CheckDir {
     /// Whether the render is written into memory: the tmpfs its child
     /// handed over, or a config directory on a tmpfs.
     pub fn in_memory(&self) -> bool {
-        match &self.place {
-            _ if self.render.is_some() => true,
-            Place::ConfigDir(in_dir) => in_dir.in_memory(),
-            Place::Fresh(_) => false,
-        }
+        self.render.is_some()
+            || matches!(&self.place, Place::ConfigDir(in_dir) if in_dir.in_memory())
     }
 
     /// Whether this is the config directory itself (emptied, not removed).

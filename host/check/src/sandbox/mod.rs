@@ -280,7 +280,7 @@ impl Prepared<'_> {
 
     /// Whether the child hands over a resolver socket.
     pub fn resolves(&self) -> bool {
-        self.setup.as_ref().is_some_and(|s| s.channel >= 0 && s.unshare & libc::CLONE_NEWNET != 0)
+        self.setup.as_ref().is_some_and(|setup| setup.resolver() >= 0)
     }
 
     /// Whether the child hands over its render's tmpfs.
@@ -448,6 +448,12 @@ struct ChildSetup {
 }
 
 impl ChildSetup {
+    /// Where the resolver socket is handed over: the channel, in a
+    /// network of its own (-1: none). An integer test, safe in the child.
+    fn resolver(&self) -> RawFd {
+        if self.unshare & libc::CLONE_NEWNET != 0 { self.channel } else { -1 }
+    }
+
     /// Runs in the forked child, in the check directory already ([`enter`]):
     /// raw system calls only, no allocation. A held child makes its keeper
     /// last before seccomp, which refuses it.
@@ -473,9 +479,8 @@ impl ChildSetup {
         }
         if let Some(world) = &self.world {
             let own_users = self.unshare & libc::CLONE_NEWUSER != 0;
-            let resolver = if self.unshare & libc::CLONE_NEWNET != 0 { self.channel } else { -1 };
             world
-                .enter(own_users, own_processes, resolver, self.channel)
+                .enter(own_users, own_processes, self.resolver(), self.channel)
                 .map_err(|(at, op, errno)| tagged_step(Layer::World, at as i32, op, errno))?;
         }
         step(Layer::Capabilities, caps::drop_all())?;
