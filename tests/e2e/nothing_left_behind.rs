@@ -334,3 +334,48 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
     let left = String::from_utf8_lossy(&out.stdout);
     assert!(left.trim().is_empty(), "processes of the checks left: {left}");
 }
+
+/// The same parent, with checks that are stopped rather than finished: a
+/// check that times out, and one whose gate gets SIGTERM while HAProxy runs
+/// (a Lua loop that never ends). Stopping a check ends its PID namespace
+/// and lets the reaper reap before its group is killed: a reaper killed
+/// first would leave the check's init to the parent, never reaped
+/// (docs/checking.md, "The check's world").
+#[test]
+fn checks_stopped_under_a_parent_that_never_reaps_leave_no_process() {
+    assert!(crate::needs::lua(&real_haproxy()), "{} has no Lua", haproxy());
+    let config =
+        sample_config_anywhere().replacen("global\n", "global\n    lua-load loop.lua\n", 1);
+    assert!(config.contains("lua-load"), "the sample has no global section");
+    let dir = render_dir(&config);
+    std::fs::write(dir.path().join("loop.lua"), "while true do end\n").unwrap();
+    let script = r#"
+import ctypes, os, signal, subprocess, sys, time
+assert ctypes.CDLL(None).prctl(36, 1) == 0
+check = [sys.argv[1], 'check', '--haproxy', sys.argv[2], '--timeout', '1s', sys.argv[3]]
+for _ in range(3):
+    out = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert b'timed out' in out.stdout, out.stdout
+for _ in range(2):
+    gate = subprocess.Popen(check[:5] + ['30s', sys.argv[3]], stdout=subprocess.DEVNULL)
+    time.sleep(0.5)
+    gate.send_signal(signal.SIGTERM)
+    assert gate.wait() == 143, gate.returncode
+time.sleep(0.5)
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        stat = open(f'/proc/{pid}/stat').read()
+    except OSError:
+        continue
+    if int(stat.rsplit(') ', 1)[1].split()[1]) == os.getpid():
+        print(stat.rsplit(') ', 1)[0] + ') ' + stat.rsplit(') ', 1)[1].split()[0])
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, BIN, &haproxy()])
+        .arg(dir.path())
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let left = String::from_utf8_lossy(&out.stdout);
+    assert!(left.trim().is_empty(), "processes of the checks left: {left}");
+}

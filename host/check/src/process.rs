@@ -2,7 +2,7 @@
 //! directory (the child `fchdir`s to its descriptor, under the sandbox
 //! prepared for it) with stdout and stderr on one pipe, so HAProxy's lines
 //! keep their order; its output read until it has exited and the output has
-//! ended, or the deadline passed; and the whole group killed on every way
+//! ended, or the deadline passed; and the whole group stopped on every way
 //! out: exit, deadline, or the check being dropped.
 
 use super::layout;
@@ -16,7 +16,9 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 /// The command of one check's child: stdout and stderr on `output`, the
-/// write end of one pipe, in a process group of its own, killed if dropped.
+/// write end of one pipe, in a process group of its own (stopped by
+/// [`Running`], never killed alone: a reaper killed before it has reaped
+/// would orphan its children).
 /// The sandbox and the hold go on it next ([`sandbox::Prepared::apply`]);
 /// the child `execve`s HAProxy itself, with its arguments ([`image`]).
 pub fn command(binary: &Path, output: OwnedFd) -> io::Result<tokio::process::Command> {
@@ -26,8 +28,7 @@ pub fn command(binary: &Path, output: OwnedFd) -> io::Result<tokio::process::Com
     cmd.stdin(Stdio::null())
         .stdout(Stdio::from(output))
         .stderr(Stdio::from(stderr))
-        .process_group(0)
-        .kill_on_drop(true);
+        .process_group(0);
     // `cmd` holds the only copies of the write end: once it is dropped
     // (after `spawn`), the reader sees end-of-file when HAProxy's group is gone.
     Ok(cmd)
@@ -68,7 +69,7 @@ pub fn spawn_failure(program: &Program, e: &io::Error) -> String {
 }
 
 /// A started `haproxy -c`: its process group, the child, and the read end
-/// of its output. Fields drop in order: the whole group is killed before
+/// of its output. Fields drop in order: the check is stopped before
 /// anything else is cleaned up, and the thread that started it (whose end
 /// would kill it, its parent-death signal) is let go last.
 pub struct Running {
@@ -83,22 +84,39 @@ pub struct Running {
 
 impl Running {
     /// `child` of `program`, started by [`command`] with the write end of
-    /// `output`'s pipe, held ([`sandbox::Hold`]) with `report`'s; `starter`
-    /// keeps the thread that forked it until the group is dead.
+    /// `output`'s pipe, held ([`sandbox::Hold`]) with `report`'s and given
+    /// its word on `word`, whose end stops it where `word_stops` (a PID
+    /// namespace of its own); `starter` keeps the thread that forked it
+    /// until the group is dead.
     pub fn new(
         child: tokio::process::Child,
         program: Program,
-        output: OwnedFd,
-        report: OwnedFd,
+        (output, report): (OwnedFd, OwnedFd),
+        (word, word_stops): (std::fs::File, bool),
         starter: std::sync::mpsc::Sender<()>,
     ) -> Result<Running, String> {
         let pid = child.id().ok_or("haproxy exited before it could be watched")?;
-        let group = GroupGuard { pgid: Some(pid as libc::pid_t) };
+        let group = GroupGuard { pgid: Some(pid as libc::pid_t), word: Some(word), word_stops };
         let output = tokio::net::unix::pipe::Receiver::from_owned_fd(output)
             .map_err(|e| format!("cannot read haproxy's output: {e}"))?;
         Ok(Running { group, child, output, report, program, starter })
     }
+
+    /// Stops the check and waits until its child is gone: in a PID
+    /// namespace, the reaper is given [`STOP_GRACE`] to reap and leave
+    /// before the group is killed.
+    async fn stop(&mut self) {
+        if self.group.end() {
+            let _ = tokio::time::timeout(STOP_GRACE, self.child.wait()).await;
+        }
+        self.group.kill();
+        let _ = self.child.wait().await;
+    }
 }
+
+/// How long a reaper is given to reap a stopped check's processes and
+/// leave, before its group is killed: it takes well under a millisecond.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads HAProxy's output into `transcript` until it has exited and its
 /// output has ended, or the deadline passes (then the group is killed and
@@ -126,8 +144,7 @@ pub async fn collect_output(
             _ = watch.tick(), if status.is_none() && resident.is_some() => {
                 let touched = crate::resident::resident(root);
                 if let Some(bound) = resident.filter(|bound| touched > *bound) {
-                    running.group.kill();
-                    let _ = running.child.wait().await;
+                    running.stop().await;
                     return Err(format!(
                         "haproxy -c touched {} MiB of memory, past the check's limit of {} (--check-memory-max), and was stopped",
                         touched >> 20,
@@ -152,8 +169,7 @@ pub async fn collect_output(
                     // a process outside the group still holds the pipe open
                     return Err("haproxy exited but its output never ended".into());
                 }
-                running.group.kill();
-                let _ = running.child.wait().await;
+                running.stop().await;
                 return Err(format!("haproxy -c timed out after {:.1?}", deadline.saturating_duration_since(started)));
             }
         }
@@ -167,12 +183,25 @@ pub async fn collect_output(
     Ok((exit, running.starter))
 }
 
-/// Kills a process group when dropped, so a cancelled check leaves nothing running.
+/// A check's processes, stopped when dropped, so that a cancelled check
+/// leaves nothing running. In a PID namespace of its own the check stops
+/// when its word's pipe ends (`sandbox::processes`): dropped, the group is
+/// killed once the reaper has left, on the thread that started it
+/// ([`crate::standby`]). Without one, the group is killed at once.
 struct GroupGuard {
     pgid: Option<libc::pid_t>,
+    /// The write end of the word's pipe.
+    word: Option<std::fs::File>,
+    /// Whether the word's end stops the check.
+    word_stops: bool,
 }
 
 impl GroupGuard {
+    /// Closes the word's pipe; whether that stops the check.
+    fn end(&mut self) -> bool {
+        self.word.take().is_some() && self.word_stops
+    }
+
     fn kill(&mut self) {
         if let Some(pgid) = self.pgid.take().and_then(rustix::process::Pid::from_raw) {
             // ESRCH (the group is already gone) is the usual, fine answer.
@@ -183,7 +212,9 @@ impl GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        self.kill();
+        if !self.end() {
+            self.kill();
+        }
     }
 }
 

@@ -122,8 +122,10 @@ pub struct Armed {
 /// A standby's child at its hold: the word's pipe, and what to watch the
 /// child by once it runs.
 pub struct Launch {
-    /// The write end of the pipe the child reads its word from.
+    /// The write end of the pipe the child reads its word from; its end
+    /// stops the check where `word_stops` (a PID namespace of its own).
     word_pipe: std::fs::File,
+    word_stops: bool,
     output: OwnedFd,
     report: OwnedFd,
     started: oneshot::Receiver<std::io::Result<tokio::process::Child>>,
@@ -201,14 +203,16 @@ impl Launch {
     /// Gives the child its word (its check's bounds, and to go); the child
     /// started as haproxy, by `deadline`, or why it could not.
     pub async fn go(self, word: Go, deadline: Instant) -> Result<Running, String> {
-        let Launch { mut word_pipe, output, report, started, starter, program } = self;
+        let Launch { mut word_pipe, word_stops, output, report, started, starter, program } = self;
         // A few bytes into an empty pipe: never blocks. If the child is
         // gone, its spawn's error or its report says why.
         let _ = word_pipe.write_all(&word.to_bytes());
         tracing::trace!(target: "rendergate::timing", "word given");
         let budget = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout_at(deadline, started).await {
-            Ok(Ok(Ok(child))) => Running::new(child, program, output, report, starter),
+            Ok(Ok(Ok(child))) => {
+                Running::new(child, program, (output, report), (word_pipe, word_stops), starter)
+            }
             Ok(Ok(Err(e))) => Err(process::spawn_failure(&program, &e)),
             Ok(Err(_)) => Err("starting haproxy failed: its thread ended without an answer".into()),
             Err(_) => {
@@ -254,7 +258,8 @@ impl Order {
             }
             None
         };
-        let (held_resolves, channel) = (held.resolves, held.channel.take());
+        let (held_resolves, own_processes, channel) =
+            (held.resolves, held.own_processes, held.channel.take());
         let spawned = {
             let _runtime = runtime.enter();
             cmd.spawn()
@@ -306,6 +311,11 @@ impl Order {
         // namespace's ends in an RCU grace period, about 1 ms here), which
         // happens on this thread once the check is over.
         let namespaces = pid.map(held_namespaces).unwrap_or_default();
+        // The reaper, watched to its end (taken while it is surely alive).
+        let reaper = pid.filter(|_| own_processes).and_then(|pid| {
+            let pid = rustix::process::Pid::from_raw(pid as libc::pid_t)?;
+            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+        });
         if started_tx.send(spawned).is_ok() {
             // The child's parent-death signal is this thread's: stay until
             // the check is over (its `Running` dropped) or was given up.
@@ -317,6 +327,11 @@ impl Order {
         // and its world on disk, go.
         if let Some(answering) = answering {
             answering.abort();
+        }
+        if let Some(reaper) = reaper {
+            // a stopped check's reaper reaps its namespace and leaves
+            // ([`Running`]): killed before, it would orphan its children
+            wait_for_exit(&reaper, process::STOP_GRACE);
         }
         if let Some(pid) = pid {
             end_group(pid as libc::pid_t);
@@ -380,6 +395,7 @@ impl Order {
             .held(hold);
         prepared.apply(&mut cmd);
         let (resolves, hands_render) = (prepared.resolves(), prepared.hands_render());
+        let own_processes = prepared.own_processes();
         let channel = (resolves || hands_render).then_some(channel);
         // `apply` copied the raw descriptors into the child's setup: what
         // they name must stay open until `spawn` returns.
@@ -387,6 +403,7 @@ impl Order {
             channel,
             resolves,
             hands_render,
+            own_processes,
             _channel_end: channel_end,
             _ruleset: prepared.into_ruleset(),
             _dir: child_dir,
@@ -396,7 +413,15 @@ impl Order {
         };
         let program =
             process::Program { binary: self.binary.clone(), world: self.sandbox.world().cloned() };
-        let launch = Launch { word_pipe: word.into(), output, report, started, starter, program };
+        let launch = Launch {
+            word_pipe: word.into(),
+            word_stops: own_processes,
+            output,
+            report,
+            started,
+            starter,
+            program,
+        };
         Ok((Armed { dir, launch }, cmd, held))
     }
 }
@@ -479,14 +504,21 @@ fn held_namespaces(pid: u32) -> Vec<OwnedFd> {
         .collect()
 }
 
+/// Waits until the process of `pidfd` has exited, for at most `grace`.
+fn wait_for_exit(pidfd: &OwnedFd, grace: Duration) {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let grace = Timespec { tv_sec: grace.as_secs() as i64, tv_nsec: grace.subsec_nanos() as i64 };
+    let mut exited = [PollFd::new(pidfd, PollFlags::IN)];
+    while let Err(rustix::io::Errno::INTR) = rustix::event::poll(&mut exited, Some(&grace)) {}
+}
+
 /// Kills the check's process group (led by the child `pgid`), and waits
 /// until the gate's children in it are gone: the child, whom the runtime
 /// reaps (a child it still watches may be reaped here first: it then finds
 /// it gone), and without a PID namespace its keeper
 /// ([`crate::sandbox::hold`]), reaped here. In a PID namespace the child is
-/// the reaper ([`crate::sandbox::processes`]), whose own children, killed
-/// with it, go to whoever adopts orphans (this process, where it is a
-/// container's pid 1, reaps them here too).
+/// the reaper ([`crate::sandbox::processes`]), gone by now with its
+/// children reaped, unless it outlived [`process::STOP_GRACE`].
 fn end_group(pgid: libc::pid_t) {
     use rustix::process::{Pid, Signal, WaitOptions};
     let Some(pgid) = Pid::from_raw(pgid) else { return };
@@ -505,6 +537,8 @@ struct Held {
     channel: Option<OwnedFd>,
     resolves: bool,
     hands_render: bool,
+    /// A PID namespace of its own: the child is the reaper.
+    own_processes: bool,
     _channel_end: OwnedFd,
     _dir: OwnedFd,
     _word_end: OwnedFd,

@@ -283,6 +283,12 @@ impl Prepared<'_> {
         self.setup.as_ref().is_some_and(|setup| setup.resolver() >= 0)
     }
 
+    /// Whether the child makes a PID namespace of its own: it is then the
+    /// reaper ([`processes`]), and the end of its word's pipe stops it.
+    pub fn own_processes(&self) -> bool {
+        self.setup.as_ref().is_some_and(|setup| setup.unshare & libc::CLONE_NEWPID != 0)
+    }
+
     /// Whether the child hands over its render's tmpfs.
     pub fn hands_render(&self) -> bool {
         self.setup.as_ref().is_some_and(|setup| setup.channel >= 0)
@@ -475,7 +481,7 @@ impl ChildSetup {
         let own_processes = self.unshare & libc::CLONE_NEWPID != 0;
         if own_processes {
             // from here on, haproxy's process, in the new PID namespace
-            processes::split(self.exposed)?;
+            processes::split(self.exposed, hold.map_or(-1, |hold| hold.word))?;
         }
         if let Some(world) = &self.world {
             let own_users = self.unshare & libc::CLONE_NEWUSER != 0;

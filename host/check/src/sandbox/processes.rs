@@ -17,11 +17,18 @@
 //! with haproxy, and `spawn` returns when haproxy's process `execve`s or
 //! reaches its hold), waits for haproxy, ends the namespace, reaps every
 //! child it has (the init, the keeper), and leaves as haproxy left: its
-//! exit status, or killed by its signal. Should the reaper die first (the
-//! check's timeout kills its process group, haproxy among it), haproxy's
-//! process gets SIGKILL by its death signal, and the init leaves when its
-//! life line, a pipe only the reaper holds, ends; what is left is reaped by
-//! whoever adopts it.
+//! exit status, or killed by its signal.
+//!
+//! The gate stops a check (its timeout, its memory bound, a check given up)
+//! by closing its end of the word's pipe ([`super::hold`]), which the init
+//! watches: the init leaves, the kernel kills every process of the
+//! namespace, and the reaper reaps them and leaves as haproxy left. Only
+//! then is the check's process group killed. Killed first, the reaper would
+//! leave its children (haproxy's process, the keeper, the init) to whoever
+//! adopts orphans, and a parent that never reaps (a controller as its
+//! container's pid 1) would keep them for ever, the init waiting for the
+//! others' pids. Should the reaper die anyway, the init also leaves when
+//! its life line, a pipe only the reaper holds, ends.
 //!
 //! The init is a copy of the gate, and its `/proc/1/cmdline` would show the
 //! gate's command line to the render: it and the environment are blanked
@@ -34,7 +41,7 @@
 use super::hold::close_all_but;
 use super::{Layer, tagged};
 use std::io;
-use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, RawFd};
 
 /// Where the gate's command line and environment lie in its memory
 /// (`/proc/self/stat`'s `arg_start` to `env_end`), read once in the gate.
@@ -77,7 +84,9 @@ impl Exposed {
 
 /// In the child, after `unshare(CLONE_NEWPID)`: returns in haproxy's
 /// process (pid 2 of the new namespace); in the init and the reaper, never.
-pub fn split(exposed: Exposed) -> io::Result<()> {
+/// `word`: the read end of the hold's word pipe (-1: none), whose write end
+/// the gate closes to stop the check.
+pub fn split(exposed: Exposed, word: RawFd) -> io::Result<()> {
     exposed.blank();
     // The init's life line: it ends when the reaper's end closes, however
     // the reaper ends (a death signal armed after the clone could come too
@@ -89,7 +98,8 @@ pub fn split(exposed: Exposed) -> io::Result<()> {
     // SAFETY: the init makes raw system calls only, on its argument; its
     // last, failing `read` may set the shared `errno`, as it leaves.
     let flags = libc::CLONE_VM | libc::SIGCHLD;
-    let init = unsafe { clone(init_main, flags, alive.as_raw_fd(), Layer::Namespaces)? };
+    let arg = InitLines { alive: alive.as_raw_fd(), word }.pack();
+    let init = unsafe { clone(init_main, flags, arg, Layer::Namespaces)? };
     drop(alive); // the init has its copy
     let held = held.into_raw_fd();
     match fork() {
@@ -171,7 +181,7 @@ pub(super) fn map_clone_stack() {
 pub(super) unsafe fn clone(
     main: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     flags: libc::c_int,
-    arg: RawFd,
+    arg: usize,
     layer: Layer,
 ) -> io::Result<libc::pid_t> {
     let stack = match CLONE_STACK.get() {
@@ -180,30 +190,59 @@ pub(super) unsafe fn clone(
     };
     // SAFETY: the stack is this process's copy of one only a clone of it
     // runs on; `main` keeps to it as the caller promises.
-    let pid = unsafe { libc::clone(main, stack, flags, arg as isize as *mut libc::c_void) };
+    let pid = unsafe { libc::clone(main, stack, flags, arg as *mut libc::c_void) };
     if pid < 0 {
         return Err(tagged(layer, super::errno()));
     }
     Ok(pid)
 }
 
-/// Pid 1: holds nothing but its life line, hears no signal (a namespace's
+/// The two descriptors the init watches, in its one word of argument (it
+/// reads no memory of its maker's): the reaper's life line and the word's
+/// pipe (-1: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct InitLines {
+    alive: RawFd,
+    word: RawFd,
+}
+
+impl InitLines {
+    fn pack(self) -> usize {
+        ((self.word as u32 as u64) << 32 | self.alive as u32 as u64) as usize
+    }
+
+    fn unpack(arg: usize) -> InitLines {
+        let arg = arg as u64;
+        InitLines { alive: arg as u32 as RawFd, word: (arg >> 32) as u32 as RawFd }
+    }
+}
+
+/// Pid 1: holds nothing but its two lines, hears no signal (a namespace's
 /// init gets those it has handlers for, and its handlers are the gate's),
-/// and waits until the line's other end closes (the reaper is gone) or the
-/// reaper kills it, which ends the namespace.
+/// and waits until either line's other end closes (the reaper is gone, or
+/// the gate stops the check) or the reaper kills it, which ends the
+/// namespace.
 extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
-    let alive = arg as isize as RawFd;
-    // SAFETY: raw system calls on integers, a signal set and a byte on the
-    // stack.
+    use rustix::event::{PollFd, PollFlags};
+    let lines = InitLines::unpack(arg as usize);
+    // SAFETY: raw system calls on integers, a signal set on the stack, and
+    // the two descriptors, open in this process until it exits.
     unsafe {
-        close_all_but(0, &[alive]);
+        close_all_but(0, &[lines.alive, lines.word]);
         libc::prctl(libc::PR_SET_NAME, c"rendergate-init".as_ptr(), 0, 0, 0);
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-        let mut byte = 0u8;
-        // nothing is ever written: end-of-file, or an error, is the end
-        while libc::read(alive, (&mut byte as *mut u8).cast(), 1) > 0 {}
+        let alive = BorrowedFd::borrow_raw(lines.alive);
+        let word = (lines.word >= 0).then(|| BorrowedFd::borrow_raw(lines.word));
+        // Nothing is ever written to the life line, and the word is the
+        // held child's to read: only an end (or an error) wakes the init.
+        // rustix's poll returns its error without the shared `errno`.
+        let mut lines = [
+            PollFd::new(&alive, PollFlags::IN),
+            PollFd::new(word.as_ref().unwrap_or(&alive), PollFlags::empty()),
+        ];
+        while let Err(rustix::io::Errno::INTR) = rustix::event::poll(&mut lines, None) {}
         libc::_exit(0)
     }
 }
@@ -288,6 +327,17 @@ mod tests {
         assert_eq!(perms(bottom).as_deref(), Some("rw-p"), "{maps}");
         assert_eq!(perms(top - 1).as_deref(), Some("rw-p"), "{maps}");
         assert_eq!(perms(bottom - 1).as_deref(), Some("---p"), "{maps}");
+    }
+
+    #[test]
+    fn the_inits_two_lines_pass_in_its_one_word() {
+        for lines in [
+            InitLines { alive: 3, word: 7 },
+            InitLines { alive: 12, word: -1 },
+            InitLines { alive: i32::MAX, word: 0 },
+        ] {
+            assert_eq!(InitLines::unpack(lines.pack()), lines);
+        }
     }
 
     #[test]
