@@ -5,6 +5,7 @@
 //! a file it did not create unless told to.
 
 use crate::support::*;
+use serde_json::json;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -299,35 +300,30 @@ fn sigterm_to_check_ends_a_sandboxed_haproxy() {
     assert_eq!(status.code(), Some(143));
 }
 
-/// Under a parent that adopts orphans and never reaps them, as a controller
-/// that is its container's pid 1 may be, checks leave no process behind:
-/// the reaper reaps the check's init and keeper before it tells haproxy's
-/// status, after which the gate kills the check's group (an init or keeper
-/// orphaned there would be adopted, never reaped, the init waiting for the
-/// keeper for ever; docs/checking.md, "The check's world").
-#[test]
-fn checks_under_a_parent_that_never_reaps_leave_no_process() {
-    let dir = render_dir(&sample_config_anywhere());
-    // a child subreaper (PR_SET_CHILD_SUBREAPER, 36) that waits only for
-    // the checks it runs, then lists its children left
-    let script = r#"
-import ctypes, os, subprocess, sys, time
+/// Runs `body` (Python, given `args` as `sys.argv[1:]`) as a child
+/// subreaper (PR_SET_CHILD_SUBREAPER, 36) that waits only for the gates it
+/// runs, as a controller that is its container's pid 1 may; then asserts
+/// that no process was left to it (an orphan is adopted there and never
+/// reaped).
+fn under_a_parent_that_never_reaps(body: &str, args: &[&str]) {
+    let script = format!(
+        r#"
+import ctypes, json, os, signal, subprocess, sys, time
 assert ctypes.CDLL(None).prctl(36, 1) == 0
-for _ in range(10):
-    subprocess.run([sys.argv[1], 'check', '--haproxy', sys.argv[2], sys.argv[3]],
-                   stdout=subprocess.DEVNULL, check=True)
+{body}
 time.sleep(0.5)
 for pid in filter(str.isdigit, os.listdir('/proc')):
     try:
-        stat = open(f'/proc/{pid}/stat').read()
+        stat = open(f'/proc/{{pid}}/stat').read()
     except OSError:
         continue
     if int(stat.rsplit(') ', 1)[1].split()[1]) == os.getpid():
         print(stat.rsplit(') ', 1)[0] + ') ' + stat.rsplit(') ', 1)[1].split()[0])
-"#;
+"#
+    );
     let out = Command::new("python3")
-        .args(["-c", script, BIN, &haproxy()])
-        .arg(dir.path())
+        .args(["-c", &script, BIN, &haproxy()])
+        .args(args)
         .output()
         .expect("python3 runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -335,23 +331,43 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
     assert!(left.trim().is_empty(), "processes of the checks left: {left}");
 }
 
+/// Under a parent that never reaps, checks leave no process behind: the
+/// reaper reaps the check's init and keeper before it tells haproxy's
+/// status, after which the gate kills the check's group (an init or keeper
+/// orphaned there would be kept for ever; docs/checking.md, "The check's
+/// world").
+#[test]
+fn checks_under_a_parent_that_never_reaps_leave_no_process() {
+    let dir = render_dir(&sample_config_anywhere());
+    let body = r#"
+for _ in range(10):
+    subprocess.run([sys.argv[1], 'check', '--haproxy', sys.argv[2], sys.argv[3]],
+                   stdout=subprocess.DEVNULL, check=True)
+"#;
+    under_a_parent_that_never_reaps(body, &[dir.path().to_str().unwrap()]);
+}
+
+/// A config whose Lua never ends: HAProxy runs until it is stopped.
+fn endless_lua(config: &str) -> String {
+    assert!(crate::needs::lua(&real_haproxy()), "{} has no Lua", haproxy());
+    // last in the global section, after any `default-path`
+    let config = config.replacen("\n\ndefaults", "\n    lua-load loop.lua\n\ndefaults", 1);
+    assert!(config.contains("lua-load"), "the sample has no defaults section");
+    config
+}
+
+const ENDLESS: &str = "while true do end\n";
+
 /// The same parent, with checks that are stopped rather than finished: a
-/// check that times out, and one whose gate gets SIGTERM while HAProxy runs
-/// (a Lua loop that never ends). Stopping a check ends its PID namespace
-/// and lets the reaper reap before its group is killed: a reaper killed
-/// first would leave the check's init to the parent, never reaped
-/// (docs/checking.md, "The check's world").
+/// check that times out, and one whose gate gets SIGTERM while HAProxy runs.
+/// Stopping a check ends its PID namespace and lets the reaper reap before
+/// its group is killed: a reaper killed first would leave the check's init,
+/// haproxy and keeper to the parent (docs/checking.md, "The check's world").
 #[test]
 fn checks_stopped_under_a_parent_that_never_reaps_leave_no_process() {
-    assert!(crate::needs::lua(&real_haproxy()), "{} has no Lua", haproxy());
-    let config =
-        sample_config_anywhere().replacen("global\n", "global\n    lua-load loop.lua\n", 1);
-    assert!(config.contains("lua-load"), "the sample has no global section");
-    let dir = render_dir(&config);
-    std::fs::write(dir.path().join("loop.lua"), "while true do end\n").unwrap();
-    let script = r#"
-import ctypes, os, signal, subprocess, sys, time
-assert ctypes.CDLL(None).prctl(36, 1) == 0
+    let dir = render_dir(&endless_lua(&sample_config_anywhere()));
+    std::fs::write(dir.path().join("loop.lua"), ENDLESS).unwrap();
+    let body = r#"
 check = [sys.argv[1], 'check', '--haproxy', sys.argv[2], '--timeout', '1s', sys.argv[3]]
 for _ in range(3):
     out = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -361,21 +377,42 @@ for _ in range(2):
     time.sleep(0.5)
     gate.send_signal(signal.SIGTERM)
     assert gate.wait() == 143, gate.returncode
-time.sleep(0.5)
-for pid in filter(str.isdigit, os.listdir('/proc')):
-    try:
-        stat = open(f'/proc/{pid}/stat').read()
-    except OSError:
-        continue
-    if int(stat.rsplit(') ', 1)[1].split()[1]) == os.getpid():
-        print(stat.rsplit(') ', 1)[0] + ') ' + stat.rsplit(') ', 1)[1].split()[0])
 "#;
-    let out = Command::new("python3")
-        .args(["-c", script, BIN, &haproxy()])
-        .arg(dir.path())
-        .output()
-        .expect("python3 runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let left = String::from_utf8_lossy(&out.stdout);
-    assert!(left.trim().is_empty(), "processes of the checks left: {left}");
+    under_a_parent_that_never_reaps(body, &[dir.path().to_str().unwrap()]);
+}
+
+/// As above, through `serve`: two checks that time out, one given up when
+/// leadership is lost while HAProxy runs, then the input's end.
+#[test]
+fn serve_stopping_checks_under_a_parent_that_never_reaps_leaves_no_process() {
+    // a `general` file is laid out under general/, as on a pod
+    let config = endless_lua(&sample_config()).replace("loop.lua", "general/loop.lua");
+    let mut render = rendered("plan-1", "r-1", &config);
+    let lua = json!({"kind": "general", "path": "loop.lua", "content": ENDLESS});
+    render["files"].as_array_mut().unwrap().push(lua);
+    let body = r#"
+serve = [sys.argv[1], 'serve', '--haproxy', sys.argv[2], '--check-interval', '0s',
+         '--check-timeout', '1s']
+gate = subprocess.Popen(serve, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def send(line):
+    gate.stdin.write((json.dumps(line) + '\n').encode())
+    gate.stdin.flush()
+def verdict():
+    while True:
+        line = json.loads(gate.stdout.readline())
+        if line['type'] == 'verdict':
+            return line
+render = json.loads(sys.argv[3])
+for n in (1, 2, 3):
+    send(dict(render, plan=f'plan-{n}', render=f'r-{n}'))
+    if n == 2:
+        time.sleep(0.5)
+        send({'type': 'lost_leadership'})
+        continue
+    seen = verdict()
+    assert not seen['ok'] and 'timed out' in seen['message'], seen
+gate.stdin.close()
+assert gate.wait() == 0, gate.returncode
+"#;
+    under_a_parent_that_never_reaps(body, &[&render.to_string()]);
 }

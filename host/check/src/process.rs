@@ -197,9 +197,11 @@ struct GroupGuard {
 }
 
 impl GroupGuard {
-    /// Closes the word's pipe; whether that stops the check.
+    /// Closes the word's pipe; whether that stops the check (then the
+    /// group is killed once the reaper has left, never before).
     fn end(&mut self) -> bool {
-        self.word.take().is_some() && self.word_stops
+        self.word = None;
+        self.word_stops
     }
 
     fn kill(&mut self) {
@@ -212,6 +214,8 @@ impl GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
+        // a stop begun here may have been dropped half way (a caller's own
+        // timeout): the thread that started the check finishes it
         if !self.end() {
             self.kill();
         }
