@@ -11,8 +11,9 @@
 //! Before each input it tells the core who judges now (the checker's
 //! identity, taken afresh), so memory never answers for a replaced binary.
 //! A [`Stopper`] ends the gate at once (SIGTERM): the check in flight is
-//! dropped, which kills haproxy's group and removes its directory, and
-//! awaited, so nothing is left when [`Stopper::stop`] returns.
+//! dropped, which stops haproxy's group and removes its directory, and
+//! awaited. The group itself is gone once the checker is dropped too, which
+//! waits for the threads that finish the stops (docs/checking.md).
 
 use crate::check::{Checked, Checker};
 use crate::core::{
@@ -115,9 +116,10 @@ pub struct Stopper {
 
 impl Stopper {
     /// Stops the gate without finishing anything: queued checks are dropped
-    /// and the check in flight is stopped (its process group killed, its
-    /// directory removed). Returns once the driver, and with it the check,
-    /// is gone; at once if it already was.
+    /// and the check in flight is stopped (its process group stopped, its
+    /// directory removed; its last processes are gone once the checker is
+    /// dropped). Returns once the driver, and with it the check, is gone; at
+    /// once if it already was.
     pub async fn stop(mut self) {
         self.stop.notify_one();
         while self.ended.changed().await.is_ok() {}

@@ -8,9 +8,10 @@
 //! child in its sandbox waiting before `execve`. The render is written into
 //! the directory through its handle, under the check's deadline
 //! ([`super::prepare`]); the child is given the word and becomes
-//! `haproxy -dr -V -c -f haproxy.cfg`, a process group of its own, killed
+//! `haproxy -dr -V -c -f haproxy.cfg`, a process group of its own, stopped
 //! whole when the check ends for any reason: exit, deadline, or the future
-//! being dropped ([`super::process`]); what it said is read into a verdict
+//! being dropped ([`super::process`]; once dropped, the thread that started
+//! it finishes the stop); what it said is read into a verdict
 //! ([`super::verdict`]). The directory is removed after the group is dead,
 //! after the answer, and before the next check starts HAProxy.
 //! [`HaproxyChecker`]'s `run_once` is these steps, in order; `run` takes them
@@ -628,7 +629,8 @@ impl HaproxyChecker {
         // `haproxy -c` in it, from the word to its child (under `bounds`) to
         // the end of its output, read as it arrives, with the thread that
         // started it (let go after the verdict). Its process group is dead
-        // once this is over, or when the future is dropped.
+        // once this is over; dropped, it is stopped, and its thread kills
+        // the group once the reaper has left.
         let ran = async {
             let time_left = deadline.saturating_duration_since(Instant::now());
             let word = Go {

@@ -57,7 +57,7 @@ pub use haproxy::{HaproxyChecker, HaproxyOptions};
 pub use limits::RenderLimits;
 
 /// How long past its deadline `rendergate check` lets a check stop and clean
-/// up (kill HAProxy's process group and wait for it) before giving up on it,
+/// up (stop HAProxy's process group and wait for it) before giving up on it,
 /// so the command never exits while HAProxy is still dying. (`serve` holds
 /// its checks to the deadline exactly: the timeout covers the slot too.)
 pub const DEADLINE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);

@@ -311,27 +311,29 @@ impl Order {
         // namespace's ends in an RCU grace period, about 1 ms here), which
         // happens on this thread once the check is over.
         let namespaces = pid.map(held_namespaces).unwrap_or_default();
-        // The reaper, watched to its end (taken while it is surely alive).
+        // The reaper, watched to its end by a pidfd, taken while it surely
+        // has not been reaped (none where the host refuses one).
         let reaper = pid.filter(|_| own_processes).and_then(|pid| {
             let pid = rustix::process::Pid::from_raw(pid as libc::pid_t)?;
-            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty());
+            Some((pid, pidfd.ok()))
         });
         if started_tx.send(spawned).is_ok() {
             // The child's parent-death signal is this thread's: stay until
             // the check is over (its `Running` dropped) or was given up.
             let _ = check_over.recv();
         }
-        // The group goes (at once, if the check gave up on the child while
-        // it started). The world's mounts are the child's until it has
+        // The group goes, once a reaper has left (at once without one). The
+        // world's mounts are the child's until it has
         // exited and its namespaces are let go: only then may the sandbox,
         // and its world on disk, go.
         if let Some(answering) = answering {
             answering.abort();
         }
-        if let Some(reaper) = reaper {
+        if let Some((reaper, pidfd)) = reaper {
             // a stopped check's reaper reaps its namespace and leaves
             // ([`Running`]): killed before, it would orphan its children
-            wait_for_exit(&reaper, process::STOP_GRACE);
+            wait_for_exit(reaper, pidfd.as_ref(), process::STOP_GRACE);
         }
         if let Some(pid) = pid {
             end_group(pid as libc::pid_t);
@@ -504,12 +506,27 @@ fn held_namespaces(pid: u32) -> Vec<OwnedFd> {
         .collect()
 }
 
-/// Waits until the process of `pidfd` has exited, for at most `grace`.
-fn wait_for_exit(pidfd: &OwnedFd, grace: Duration) {
+/// Waits until the child `pid` has exited (or is gone), for at most
+/// `grace`, leaving it to be reaped: woken by its `pidfd`, or without one
+/// (a seccomp profile may refuse `pidfd_open`) looking every millisecond.
+fn wait_for_exit(pid: rustix::process::Pid, pidfd: Option<&OwnedFd>, grace: Duration) {
     use rustix::event::{PollFd, PollFlags, Timespec};
-    let grace = Timespec { tv_sec: grace.as_secs() as i64, tv_nsec: grace.subsec_nanos() as i64 };
-    let mut exited = [PollFd::new(pidfd, PollFlags::IN)];
-    while let Err(rustix::io::Errno::INTR) = rustix::event::poll(&mut exited, Some(&grace)) {}
+    use rustix::process::{WaitId, WaitIdOptions};
+    if let Some(pidfd) = pidfd {
+        let grace =
+            Timespec { tv_sec: grace.as_secs() as i64, tv_nsec: grace.subsec_nanos() as i64 };
+        let mut exited = [PollFd::new(pidfd, PollFlags::IN)];
+        while let Err(rustix::io::Errno::INTR) = rustix::event::poll(&mut exited, Some(&grace)) {}
+        return;
+    }
+    let until = std::time::Instant::now() + grace;
+    let look = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    while std::time::Instant::now() < until {
+        match rustix::process::waitid(WaitId::Pid(pid), look) {
+            Ok(None) | Err(rustix::io::Errno::INTR) => std::thread::sleep(Duration::from_millis(1)),
+            _ => return, // exited, or gone (ECHILD)
+        }
+    }
 }
 
 /// Kills the check's process group (led by the child `pgid`), and waits
@@ -551,6 +568,30 @@ struct Held {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_is_waited_for_until_it_exits_or_the_grace_ends_and_left_unreaped() {
+        use rustix::process::{Pid, PidfdFlags, pidfd_open};
+        for by_pidfd in [true, false] {
+            let mut quick = std::process::Command::new("sleep").arg("0.2").spawn().unwrap();
+            let mut slow = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+            for (child, grace, least) in [(&mut quick, 10_000, 150), (&mut slow, 200, 200)] {
+                let pid = Pid::from_raw(child.id() as i32).unwrap();
+                let pidfd = by_pidfd.then(|| pidfd_open(pid, PidfdFlags::empty()).unwrap());
+                let started = std::time::Instant::now();
+                wait_for_exit(pid, pidfd.as_ref(), Duration::from_millis(grace));
+                let waited = started.elapsed();
+                let case = format!("pidfd {by_pidfd}, grace {grace} ms: waited {waited:?}");
+                assert!(waited >= Duration::from_millis(least), "{case}");
+                assert!(waited < Duration::from_secs(5), "{case}");
+            }
+            // the one that exited is still its parent's to reap
+            assert!(quick.try_wait().unwrap().is_some(), "pidfd {by_pidfd}");
+            assert!(slow.try_wait().unwrap().is_none(), "pidfd {by_pidfd}");
+            slow.kill().unwrap();
+            slow.wait().unwrap();
+        }
+    }
 
     #[test]
     fn the_main_threads_heap_and_stack_are_found() {

@@ -1,6 +1,6 @@
 //! SIGTERM and SIGINT end `check` and `serve` cleanly: the command stops its
 //! work so that the check in flight is dropped (haproxy's process group
-//! killed, its check directory removed) and the checker's own directory goes
+//! stopped, its check directory removed) and the checker's own directory goes
 //! with it, then exits with the shell's status for the signal: 143
 //! (SIGTERM) or 130 (SIGINT) (docs/protocol.md, §1).
 

@@ -95,8 +95,7 @@ pub fn split(exposed: Exposed, word: RawFd) -> io::Result<()> {
         .map_err(|e| tagged(Layer::Namespaces, e.raw_os_error()))?;
     // pid 1 shares this process's memory (`CLONE_VM`), so it copies none of
     // it and its end tears none down.
-    // SAFETY: the init makes raw system calls only, on its argument; its
-    // last, failing `read` may set the shared `errno`, as it leaves.
+    // SAFETY: the init makes raw system calls only, on its argument.
     let flags = libc::CLONE_VM | libc::SIGCHLD;
     let arg = InitLines { alive: alive.as_raw_fd(), word }.pack();
     let init = unsafe { clone(init_main, flags, arg, Layer::Namespaces)? };
@@ -108,6 +107,7 @@ pub fn split(exposed: Exposed, word: RawFd) -> io::Result<()> {
         Err(e) => {
             if let Some(init) = rustix::process::Pid::from_raw(init) {
                 let _ = rustix::process::kill_process(init, rustix::process::Signal::KILL);
+                let _ = rustix::process::waitpid(Some(init), rustix::process::WaitOptions::empty());
             }
             Err(e)
         }
@@ -145,7 +145,7 @@ fn fork() -> io::Result<libc::pid_t> {
 /// namespace). Its top; 0 where it could not be mapped.
 static CLONE_STACK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 
-/// `close_range`, `prctl`, `sigprocmask`, `read`: a few frames.
+/// `close_range`, `prctl`, `sigprocmask`, `poll`, `read`: a few frames.
 const CLONE_STACK_LEN: usize = 16 * 1024;
 
 /// In the gate, before a child that makes clones is forked: maps the clone
@@ -205,6 +205,9 @@ struct InitLines {
     alive: RawFd,
     word: RawFd,
 }
+
+// both descriptors fit in the one word
+const _: () = assert!(usize::BITS >= 64);
 
 impl InitLines {
     fn pack(self) -> usize {
