@@ -27,7 +27,9 @@
 #        c. kubernetes.yaml's preflight script exits 0, and
 #           `rendergate check /render` (examples/render) exits 0; a render
 #           whose Lua looks for processes (processes/) sees none outside its
-#           check, and in a root of its own HAProxy is pid 2;
+#           check, and in a root of its own HAProxy is pid 2; a check
+#           stopped at its timeout (endless/) leaves no process behind, under
+#           a pid 1 that never reaps;
 #        d. kubernetes.yaml's `rendergate serve` command line on
 #           examples/events.ndjson gives each render the verdict
 #           events.expected names;
@@ -274,6 +276,7 @@ for profile in "${profiles[@]}"; do
         -v "$volumes/policy-cache:/var/cache/rendergate"
         -v "$repo/examples/render:/render:ro"
         -v "$here/processes:/processes:ro"
+        -v "$here/endless:/endless:ro"
         -v "$here:/harness:ro"
         -v "$corpora/realworld:/corpus:ro")
 
@@ -314,6 +317,27 @@ for profile in "${profiles[@]}"; do
         fail "$profile: HAProxy is not pid 2 of a PID namespace of the check's: $(grep -m1 ALERT <<<"$seen")"
     else
         echo "  no process outside the check seen$([[ "$world" == root ]] && echo '; HAProxy is pid 2')"
+    fi
+
+    # A check stopped at its timeout leaves no process behind (docs/checking.md,
+    # "The check's world"), even where the container's pid 1 never reaps an
+    # orphan: perl is pid 1 here and waits only for the gate it started.
+    step "$profile: a check stopped at its timeout leaves no process"
+    stopped=$("${run[@]}" --entrypoint perl "$image" -e '
+        system("rendergate", "check", "--haproxy", "/usr/sbin/haproxy", "--timeout", "1s", "/endless");
+        print "status=", $? >> 8, "\n";
+        select(undef, undef, undef, 0.5);
+        for my $stat (glob "/proc/[0-9]*/stat") {
+            open(my $f, "<", $stat) or next;
+            my $line = <$f>;
+            print "left: $line" if $line !~ /^1 /;
+        }' 2>&1 </dev/null) || true
+    if ! grep -q '^status=2$' <<<"$stopped" || ! grep -q 'timed out' <<<"$stopped"; then
+        fail "$profile: the endless render's check did not time out: $(tail -n 3 <<<"$stopped")"
+    elif grep -q '^left: ' <<<"$stopped"; then
+        fail "$profile: a stopped check left processes: $(grep '^left: ' <<<"$stopped" | cut -c1-60 | tr '\n' ';')"
+    else
+        echo "  timed out; nothing left"
     fi
 
     step "$profile: ${serve_line[*]} < examples/events.ndjson"
