@@ -3,7 +3,8 @@
 //! network, start programs, or inspect other processes.
 //!
 //! The program is compiled once in the parent with `seccompiler`; the child
-//! only installs it with one raw `seccomp(2)` call, last of all layers. A
+//! only installs it, with `seccompiler`'s own `apply_filter` (no
+//! allocation), last of all layers. A
 //! short hand-written prefix checks the architecture, refuses the x32 ABI
 //! (same `AUDIT_ARCH`, syscall numbers with bit 30 set, which would dodge
 //! every number below) and answers `clone3` with ENOSYS so libc falls back
