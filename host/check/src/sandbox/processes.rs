@@ -27,8 +27,9 @@
 //! leave its children (haproxy's process, the keeper, the init) to whoever
 //! adopts orphans, and a parent that never reaps (a controller as its
 //! container's pid 1) would keep them for ever, the init waiting for the
-//! others' pids. Should the reaper die anyway, the init also leaves when
-//! its life line, a pipe only the reaper holds, ends.
+//! others' pids. The word's end is also the init's end however else the
+//! check ends: the gate lets go of the pipe once the check is over, and a
+//! gate that dies lets go of everything.
 //!
 //! The init is a copy of the gate, and its `/proc/1/cmdline` would show the
 //! gate's command line to the render: it and the environment are blanked
@@ -41,7 +42,7 @@
 use super::hold::close_all_but;
 use super::{Layer, tagged};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, RawFd};
+use std::os::fd::{BorrowedFd, RawFd};
 
 /// Where the gate's command line and environment lie in its memory
 /// (`/proc/self/stat`'s `arg_start` to `env_end`), read once in the gate.
@@ -88,22 +89,14 @@ impl Exposed {
 /// the gate closes to stop the check.
 pub fn split(exposed: Exposed, word: RawFd) -> io::Result<()> {
     exposed.blank();
-    // The init's life line: it ends when the reaper's end closes, however
-    // the reaper ends (a death signal armed after the clone could come too
-    // late). haproxy's process drops its copy at its hold or `execve`.
-    let (alive, held) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| tagged(Layer::Namespaces, e.raw_os_error()))?;
     // pid 1 shares this process's memory (`CLONE_VM`), so it copies none of
     // it and its end tears none down.
     // SAFETY: the init makes raw system calls only, on its argument.
     let flags = libc::CLONE_VM | libc::SIGCHLD;
-    let arg = InitLines { alive: alive.as_raw_fd(), word }.pack();
-    let init = unsafe { clone(init_main, flags, arg, Layer::Namespaces)? };
-    drop(alive); // the init has its copy
-    let held = held.into_raw_fd();
+    let init = unsafe { clone(init_main, flags, word as usize, Layer::Namespaces)? };
     match fork() {
         Ok(0) => Ok(()),
-        Ok(haproxy) => reap(haproxy, init, held),
+        Ok(haproxy) => reap(haproxy, init),
         Err(e) => {
             if let Some(init) = rustix::process::Pid::from_raw(init) {
                 let _ = rustix::process::kill_process(init, rustix::process::Signal::KILL);
@@ -197,55 +190,29 @@ pub(super) unsafe fn clone(
     Ok(pid)
 }
 
-/// The two descriptors the init watches, in its one word of argument (it
-/// reads no memory of its maker's): the reaper's life line and the word's
-/// pipe (-1: none).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct InitLines {
-    alive: RawFd,
-    word: RawFd,
-}
-
-// both descriptors fit in the one word
-const _: () = assert!(usize::BITS >= 64);
-
-impl InitLines {
-    fn pack(self) -> usize {
-        ((self.word as u32 as u64) << 32 | self.alive as u32 as u64) as usize
-    }
-
-    fn unpack(arg: usize) -> InitLines {
-        let arg = arg as u64;
-        InitLines { alive: arg as u32 as RawFd, word: (arg >> 32) as u32 as RawFd }
-    }
-}
-
-/// Pid 1: holds nothing but its two lines, hears no signal (a namespace's
-/// init gets those it has handlers for, and its handlers are the gate's),
-/// and waits until either line's other end closes (the reaper is gone, or
-/// the gate stops the check) or the reaper kills it, which ends the
-/// namespace.
+/// Pid 1: holds nothing but the word's pipe, hears no signal (a
+/// namespace's init gets those it has handlers for, and its handlers are
+/// the gate's), and waits until the pipe's write end is let go of (the
+/// gate stops the check, or the check is over) or the reaper kills it,
+/// which ends the namespace. Without a word (a child not held), only the
+/// reaper ends it.
 extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
     use rustix::event::{PollFd, PollFlags};
-    let lines = InitLines::unpack(arg as usize);
+    let word = arg as isize as RawFd;
     // SAFETY: raw system calls on integers, a signal set on the stack, and
-    // the two descriptors, open in this process until it exits.
+    // the word's descriptor, open in this process until it exits.
     unsafe {
-        close_all_but(0, &[lines.alive, lines.word]);
+        close_all_but(0, &[word]);
         libc::prctl(libc::PR_SET_NAME, c"rendergate-init".as_ptr(), 0, 0, 0);
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-        let alive = BorrowedFd::borrow_raw(lines.alive);
-        let word = (lines.word >= 0).then(|| BorrowedFd::borrow_raw(lines.word));
-        // Nothing is ever written to the life line, and the word is the
-        // held child's to read: only an end (or an error) wakes the init.
-        // rustix's poll returns its error without the shared `errno`.
-        let mut lines = [
-            PollFd::new(&alive, PollFlags::IN),
-            PollFd::new(word.as_ref().unwrap_or(&alive), PollFlags::empty()),
-        ];
-        while let Err(rustix::io::Errno::INTR) = rustix::event::poll(&mut lines, None) {}
+        let word = (word >= 0).then(|| BorrowedFd::borrow_raw(word));
+        // The word is the held child's to read: only the end (or an error)
+        // wakes the init; with nothing to watch, nothing does. rustix's
+        // poll returns its error without the shared `errno`.
+        let mut end = word.as_ref().map(|word| PollFd::new(word, PollFlags::empty()));
+        while let Err(rustix::io::Errno::INTR) = rustix::event::poll(end.as_mut_slice(), None) {}
         libc::_exit(0)
     }
 }
@@ -255,12 +222,11 @@ extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
 /// the keeper haproxy's process made its sibling), then leaves as haproxy
 /// left. Its memory, a copy of the gate's, is made not dumpable before it
 /// dies by haproxy's signal: no core of it may be written anywhere.
-fn reap(haproxy: libc::pid_t, init: libc::pid_t, held: RawFd) -> ! {
+fn reap(haproxy: libc::pid_t, init: libc::pid_t) -> ! {
     // SAFETY: raw system calls on integers and a status on the stack; the
     // process ends here without running anything of the gate's.
     unsafe {
-        // every descriptor but the init's life line, which ends with this
-        close_all_but(0, &[held]);
+        close_all_but(0, &[]);
         let mut status = 0;
         let found = loop {
             let r = libc::waitpid(haproxy, &mut status, 0);
@@ -330,17 +296,6 @@ mod tests {
         assert_eq!(perms(bottom).as_deref(), Some("rw-p"), "{maps}");
         assert_eq!(perms(top - 1).as_deref(), Some("rw-p"), "{maps}");
         assert_eq!(perms(bottom - 1).as_deref(), Some("---p"), "{maps}");
-    }
-
-    #[test]
-    fn the_inits_two_lines_pass_in_its_one_word() {
-        for lines in [
-            InitLines { alive: 3, word: 7 },
-            InitLines { alive: 12, word: -1 },
-            InitLines { alive: i32::MAX, word: 0 },
-        ] {
-            assert_eq!(InitLines::unpack(lines.pack()), lines);
-        }
     }
 
     #[test]
