@@ -6,14 +6,14 @@
 //! Several rendergate processes may share one base (a host running `serve`
 //! and `check` side by side; the tests run many at once), so the start-up
 //! wipe must take only what belongs to no live process. The choice made
-//! here: **one subdirectory per checker, `<pid>.<random>`, held by an
-//! exclusive `flock` for as long as the checker lives**, with that checker's
-//! check directories inside it:
+//! here: **one subdirectory per checker, `<random>`, held by an exclusive
+//! `flock` for as long as the checker lives**, with that checker's check
+//! directories inside it:
 //!
 //! ```text
 //! <work dir>/rendergate-<euid>/          0700, ours
-//!     <pid>.<random>/                    0700, flock'd by a live checker
-//!         check.<pid>.<n>.<ns>/           one check, 0700
+//!     <random>/                          0700, flock'd by a live checker
+//!         check.<n>.<nanos>/             one check, 0700
 //!             haproxy.cfg, maps/…        0600, created exclusively
 //! ```
 //!
@@ -24,8 +24,8 @@
 //! A lock is better than `kill(pid, 0) == ESRCH` on the pid in the name: a
 //! reused pid would keep a crashed run's files (secrets) alive, and a
 //! process in another pid namespace sharing the directory would have its
-//! live directory wiped. The pid in the name is for people, and for a
-//! filesystem without `flock`, where liveness falls back to that pid test.
+//! live directory wiped. On a filesystem without `flock` the name is
+//! `<pid>.<random>`, and liveness falls back to that pid test.
 //!
 //! Start-up (wipe, create and lock our subdirectory) and shut-down (remove
 //! our subdirectory, then the base itself when it is empty, so a clean exit

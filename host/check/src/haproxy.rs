@@ -883,7 +883,7 @@ mod tests {
 
     impl HaproxyChecker {
         /// Where this checker's check directories are made
-        /// (`<work dir>/rendergate-<euid>/<pid>.<random>`), unless the base
+        /// (`<work dir>/rendergate-<euid>/<random>`), unless the base
         /// directory was refused.
         fn check_dirs(&self) -> Option<&Path> {
             self.base.as_ref().ok().map(|base| base.own_path())
@@ -1191,7 +1191,7 @@ mod tests {
     #[tokio::test]
     async fn a_traversal_path_is_unavailable_and_writes_nothing() {
         let f = fixture("haproxy");
-        // the check directory would be work/rendergate-<euid>/<pid>.<random>/<uuid>,
+        // the check directory would be work/rendergate-<euid>/<random>/check.<n>.<nanos>,
         // so ../../x would land in the base directory
         let escape_target = f.checker.check_dirs().unwrap().parent().unwrap().join("x");
         let files = vec![file(Map, "maps/ok.map", "a b\n"), file(General, "../../x", "pwned")];

@@ -2,7 +2,8 @@
 //! render's limits, its layout, and every file written byte for byte into
 //! the directory made ahead for it, on a blocking thread, so that no runtime
 //! worker (and never the task that reads events) waits on the disk, and
-//! under the check's deadline.
+//! under the check's deadline; a small render where no disk is waited on
+//! (a tmpfs), on the caller's thread.
 //!
 //! The thread looks at the deadline and at a cancel flag before every file
 //! (and every megabyte of one). The check stops waiting for it at the

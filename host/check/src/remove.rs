@@ -6,7 +6,9 @@
 //! config directory, make every later check fail. The owner may always
 //! give a directory back its modes, so removal does that first, top down,
 //! never following a symlink, with nothing of the check running any more
-//! (its process group is dead before its directory goes).
+//! (its process group is dead before its directory goes; of a check dropped
+//! mid-run in a PID namespace of its own, dying: its init gone, the kernel
+//! kills the rest).
 
 use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, Mode};

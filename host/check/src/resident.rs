@@ -8,7 +8,7 @@
 //! the gate's making, and what it touches is read instead: the resident
 //! pages of the check's processes, from `/proc`, every [`PERIOD`] from
 //! [`FIRST`] on; past the
-//! bound its process group is killed and the render is not judged. The
+//! bound the check is stopped and the render is not judged. The
 //! gate's own copies (the reaper, the init, a keeper: each still runs the
 //! gate's program) are not counted, since their pages are the gate's; a
 //! process whose program cannot be read is counted, and so is each memory

@@ -138,8 +138,9 @@ pub struct Hold {
     pub image: Arc<Image>,
 }
 
-/// The keeper's flags: the child's memory, shared; the gate's child, as the
-/// held child is (haproxy never has a child it did not make).
+/// The keeper's flags: the child's memory, shared; its maker's sibling (the
+/// gate's child, or in a PID namespace the reaper's), never haproxy's
+/// (haproxy never has a child it did not make).
 const KEEPER_FLAGS: libc::c_int = libc::CLONE_VM | libc::CLONE_PARENT | libc::SIGCHLD;
 
 impl Hold {

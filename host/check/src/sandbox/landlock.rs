@@ -1,6 +1,7 @@
 //! Landlock: the only files the check may touch are the check directory,
-//! the haproxy binary and what its loader reads; the only place it may
-//! write is the check directory.
+//! the haproxy binary and what its loader reads, and the world's grants;
+//! the only places it may write are the check directory and, in a world,
+//! its scratch `/tmp`, `/dev/shm` and devices.
 //!
 //! The ruleset is built in the parent with the `landlock` crate, handling
 //! every right the kernel's ABI has (whatever is not granted is denied);

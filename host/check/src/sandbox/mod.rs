@@ -468,7 +468,8 @@ impl ChildSetup {
             if errno == 0 { Ok(()) } else { Err(tagged(layer, errno)) }
         };
         // Die with the gate. PDEATHSIG fires when the forking *thread* ends:
-        // checks are spawned from runtime worker threads, which outlive them.
+        // checks are spawned from a standby's own thread, which stays until
+        // the check is over ([`crate::standby`]).
         let signal = Some(rustix::process::Signal::KILL);
         let armed = rustix::process::set_parent_process_death_signal(signal);
         step(Layer::DeathSignal, errno_of(armed))?;

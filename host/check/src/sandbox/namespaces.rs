@@ -1,10 +1,12 @@
-//! Namespaces: the check gets a network of its own (no interface but a
-//! down loopback), its own IPC, host name and mounts (where the host view's
-//! stand-ins are mounted: [`super::world`]), inside a user namespace so
-//! no privilege is needed and root in it is nobody outside.
+//! Namespaces: the check gets a network of its own, its own IPC, host name
+//! and mounts (where the host view's stand-ins are mounted:
+//! [`super::world`]), inside a user namespace so no privilege is needed and
+//! root in it is nobody outside.
 //!
-//! No uid map is written: `haproxy -c` needs no ids, and with none mapped
-//! the child's root has no power over any file outside (DAC applies).
+//! Here, no uid map is written and the loopback stays down: a world
+//! ([`super::world`]) maps the ids and brings the loopback up; without
+//! one, `haproxy -c` needs no ids, and with none mapped the child's root
+//! has no power over any file outside (DAC applies).
 //! Without user namespaces but as root, network/IPC/UTS are unshared
 //! alone (CAP_SYS_ADMIN allows it); capabilities are dropped right after.
 

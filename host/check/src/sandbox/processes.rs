@@ -8,8 +8,8 @@
 //! write past the bound would fail (a refusal) where it must stop the check
 //! (could not run; docs/checking.md). So the check's child, right after
 //! `unshare`, makes two processes ([`split`]): an **init** (pid 1), which
-//! shares its memory, closes every descriptor and only waits for the
-//! namespace to end; then
+//! shares its memory, closes every descriptor but the word's pipe and
+//! waits for its end (its own exit ends the namespace); then
 //! **haproxy's process** (pid 2), which goes on to build the world — its
 //! `/proc` must be mounted from inside — and `execve`s. The child itself
 //! becomes the **reaper** ([`reap`]), which is what the gate spawned and

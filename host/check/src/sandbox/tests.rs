@@ -191,8 +191,9 @@ async fn strict_mode_refuses_to_run_without_a_required_layer_and_best_effort_run
 
 #[tokio::test]
 async fn a_failing_layer_is_named_and_could_not_run() {
-    // an address space of 4 KiB cannot even load the binary: the limit is
-    // set (the rlimits layer works) and exec fails, which says "cannot start"
+    // an address space of 16 KiB (at the top, four times `memory_max`)
+    // cannot even load the binary: the limit is set (the rlimits layer
+    // works) and exec fails, which says "cannot start"
     let sandbox = SandboxOptions { mode: Mode::Strict, memory: 4096, ..SandboxOptions::default() };
     // no second run under a larger bound: the layer's failure stands
     let options = HaproxyOptions { memory_max: 4096, ..sandboxed(sandbox) };
