@@ -381,8 +381,9 @@ for _ in range(2):
     under_a_parent_that_never_reaps(body, &[dir.path().to_str().unwrap()]);
 }
 
-/// As above, through `serve`: two checks that time out, one given up when
-/// leadership is lost while HAProxy runs, then the input's end.
+/// As above, through `serve`: checks that time out, one given up when
+/// leadership is lost while HAProxy runs, one when the gate gets SIGTERM;
+/// then the gate restarted, and its input's end.
 #[test]
 fn serve_stopping_checks_under_a_parent_that_never_reaps_leaves_no_process() {
     // a `general` file is laid out under general/, as on a pod
@@ -393,24 +394,36 @@ fn serve_stopping_checks_under_a_parent_that_never_reaps_leaves_no_process() {
     let body = r#"
 serve = [sys.argv[1], 'serve', '--haproxy', sys.argv[2], '--check-interval', '0s',
          '--check-timeout', '1s']
-gate = subprocess.Popen(serve, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-def send(line):
+render = json.loads(sys.argv[3])
+def start():
+    return subprocess.Popen(serve, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def send(gate, n):
+    line = {'type': 'lost_leadership'} if n is None else dict(render, plan=f'plan-{n}', render=f'r-{n}')
     gate.stdin.write((json.dumps(line) + '\n').encode())
     gate.stdin.flush()
-def verdict():
+def timed_out(gate):
     while True:
         line = json.loads(gate.stdout.readline())
         if line['type'] == 'verdict':
-            return line
-render = json.loads(sys.argv[3])
-for n in (1, 2, 3):
-    send(dict(render, plan=f'plan-{n}', render=f'r-{n}'))
-    if n == 2:
-        time.sleep(0.5)
-        send({'type': 'lost_leadership'})
-        continue
-    seen = verdict()
-    assert not seen['ok'] and 'timed out' in seen['message'], seen
+            assert not line['ok'] and 'timed out' in line['message'], line
+            return
+gate = start()
+send(gate, 1)
+timed_out(gate)
+# given up while HAProxy runs: leadership lost, then SIGTERM
+send(gate, 2)
+time.sleep(0.5)
+send(gate, None)
+send(gate, 3)
+timed_out(gate)
+send(gate, 4)
+time.sleep(0.5)
+gate.send_signal(signal.SIGTERM)
+assert gate.wait() == 143, gate.returncode
+# restarted under the same parent, and ended by its input's end
+gate = start()
+send(gate, 5)
+timed_out(gate)
 gate.stdin.close()
 assert gate.wait() == 0, gate.returncode
 "#;
