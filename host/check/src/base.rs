@@ -399,17 +399,14 @@ fn make_dir(
     loop {
         let name = name()?;
         match parent.create_dir_with(&name, &builder) {
-            Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
+            created => created?,
         }
-        return match crate::at::open_dir(parent, name.as_ref()) {
-            Ok(dir) => Ok((name, dir)),
-            Err(e) => {
-                let _ = parent.remove_dir(&name);
-                Err(e)
-            }
-        };
+        let opened = crate::at::open_dir(parent, name.as_ref());
+        if opened.is_err() {
+            let _ = parent.remove_dir(&name);
+        }
+        return opened.map(|dir| (name, dir));
     }
 }
 

@@ -89,8 +89,7 @@ impl Context<'_> {
     /// The line as it may be shown: sanitised, scrubbed, cut (`cut`: more
     /// of it was read than held).
     fn keep(&self, raw: &[u8], cut: bool) -> String {
-        let text = String::from_utf8_lossy(raw);
-        let mut kept = sanitise(&text, self.check_dir, self.haproxy_path);
+        let mut kept = sanitise(&String::from_utf8_lossy(raw), self.check_dir, self.haproxy_path);
         if kept.len() > LINE_LIMIT || cut {
             kept.truncate(char_floor(&kept, LINE_LIMIT));
             kept.push_str(" …");
@@ -180,8 +179,8 @@ impl<'a> Transcript<'a> {
     /// a tag after a megabyte of them is still seen.
     fn take(&mut self, mut piece: &[u8]) {
         // only blanks read of the line so far (anything else is held)
-        if self.partial.iter().all(|b| is_blank(*b)) {
-            let blanks = piece.iter().take_while(|b| is_blank(**b)).count();
+        if leading_blanks(&self.partial) == self.partial.len() {
+            let blanks = leading_blanks(piece);
             let held = blanks.min(LEADING_BLANKS.saturating_sub(self.partial.len()));
             self.partial.extend_from_slice(&piece[..held]);
             piece = &piece[blanks..];
@@ -197,7 +196,7 @@ impl<'a> Transcript<'a> {
     /// Classifies the line read so far and starts the next.
     fn line(&mut self) {
         let raw = std::mem::take(&mut self.partial);
-        let body = trim_start(&raw);
+        let body = &raw[leading_blanks(&raw)..];
         let blank = body.is_empty() && !self.partial_cut;
         let head = &body[..body.len().min(HEAD)];
         let judging = !blank && JUDGING.iter().any(|tag| head.starts_with(tag));
@@ -564,13 +563,9 @@ fn scrub(text: &str) -> String {
         .collect()
 }
 
-fn is_blank(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)
-}
-
-fn trim_start(line: &[u8]) -> &[u8] {
-    let blanks = line.iter().take_while(|b| is_blank(**b)).count();
-    &line[blanks..]
+/// How many blanks `bytes` starts with.
+fn leading_blanks(bytes: &[u8]) -> usize {
+    bytes.iter().take_while(|b| matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)).count()
 }
 
 fn signal_name(signal: i32) -> &'static str {
@@ -733,8 +728,8 @@ Configuration file is valid
     #[test]
     fn tags_in_the_middle_of_a_line_do_not_judge() {
         // not an alert: the refusal comes from the exit status, with no alert block
-        let out = run(Exit::Code(1), "[WARNING] (1) : the word [ALERT] appears here\n", CONFIG);
-        let CheckOutcome::Refused { message } = out else { panic!("{out:?}") };
+        let output = "[WARNING] (1) : the word [ALERT] appears here\n";
+        let message = refusal(Exit::Code(1), output, CONFIG);
         assert!(
             message.contains("without an alert saying why") && !message.contains('→'),
             "{message}"

@@ -356,11 +356,8 @@ fn tool(name: &str) -> Option<PathBuf> {
 /// Whether the haproxy under test runs Lua; without, the test is missing
 /// a need.
 fn has_lua() -> bool {
-    let lua = needs::lua(&haproxy());
-    if !lua {
-        needs::missing(&format!("{} has no Lua", haproxy().display()), "this test");
-    }
-    lua
+    let what = format!("{} has no Lua", haproxy().display());
+    needed(needs::lua(&haproxy()).then_some(()), &what).is_some()
 }
 
 /// [`VALID`] loading `script` as `lua/w.lua`, and the render's file.

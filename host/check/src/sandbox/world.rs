@@ -88,21 +88,18 @@ const TMP_OPTIONS: &CStr = c"size=64m,nr_inodes=4096,mode=1777";
 /// The world's root: its directories, mount points and stand-ins (the
 /// accounts of a large directory among them).
 const ROOT_OPTIONS: &CStr = c"size=16m,nr_inodes=4096,mode=755";
-/// Room in the render's own tmpfs beside the render and the largest file a
-/// check may write (its second run's file-size bound, so that a file past
-/// it meets that bound, not a full tmpfs): what else HAProxy writes there
-/// during `-c` (3.2's `acme` account key), as much as the scratch `/tmp`
-/// holds. The tmpfs is memory: the gate's, as its own writes are. A run
-/// that fills it is not judged (`crate::base::CheckDir::room_filled`).
-const RENDER_MARGIN: u64 = 64 << 20;
-
-/// What the render's own tmpfs holds beside the render itself.
-pub const RENDER_BESIDE: u64 = super::rlimits::FILE_SIZE_MAX + RENDER_MARGIN;
+/// What the render's own tmpfs holds beside the render itself: the largest
+/// file a check may write (its second run's file-size bound, so that a file
+/// past it meets that bound, not a full tmpfs), and room for what else
+/// HAProxy writes there during `-c` (3.2's `acme` account key), as much as
+/// the scratch `/tmp` holds. The tmpfs is memory: the gate's, as its own
+/// writes are. A run that fills it is not judged
+/// (`crate::base::CheckDir::room_filled`).
+pub const RENDER_BESIDE: u64 = super::rlimits::FILE_SIZE_MAX + (64 << 20);
 
 /// The render's own tmpfs: private to the gate's user, as large as the
 /// render may be (`--max-render-size`, `--max-render-files`, each of its
-/// files in a directory of its own at most), the largest file a check may
-/// write, and [`RENDER_MARGIN`] ([`RENDER_BESIDE`]).
+/// files in a directory of its own at most), and [`RENDER_BESIDE`].
 fn render_options(room: &crate::limits::RenderLimits) -> CString {
     let size = room.bytes.saturating_add(RENDER_BESIDE) >> 10;
     let inodes = room.files.saturating_mul(2).saturating_add(4096);
@@ -343,13 +340,14 @@ impl World {
         options: &WorldOptions,
     ) -> io::Result<World> {
         options.validate().map_err(io::Error::other)?;
-        let mut skeleton = Skeleton::new(private);
+        let mut skeleton = Skeleton::new(private)?;
         // the scratch tmpfs mounts first, over the root's /tmp and /dev/shm:
         // what lies under them is made once they are mounted
         for (dir, own_flags) in SCRATCH.into_iter().zip(SCRATCH_FLAGS) {
             skeleton.dirs(c_str_path(dir))?;
+            let target = c_path(&skeleton.inside(c_str_path(dir)))?;
             let flags = MountFlags::NOSUID | MountFlags::NODEV | own_flags;
-            skeleton.ops.push(tmpfs(&skeleton.inside(c_str_path(dir)), flags, TMP_OPTIONS)?);
+            skeleton.ops.push(Op::Tmpfs { target, flags, options: TMP_OPTIONS });
         }
 
         let mut public: Vec<PathBuf> = vec![binary.to_path_buf()];
@@ -633,11 +631,6 @@ impl Step {
     ];
 }
 
-/// A tmpfs mount at `target`.
-fn tmpfs(target: &Path, flags: MountFlags, options: &'static CStr) -> io::Result<Op> {
-    Ok(Op::Tmpfs { target: c_path(target)?, flags, options })
-}
-
 /// What the planned world has at a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Made {
@@ -660,14 +653,14 @@ struct Skeleton {
 impl Skeleton {
     /// A root tmpfs of its own: nothing of the gate's host paths in it,
     /// and nothing to remove after the check.
-    fn new(root: &Path) -> Skeleton {
-        let root_tmpfs = tmpfs(root, MountFlags::NOSUID | MountFlags::NODEV, ROOT_OPTIONS);
-        Skeleton {
+    fn new(root: &Path) -> io::Result<Skeleton> {
+        let flags = MountFlags::NOSUID | MountFlags::NODEV;
+        Ok(Skeleton {
             root: root.to_path_buf(),
             found: BTreeMap::new(),
             made: BTreeMap::from([(PathBuf::from("/"), Made::Dir)]),
-            ops: root_tmpfs.into_iter().collect(),
-        }
+            ops: vec![Op::Tmpfs { target: c_path(root)?, flags, options: ROOT_OPTIONS }],
+        })
     }
 
     /// The place of a host path in the world's root.
@@ -1088,7 +1081,7 @@ mod tests {
 
     #[test]
     fn a_host_symlink_on_the_way_to_a_scratch_mount_gives_no_world() {
-        let mut s = Skeleton::new(Path::new("/world"));
+        let mut s = Skeleton::new(Path::new("/world")).unwrap();
         s.dirs(Path::new("/dev/shm")).unwrap();
         let e = s.mirror_link(Path::new("/dev"), Path::new("/devices")).unwrap_err();
         assert_eq!(
@@ -1107,7 +1100,7 @@ mod tests {
         std::fs::create_dir_all(h.join("usr/lib/x")).unwrap();
         std::fs::write(h.join("usr/lib/x/a.so"), "a").unwrap();
         std::os::unix::fs::symlink("usr/lib", h.join("lib")).unwrap();
-        let mut s = Skeleton::new(Path::new("/world"));
+        let mut s = Skeleton::new(Path::new("/world")).unwrap();
         s.expose(&h.join("lib/x/a.so")).unwrap();
         s.expose(&h.join("usr/lib/x")).unwrap();
         s.expose(&h.join("does/not/exist")).unwrap();
@@ -1129,9 +1122,13 @@ mod tests {
         assert_eq!(default.to_str(), Ok("size=458752k,nr_inodes=44096,mode=700"));
     }
 
-    /// What each of `world`'s operations makes, in order.
-    fn described(world: &World) -> Vec<String> {
-        (0..world.ops.len()).map(|i| world.describe(i).unwrap()).collect()
+    /// The world planned for `/bin/sh` with `closure` and `options`, its
+    /// root's mount point (kept), and what each of its operations makes, in order.
+    fn planned(closure: Closure, options: WorldOptions) -> (tempfile::TempDir, World, Vec<String>) {
+        let private = tempfile::tempdir().unwrap();
+        let world = World::build(private.path(), Path::new("/bin/sh"), &closure, &options).unwrap();
+        let described = (0..world.ops.len()).map(|i| world.describe(i).unwrap()).collect();
+        (private, world, described)
     }
 
     /// Where `what` is in `described`.
@@ -1141,11 +1138,7 @@ mod tests {
 
     #[test]
     fn the_world_is_one_list_and_a_failed_operation_is_named() {
-        let private = tempfile::tempdir().unwrap();
-        let closure = Closure::default();
-        let options = WorldOptions::default();
-        let world = World::build(private.path(), Path::new("/bin/sh"), &closure, &options).unwrap();
-        let described = described(&world);
+        let (_private, world, described) = planned(Closure::default(), WorldOptions::default());
         // the root's tmpfs first, read-only last; the render bound before
         assert_eq!(described.first().unwrap(), "tmpfs /");
         assert_eq!(described.last().unwrap(), "read-only /");
@@ -1180,12 +1173,9 @@ mod tests {
         let host = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
         std::fs::create_dir(host.path().join("real")).unwrap();
         std::os::unix::fs::symlink("real", host.path().join("link")).unwrap();
-        let private = tempfile::tempdir().unwrap();
         let options =
             WorldOptions { reads: vec![host.path().join("link")], ..WorldOptions::default() };
-        let closure = Closure::default();
-        let world = World::build(private.path(), Path::new("/bin/sh"), &closure, &options).unwrap();
-        let described = described(&world);
+        let (_private, _, described) = planned(Closure::default(), options);
         let at = |what: String| position(&described, &what);
         let tmpfs = at("tmpfs /tmp".into());
         let h = host.path().display();
@@ -1200,11 +1190,9 @@ mod tests {
         // over the check's scratch one
         let library = tempfile::Builder::new().suffix(".so").tempfile_in("/tmp").unwrap();
         let system = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
-        let private = tempfile::tempdir().unwrap();
         let libraries = vec![library.path().to_path_buf(), system.to_path_buf()];
         let closure = Closure { libraries, ..Closure::default() };
-        let options = WorldOptions::default();
-        let world = World::build(private.path(), Path::new("/bin/sh"), &closure, &options).unwrap();
+        let (_private, world, described) = planned(closure, WorldOptions::default());
         let exposed = world.exposed();
         assert!(exposed.contains(&library.path().to_path_buf()), "{exposed:?}");
         assert!(!exposed.iter().any(|p| p == Path::new("/tmp")), "{exposed:?}");
@@ -1213,7 +1201,6 @@ mod tests {
             let dir = std::fs::canonicalize(system.parent().unwrap()).unwrap();
             assert!(exposed.contains(&dir), "{exposed:?}");
         }
-        let described = described(&world);
         let bind = format!("bind {}", library.path().display());
         assert!(position(&described, "tmpfs /tmp") < position(&described, &bind));
     }
