@@ -120,8 +120,8 @@ pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads HAProxy's output into `transcript` until it has exited and its
 /// output has ended, or the deadline passes (then the check is stopped and
-/// waited for, [`Running::stop`]). Anything HAProxy left running in the background dies as
-/// soon as it exits. With the exit comes the thread that started it, to be
+/// waited for, [`Running::stop`]). Anything HAProxy left running in the
+/// background dies as soon as it exits. With the exit comes the thread that started it, to be
 /// let go once the verdict is out ([`crate::aftercare`]). Given a
 /// `resident` bound, the run is stopped once its processes touch more
 /// ([`crate::resident`]).

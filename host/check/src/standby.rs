@@ -324,9 +324,9 @@ impl Order {
             let _ = check_over.recv();
         }
         // The group goes, once a reaper has left (at once without one). The
-        // world's mounts are the child's until it has
-        // exited and its namespaces are let go: only then may the sandbox,
-        // and its world on disk, go.
+        // world's mounts are the child's until it has exited and its
+        // namespaces are let go: only then may the sandbox, and its world on
+        // disk, go.
         if let Some(answering) = answering {
             answering.abort();
         }
