@@ -120,10 +120,8 @@ impl Keeper {
     pub fn spawn(&self) -> io::Result<()> {
         // SAFETY: the keeper makes only raw system calls and reads nothing
         // of this process's memory but its argument.
-        unsafe {
-            super::processes::clone(keeper_main, KEEPER_FLAGS, self.read as usize, Layer::Hold)
-        }
-        .map(drop)
+        unsafe { super::processes::clone(keeper_main, KEEPER_FLAGS, self.read, Layer::Hold) }
+            .map(drop)
     }
 }
 

@@ -93,7 +93,7 @@ pub fn split(exposed: Exposed, word: RawFd) -> io::Result<()> {
     // it and its end tears none down.
     // SAFETY: the init makes raw system calls only, on its argument.
     let flags = libc::CLONE_VM | libc::SIGCHLD;
-    let init = unsafe { clone(init_main, flags, word as usize, Layer::Namespaces)? };
+    let init = unsafe { clone(init_main, flags, word, Layer::Namespaces)? };
     match fork() {
         Ok(0) => Ok(()),
         Ok(haproxy) => reap(haproxy, init),
@@ -174,7 +174,7 @@ pub(super) fn map_clone_stack() {
 pub(super) unsafe fn clone(
     main: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     flags: libc::c_int,
-    arg: usize,
+    arg: RawFd,
     layer: Layer,
 ) -> io::Result<libc::pid_t> {
     let stack = match CLONE_STACK.get() {
@@ -183,7 +183,7 @@ pub(super) unsafe fn clone(
     };
     // SAFETY: the stack is this process's copy of one only a clone of it
     // runs on; `main` keeps to it as the caller promises.
-    let pid = unsafe { libc::clone(main, stack, flags, arg as *mut libc::c_void) };
+    let pid = unsafe { libc::clone(main, stack, flags, arg as isize as *mut libc::c_void) };
     if pid < 0 {
         return Err(tagged(layer, super::errno()));
     }
