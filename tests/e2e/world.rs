@@ -364,6 +364,59 @@ fn an_account_added_or_removed_while_serve_runs_is_seen_by_the_next_check() {
     assert!(status.success());
 }
 
+/// `check --explain` tells what a check finds (docs/checking.md, "The
+/// check's world"): every read-only part, device and stand-in it lists is
+/// there for a render's Lua to open, every scratch mount it lists takes a
+/// file, and a host path it does not list (`/var`, `/home`) is not there.
+#[test]
+fn what_explain_shows_is_what_a_check_finds() {
+    let explained = run(&["check", "--explain", "--haproxy", &haproxy()], "", &[]);
+    assert!(explained.status.success(), "{explained:?}");
+    let text = String::from_utf8_lossy(&explained.stdout).into_owned();
+    let listed = |label: &str| -> Vec<String> {
+        let line = text.lines().find_map(|l| l.trim_start().strip_prefix(label));
+        let line = line.unwrap_or_else(|| panic!("no `{label}` line: {text}"));
+        // each path, without what follows it in parentheses
+        let paths = line.split_whitespace().filter(|word| word.starts_with('/'));
+        let paths: Vec<String> = paths.map(str::to_owned).collect();
+        assert!(!paths.is_empty(), "`{label}` lists nothing: {text}");
+        paths
+    };
+    let shown = [listed("read-only:"), listed("devices:"), listed("stand-ins:")].concat();
+    let scratch = listed("scratch:");
+    let quoted =
+        |paths: &[String]| paths.iter().map(|p| format!("[[{p}]]")).collect::<Vec<_>>().join(", ");
+    let lua = format!(
+        "local missing, unwritable, extra = {{}}, {{}}, {{}}\n\
+         for _, p in ipairs({{ {} }}) do if not io.open(p) then missing[#missing + 1] = p end end\n\
+         for _, d in ipairs({{ {} }}) do\n  \
+           local f = io.open(d .. '/rg-explained', 'w')\n  \
+           if not (f and f:write('x') and f:close()) then unwritable[#unwritable + 1] = d end\n\
+         end\n\
+         for _, p in ipairs({{ '/var', '/home', '/root', '/etc/shadow' }}) do\n  \
+           local _, e = io.open(p) if not (e and e:find('No such file')) then extra[#extra + 1] = p end\n\
+         end\n\
+         error('missing=[' .. table.concat(missing, ' ') .. '] unwritable=[' .. table.concat(unwritable, ' ')\n  \
+           .. '] extra=[' .. table.concat(extra, ' ') .. ']')\n",
+        quoted(&shown),
+        quoted(&scratch)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("haproxy.cfg"),
+        config("  lua-load lua/explained.lua\n", "", ""),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("lua")).unwrap();
+    std::fs::write(dir.path().join("lua/explained.lua"), &lua).unwrap();
+    let out =
+        run(&["check", "--json", "--haproxy", &haproxy(), dir.path().to_str().unwrap()], "", &[]);
+    let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = verdict["message"].as_str().unwrap_or_default();
+    assert_eq!(verdict["refused"], json!(true), "{verdict}");
+    assert!(message.contains("missing=[] unwritable=[] extra=[]"), "{message}");
+}
+
 /// The check's processes are its own (docs/checking.md, "The check's
 /// world"): a PID namespace under an init of its own, where HAProxy is pid
 /// 2, a cgroup namespace where its cgroup is `/`, and a `/proc` of that

@@ -53,8 +53,13 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
             outln!("            read-only: {}", shown(&world.exposed()));
             outln!("            devices: {}", shown(&world.devices()));
             explain_stock(&s);
+            let scratch: Vec<String> = (world.scratch().iter())
+                .map(|(path, how)| format!("{} (tmpfs {how})", path.display()))
+                .collect();
+            outln!("            scratch: {}", scratch.join(" "));
             outln!(
-                "            scratch: /tmp and /dev/shm (tmpfs, 64 MiB each); stand-ins: /etc/hosts /etc/resolv.conf /etc/nsswitch.conf /etc/passwd /etc/group (names and ids)"
+                "            stand-ins: {} (accounts: names and ids only)",
+                shown(&world.stand_ins())
             );
             if s.probe().unshare_flags() & libc::CLONE_NEWPID != 0 {
                 let cgroup = match s.probe().unshare_flags() & libc::CLONE_NEWCGROUP {
@@ -106,7 +111,14 @@ fn explain(checker: &HaproxyChecker) -> ExitCode {
                 .unwrap_or_else(|| "this host gives no world for checks".to_owned())
         ),
     }
-    let scratch = if s.world().is_some() { "; /tmp and /dev/shm: read and write" } else { "" };
+    let scratch = match s.world() {
+        Some(world) => {
+            let dirs: Vec<String> =
+                world.scratch().iter().map(|(path, _)| path.display().to_string()).collect();
+            format!("; {}: read and write", dirs.join(" and "))
+        }
+        None => String::new(),
+    };
     outln!(
         "  landlock: the render: read, and new files written (no directories, links or removals){scratch}"
     );

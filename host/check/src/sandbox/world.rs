@@ -430,13 +430,15 @@ impl World {
         &self.config_inside
     }
 
+    /// Where a path of the child's root lies as the check sees it (`/etc/hosts`).
+    fn inside(&self, c: &CStr) -> PathBuf {
+        let (root, path) = (c_str_path(&self.root), c_str_path(c));
+        Path::new("/").join(path.strip_prefix(root).unwrap_or(path))
+    }
+
     /// What operation `index` makes (`bind /usr/lib`), for a failure's reason.
     pub fn describe(&self, index: usize) -> Option<String> {
-        let root = c_str_path(&self.root);
-        let inside = |c: &CString| {
-            let path = c_str_path(c);
-            Path::new("/").join(path.strip_prefix(root).unwrap_or(path)).display().to_string()
-        };
+        let inside = |c: &CString| self.inside(c).display().to_string();
         Some(match self.ops.get(index)? {
             Op::Tmpfs { target, .. } => format!("tmpfs {}", inside(target)),
             Op::Dir { path } => format!("directory {}", inside(path)),
@@ -471,6 +473,36 @@ impl World {
             _ => None,
         };
         self.ops.iter().filter_map(source).collect()
+    }
+
+    /// The scratch mounts and how each is made (`size=64m,…,noexec`), as
+    /// the world's tmpfs operations say (the root's own left out), for
+    /// `--explain`.
+    pub fn scratch(&self) -> Vec<(PathBuf, String)> {
+        let scratch = |op: &Op| match op {
+            Op::Tmpfs { target, flags, options } if *target != self.root => {
+                let noexec = if flags.contains(MountFlags::NOEXEC) { ",noexec" } else { "" };
+                Some((self.inside(target), format!("{}{noexec}", options.to_string_lossy())))
+            }
+            _ => None,
+        };
+        self.ops.iter().filter_map(scratch).collect()
+    }
+
+    /// The stand-ins: the files the world writes rather than binds a host
+    /// path onto, as its operations say (`--explain`).
+    pub fn stand_ins(&self) -> Vec<PathBuf> {
+        let bound: std::collections::HashSet<&CString> = (self.ops.iter())
+            .filter_map(|op| match op {
+                Op::Bind { target, .. } => Some(target),
+                _ => None,
+            })
+            .collect();
+        let written = |op: &Op| match op {
+            Op::File { path, .. } if !bound.contains(path) => Some(self.inside(path)),
+            _ => None,
+        };
+        self.ops.iter().filter_map(written).collect()
     }
 
     /// Stock files copied into each check directory.
@@ -1147,6 +1179,15 @@ mod tests {
         assert!(at("tmpfs /tmp") < at("render at /etc/haproxy"));
         assert!(at("directory /dev") < at("file /dev/null"));
         assert!(at("file /dev/null") < at("bind /dev/null"));
+        // what `--explain` shows as scratch and stand-ins is read off the list
+        let scratch: Vec<(PathBuf, String)> = world.scratch();
+        let tmp = ("/tmp".into(), "size=64m,nr_inodes=4096,mode=1777".to_owned());
+        let shm = ("/dev/shm".into(), "size=64m,nr_inodes=4096,mode=1777,noexec".to_owned());
+        assert_eq!(scratch, [tmp, shm]);
+        // the empty files bound onto (`/bin/sh`, `/dev/null`) are no stand-ins
+        let stand_ins = ["hosts", "resolv.conf", "nsswitch.conf", "passwd", "group"];
+        let stand_ins: Vec<PathBuf> = stand_ins.iter().map(|n| Path::new("/etc").join(n)).collect();
+        assert_eq!(world.stand_ins(), stand_ins);
         // nothing but the root's mount point on disk
         let on_disk: Vec<_> = std::fs::read_dir(c_str_path(&world.root)).unwrap().collect();
         assert!(on_disk.is_empty(), "{on_disk:?}");
