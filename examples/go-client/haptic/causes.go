@@ -8,6 +8,8 @@
 
 package haptic
 
+import "time"
+
 // causesKept is how many of the last renders sent keep their causation
 // besides those that await a verdict or that a pod holds: more than the
 // gate keeps of the renders no pod holds (the newest and four superseded).
@@ -20,8 +22,11 @@ type causes struct {
 	pods  map[string]holding
 }
 
-// holding is what a pod's last report names.
-type holding struct{ render, plan string }
+// holding is what a pod's last report names, and since when it has.
+type holding struct {
+	render, plan string
+	since        time.Time
+}
 
 func newCauses() causes {
 	return causes{of: map[string]string{}, plan: map[string]string{}, pods: map[string]holding{}}
@@ -76,8 +81,42 @@ func (cs *causes) prune(awaiting func(string) bool) {
 	cs.order = kept
 }
 
-// told follows what the gate is told of the pods.
-func (cs *causes) told(pod string, h holding) { cs.pods[pod] = h }
+// told follows what the gate is told of the pods: a pod that reports
+// again what it reported before holds it since its first report.
+func (cs *causes) told(pod string, h holding, now time.Time) {
+	h.since = now
+	if old, ok := cs.pods[pod]; ok && old.render == h.render && old.plan == h.plan {
+		h.since = old.since
+	}
+	cs.pods[pod] = h
+}
+
+// heldSince is since when some pod has held render (by id, or as the
+// latest render sent of a plan a report without a render id names): the
+// gate checks a superseded render only while one does.
+func (cs *causes) heldSince(render string) (time.Time, bool) {
+	var since time.Time
+	held := false
+	for _, h := range cs.pods {
+		if h.render == render || (h.render == "" && h.plan != "" && h.plan == cs.plan[render] && cs.latest(h.plan) == render) {
+			if !held || h.since.Before(since) {
+				since = h.since
+			}
+			held = true
+		}
+	}
+	return since, held
+}
+
+// latest is the render of plan sent last.
+func (cs *causes) latest(plan string) string {
+	for i := len(cs.order) - 1; i >= 0; i-- {
+		if cs.plan[cs.order[i]] == plan {
+			return cs.order[i]
+		}
+	}
+	return ""
+}
 
 func (cs *causes) terminated(pod string) { delete(cs.pods, pod) }
 

@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -156,7 +157,8 @@ type Component struct {
 	mu sync.Mutex
 	// stopped is why the gate stopped for good; nil while it runs.
 	stopped error
-	// waiting: render ids sent and not yet judged, with when they were sent.
+	// waiting: render ids sent and not yet judged, with when they were
+	// sent; only those the gate may still judge (waitingKept).
 	waiting map[string]time.Time
 	// causes are the renders' causations, for every verdict on them.
 	causes causes
@@ -197,9 +199,12 @@ func (c *Component) Pid() int {
 func (c *Component) Logger() Logger { return c.log }
 
 // HealthCheck is non-nil when the gate stopped for good (the client's
-// restart limit, or Start ended) or is stuck (a render waited longer than
-// the check timeout plus its margin for its verdict); nil otherwise, a
-// restart in progress included.
+// restart limit, or Start ended) or is stuck (a render it owes a verdict
+// waited longer than the check timeout plus its margin for it); nil
+// otherwise, a restart in progress included. The gate owes a verdict on
+// the newest render, and on a superseded one only while a pod holds it
+// (docs/behaviour.md, "Which renders get checked"): such a render waits
+// from when it was sent or first held, whichever is later.
 func (c *Component) HealthCheck() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -208,6 +213,15 @@ func (c *Component) HealthCheck() error {
 	}
 	bound := c.cfg.CheckTimeout + healthMargin
 	for render, since := range c.waiting {
+		if render != c.newest {
+			held, owed := c.causes.heldSince(render)
+			if !owed {
+				continue
+			}
+			if held.After(since) {
+				since = held
+			}
+		}
 		if waited := time.Since(since); waited > bound {
 			return fmt.Errorf("rendergate: render %s has waited %v for its verdict (bound %v)", render, waited.Round(time.Millisecond), bound)
 		}
@@ -276,9 +290,31 @@ func (c *Component) flags(given []string) []string {
 		extra = append(extra, "--log-format", "json")
 	}
 	if !has("--check-timeout") {
-		extra = append(extra, "--check-timeout", c.cfg.CheckTimeout.String())
+		// in milliseconds: serve takes one number and one unit, never Go's `1m30s`
+		ms := strconv.FormatFloat(float64(c.cfg.CheckTimeout)/float64(time.Millisecond), 'f', -1, 64)
+		extra = append(extra, "--check-timeout", ms+"ms")
 	}
 	return extra
+}
+
+// waitingKept is how many of the last renders sent may still be judged
+// though no pod holds them: the gate keeps the newest, the one in flight
+// and four superseded (docs/behaviour.md, "Which renders get checked").
+const waitingKept = 6
+
+// forgetUnjudgeable drops from waiting the renders the gate has dropped
+// unjudged, so that waiting stays bounded under a stream of bursts
+// (called with c.mu held).
+func (c *Component) forgetUnjudgeable() {
+	recent := map[string]bool{}
+	for i := len(c.causes.order) - 1; i >= 0 && len(recent) < waitingKept; i-- {
+		recent[c.causes.order[i]] = true
+	}
+	for render := range c.waiting {
+		if _, held := c.causes.heldSince(render); !recent[render] && !held {
+			delete(c.waiting, render)
+		}
+	}
 }
 
 func (c *Component) stop(why error) {
@@ -327,14 +363,18 @@ func (c *Component) send(ctx context.Context, client *rendergate.Client, queue *
 				_, awaiting := c.waiting[render]
 				return awaiting
 			})
+			c.forgetUnjudgeable()
 		case rendergate.Applied:
-			c.causes.told(e.Pod, holding{render: e.Render, plan: e.Plan})
+			c.causes.told(e.Pod, holding{render: e.Render, plan: e.Plan}, time.Now())
 		case rendergate.PodTerminated:
 			c.causes.terminated(e.Pod)
 		case rendergate.PodsDiscovered:
 			c.causes.discovered(e.Pods)
 		case rendergate.LostLeadership:
 			c.causes.newTerm()
+			// the gate's new term starts from nothing: no verdict comes on
+			// what was sent before
+			c.waiting = map[string]time.Time{}
 		}
 		c.mu.Unlock()
 		if err := client.Send(ctx, ev); err != nil {

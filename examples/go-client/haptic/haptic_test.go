@@ -354,6 +354,91 @@ func (b *stuckBus) Publish(any) {
 	<-b.release
 }
 
+// A check timeout of a minute or more reaches serve in a form it takes
+// (Go writes it `1m30s`; serve takes one number and one unit).
+func TestACheckTimeoutOfAMinuteOrMoreIsGivenToServe(t *testing.T) {
+	c := New(Config{CheckTimeout: 90 * time.Second})
+	if got := strings.Join(c.flags(nil), " "); got != "--log-format json --check-timeout 90000ms" {
+		t.Errorf("flags: %s", got)
+	}
+	b := newBus()
+	c = New(Config{Bus: b, CheckTimeout: 90 * time.Second,
+		Serve: rendergate.Options{Binary: binary(t), Args: []string{"--haproxy", haproxy(), "--check-interval", "0s"}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	running(t, c, done)
+	b.in <- rendered("plan-1", "r-1", good)
+	b.until(t, "the verdict on r-1", func(evs []any) bool { return count(evs, verdictOn("r-1")) == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start after its context ended: %v", err)
+	}
+}
+
+// HealthCheck follows the renders the gate owes a verdict, as a HAPTIC
+// liveness probe does (docs/behaviour.md, "Which renders get checked"): a
+// burst's superseded renders, which no pod holds and the gate never
+// checks, leave it healthy past the bound; the newest render kept waiting
+// by a gate that no longer moves (serve stopped by SIGSTOP) makes it
+// unhealthy, naming the render, until its verdict comes.
+func TestHealthFollowsOnlyTheRendersTheGateOwesAVerdict(t *testing.T) {
+	b := newBus()
+	c := New(Config{Bus: b, CheckTimeout: time.Second,
+		Serve: rendergate.Options{Binary: binary(t), Args: []string{"--haproxy", haproxy(), "--check-interval", "0s"}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	running(t, c, done)
+	bound := time.Second + healthMargin
+	distinct := func(i int) string { return fmt.Sprintf("%s# %d\n", good, i) }
+	for i := 1; i <= 4; i++ {
+		b.in <- rendered(fmt.Sprintf("plan-%d", i), fmt.Sprintf("r-%d", i), distinct(i))
+	}
+	burst := time.Now()
+	evs := b.until(t, "the verdict on r-4", func(evs []any) bool { return count(evs, verdictOn("r-4")) == 1 })
+	unjudged := 0
+	for _, render := range []string{"r-1", "r-2", "r-3"} {
+		if count(evs, verdictOn(render)) == 0 {
+			unjudged++
+		}
+	}
+	if unjudged == 0 {
+		t.Fatalf("every render of the burst was judged: nothing superseded to test with:%s", show(evs))
+	}
+	time.Sleep(time.Until(burst.Add(bound + 500*time.Millisecond)))
+	if err := c.HealthCheck(); err != nil {
+		t.Errorf("%d superseded renders no pod holds made the gate unhealthy: %v", unjudged, err)
+	}
+
+	pid := c.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	b.in <- rendered("plan-5", "r-5", distinct(5))
+	sent := time.Now()
+	time.Sleep(bound / 2)
+	if err := c.HealthCheck(); err != nil {
+		t.Errorf("unhealthy within the bound: %v", err)
+	}
+	time.Sleep(time.Until(sent.Add(bound + 500*time.Millisecond)))
+	if err := c.HealthCheck(); err == nil || !strings.Contains(err.Error(), "render r-5 has waited") {
+		t.Errorf("a gate that keeps the newest render waiting past the bound: health %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	b.until(t, "the verdict on r-5", func(evs []any) bool { return count(evs, verdictOn("r-5")) == 1 })
+	if err := c.HealthCheck(); err != nil {
+		t.Errorf("after the verdict: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start after its context ended: %v", err)
+	}
+}
+
 // A controller losing leadership gets Start back while its bus is stuck:
 // Start returns nil once ctx ends, even with Publish blocked.
 func TestStartReturnsWhenItsContextEndsWhilePublishBlocks(t *testing.T) {
