@@ -98,6 +98,23 @@ fn bad_flags_get_one_line_naming_the_flag_and_exit_2() {
         let flag = args.iter().find(|a| a.starts_with("--")).unwrap();
         assert!(err.contains(flag), "{args:?}: {err}");
     }
+    // a missing argument is named on its line
+    for (args, missing) in
+        [(&["check"][..], "<DIR>"), (&["policy", "test", "x.wasm"], "<FIXTURE.json>")]
+    {
+        let out = run(args, "", &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(missing), "{args:?}: {err}");
+    }
+    // no command at all: what there is to run, on stderr, and exit 2
+    for args in [&[][..], &["policy"]] {
+        let out = run(args, "", &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("Usage:") && err.contains("Commands:"), "{args:?}: {err}");
+    }
 }
 
 #[test]

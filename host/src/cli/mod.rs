@@ -213,11 +213,12 @@ pub fn main() -> ExitCode {
             let _ = e.print(); // --help, --version
             return ExitCode::SUCCESS;
         }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print(); // `rendergate`, `rendergate policy`: what there is to run
+            return ExitCode::from(2);
+        }
         Err(e) => {
-            let text = e.to_string();
-            let first =
-                text.lines().find(|l| !l.trim().is_empty()).unwrap_or("error: bad arguments");
-            eprintln!("{first}");
+            eprintln!("{}", one_line(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -260,6 +261,20 @@ pub fn main() -> ExitCode {
         stdout::die_of_sigpipe();
     }
     code
+}
+
+/// clap's error as one line: its first, and where that ends in a colon
+/// (`the following required arguments were not provided:`) the indented
+/// lines it introduces, which name what is wrong.
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
+    let first = lines.next().unwrap_or("error: bad arguments");
+    if !first.ends_with(':') {
+        return first.to_owned();
+    }
+    let named: Vec<&str> =
+        lines.take_while(|l| l.starts_with(' ') && !l.trim().is_empty()).map(str::trim).collect();
+    format!("{first} {}", named.join(", "))
 }
 
 /// Prints `error` as one `error:` line, its causes after colons, and
