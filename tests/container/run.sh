@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The gate in a real container (issue 30): builds the runtime stage of
 # examples/deploy/Dockerfile FROM a Debian 12 image and runs it as
-# examples/deploy/kubernetes.yaml runs it, under three seccomp profiles,
+# examples/deploy/kubernetes.yaml runs it, under four seccomp profiles,
 # asserting what the gate says and does there. Run by .ci/run after the cargo
 # tests; needs root, podman, runc, debootstrap and python3, and fails (never
 # skips) without them.
@@ -43,7 +43,7 @@
 # RENDERGATE_CORPORA (the directory holding realworld/),
 # RENDERGATE_DEBIAN_MIRROR / RENDERGATE_DEBIAN_SECURITY_MIRROR (default: from
 # /etc/apt/sources.list*), RENDERGATE_CONTAINER_PROFILES (a subset, e.g.
-# "unconfined podman"; CI runs all three).
+# "unconfined podman"; CI runs all four).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD

@@ -7,7 +7,8 @@
 //! (an RCU grace period) and making the next child (a fork, mounts) all
 //! take CPU time, which on a small host the verdict's way out, and the
 //! controller reading it, would share. The next check's child is made
-//! after the rest, as the last thing.
+//! first, while the rest waits ([`Aftercare::due`]); in the config
+//! directory, which one check holds at a time, after it is emptied.
 //!
 //! A check that comes sooner takes over what is left at once
 //! ([`Aftercare::hurry`]): its directory removed and its thread let go

@@ -130,8 +130,9 @@ pub struct HaproxyChecker {
     /// holding a check's child: waited for when the checker goes, so that
     /// its directories, children and world go with it.
     in_flight: Arc<InFlight>,
-    /// The next check's child, made ahead (never in the config directory,
-    /// which one check at a time holds); shared with the aftercare that makes it.
+    /// The next check's child, made ahead (in the config directory once the
+    /// last check's render is emptied out of it); shared with the aftercare
+    /// that makes it.
     standby: Arc<Mutex<Option<Standby>>>,
     /// What answered checks left, taken care of after their verdicts.
     aftercare: Arc<Aftercare>,
