@@ -121,6 +121,8 @@ type Client struct {
 	sess    *session
 	hello   Hello
 	closing bool
+	// restarting: serve ended and a new one is being started (guarded by smu)
+	restarting bool
 
 	// restarts are the times of the restarts within Options.RestartWindow
 	// (only the reading goroutine touches them).
@@ -240,6 +242,14 @@ func (c *Client) Hello() Hello {
 	c.smu.Lock()
 	defer c.smu.Unlock()
 	return c.hello
+}
+
+// Restarting tells whether serve ended and the client is starting another
+// (waiting out the backoff, or waiting for the new one's hello).
+func (c *Client) Restarting() bool {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	return c.restarting
 }
 
 // Pid is the current serve process's id; 0 for a New client.
@@ -451,7 +461,13 @@ func (c *Client) read(s *session) {
 			c.finish(err)
 			return
 		}
+		c.smu.Lock()
+		c.restarting = true
+		c.smu.Unlock()
 		next, restarted, rerr := c.restart(s, err)
+		c.smu.Lock()
+		c.restarting = false
+		c.smu.Unlock()
 		if rerr != nil {
 			c.finish(rerr)
 			return

@@ -20,6 +20,8 @@ type causes struct {
 	plan  map[string]string // render id → its plan
 	order []string          // render ids, in the order they were last sent, each once
 	pods  map[string]holding
+	// passedOrRefused are the renders the gate judged (pass or refused)
+	passedOrRefused map[string]bool
 }
 
 // holding is what a pod's last report names, and since when it has.
@@ -29,7 +31,8 @@ type holding struct {
 }
 
 func newCauses() causes {
-	return causes{of: map[string]string{}, plan: map[string]string{}, pods: map[string]holding{}}
+	return causes{of: map[string]string{}, plan: map[string]string{}, pods: map[string]holding{},
+		passedOrRefused: map[string]bool{}}
 }
 
 // sent records a render sent to the gate with its causation ("" for none);
@@ -74,11 +77,24 @@ func (cs *causes) prune(awaiting func(string) bool) {
 		}
 		delete(cs.of, id)
 		delete(cs.plan, id)
+		delete(cs.passedOrRefused, id)
 	}
 	for i, j := 0, len(kept)-1; i < j; i, j = i+1, j-1 {
 		kept[i], kept[j] = kept[j], kept[i]
 	}
 	cs.order = kept
+}
+
+// judged records that the gate passed or refused render.
+func (cs *causes) judged(render string) { cs.passedOrRefused[render] = true }
+
+// judgedRenders are the renders the gate passed or refused, as a set of its own.
+func (cs *causes) judgedRenders() map[string]bool {
+	judged := make(map[string]bool, len(cs.passedOrRefused))
+	for render := range cs.passedOrRefused {
+		judged[render] = true
+	}
+	return judged
 }
 
 // told follows what the gate is told of the pods: a pod that reports

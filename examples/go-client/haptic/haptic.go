@@ -167,6 +167,12 @@ type Component struct {
 	held bool
 	// newest is the newest render sent: its verdict releases a held latch.
 	newest string
+	// rejudged are the renders judged before the last restart: the
+	// restarted gate's verdicts on them again are published, but do not
+	// count in the metrics a second time.
+	rejudged map[string]bool
+	// publishing is when the Publish under way began; zero when none is.
+	publishing time.Time
 	// client is the running gate's client; nil before Start and after.
 	client *rendergate.Client
 }
@@ -211,7 +217,15 @@ func (c *Component) HealthCheck() error {
 	if c.stopped != nil {
 		return c.stopped
 	}
+	if c.client != nil && c.client.Restarting() {
+		return nil
+	}
 	bound := c.cfg.CheckTimeout + healthMargin
+	if !c.publishing.IsZero() {
+		if waited := time.Since(c.publishing); waited > bound {
+			return fmt.Errorf("rendergate: an output has waited %v for the bus's Publish (bound %v)", waited.Round(time.Millisecond), bound)
+		}
+	}
 	for render, since := range c.waiting {
 		if render != c.newest {
 			held, owed := c.causes.heldSince(render)
@@ -242,6 +256,13 @@ func (c *Component) Start(ctx context.Context) error {
 	opts.Stderr = logs
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// a term of its own (Start is called once per leadership term): what
+	// the last one knew and why it ended are gone
+	c.mu.Lock()
+	c.stopped, c.held, c.newest, c.rejudged = nil, false, "", nil
+	c.waiting = map[string]time.Time{}
+	c.causes.newTerm()
+	c.mu.Unlock()
 	client, err := rendergate.Start(ctx, opts)
 	if err != nil {
 		c.stop(err)
@@ -379,8 +400,11 @@ func (c *Component) send(ctx context.Context, client *rendergate.Client, queue *
 		c.mu.Unlock()
 		if err := client.Send(ctx, ev); err != nil {
 			if ctx.Err() == nil {
-				c.log.Error("rendergate: an event could not reach the gate", "error", err.Error())
+				c.log.Error("rendergate: an event could not reach the gate; the bus's events are dropped until Start ends",
+					"error", err.Error())
 				c.stop(err)
+				// nobody takes the queue's events any more: it must not grow
+				queue.abandon()
 			}
 			return
 		}
@@ -403,7 +427,13 @@ func (c *Component) publish(ctx context.Context, client *rendergate.Client) {
 			if ctx.Err() != nil {
 				return
 			}
+			c.mu.Lock()
+			c.publishing = time.Now()
+			c.mu.Unlock()
 			c.cfg.Bus.Publish(ev)
+			c.mu.Lock()
+			c.publishing = time.Time{}
+			c.mu.Unlock()
 		}
 	}
 }
@@ -474,8 +504,19 @@ func (c *Component) outputs(out rendergate.Output) []any {
 		c.log.Warn("rendergate: serve restarted; the latch is held until the new gate passes the newest render",
 			"cause", fmt.Sprint(o.Cause), "render", o.HoldRender)
 		c.mu.Lock()
-		c.held = o.HoldRender != ""
-		c.newest = o.HoldRender
+		// held until the new gate's first verdict on the newest render,
+		// which the sender names (it may have sent a newer one than
+		// HoldRender since), or on the first render sent, when none was
+		c.held = true
+		if c.newest == "" {
+			c.newest = o.HoldRender
+		}
+		// the new gate got what waits at its start: waits count from now
+		now := time.Now()
+		for render := range c.waiting {
+			c.waiting[render] = now
+		}
+		c.rejudged = c.causes.judgedRenders()
 		c.mu.Unlock()
 		return []any{LatchChanged{Pessimistic: true, Reason: "restarted"}}
 	}
@@ -490,8 +531,14 @@ func (c *Component) completed(v rendergate.Verdict) RenderGateCompleted {
 	c.mu.Lock()
 	delete(c.waiting, v.Render)
 	causation := c.causes.of[v.Render]
+	again := c.rejudged[v.Render]
+	delete(c.rejudged, v.Render)
+	if v.OK || v.Refused {
+		c.causes.judged(v.Render)
+	}
 	c.mu.Unlock()
-	if m := c.cfg.Metrics; m != nil {
+	// a restarted gate's verdict on a render judged before: counted once
+	if m := c.cfg.Metrics; m != nil && !again {
 		if v.Refused && !v.Remembered {
 			m.RecordConfigRejected("haproxy")
 		}

@@ -1,5 +1,6 @@
 // The bus's events, queued in order between the bus and serve: pushing
-// never blocks (the bus is never held up) and nothing is dropped; popping
+// never blocks (the bus is never held up) and nothing is dropped while the
+// gate runs (once it stopped for good, everything is: abandon); popping
 // waits for an event or the end.
 
 package haptic
@@ -17,6 +18,8 @@ type queue struct {
 	// ready has a token while events wait or the queue is closed.
 	ready  chan struct{}
 	closed bool
+	// abandoned: nobody will pop again; what is pushed is dropped
+	abandoned bool
 }
 
 func newQueue() *queue { return &queue{ready: make(chan struct{}, 1)} }
@@ -30,9 +33,19 @@ type item struct {
 
 func (q *queue) push(ev item) {
 	q.mu.Lock()
-	q.events = append(q.events, ev)
+	if !q.abandoned {
+		q.events = append(q.events, ev)
+	}
 	q.mu.Unlock()
 	q.signal()
+}
+
+// abandon drops what waits and all that is pushed from now on: the gate
+// stopped for good, and the bus must still never be held up.
+func (q *queue) abandon() {
+	q.mu.Lock()
+	q.abandoned, q.events = true, nil
+	q.mu.Unlock()
 }
 
 func (q *queue) close() {
