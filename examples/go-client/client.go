@@ -108,12 +108,17 @@ type Client struct {
 	queue chan queued
 	// sessions wakes the writer when a restart made a new session.
 	sessions chan struct{}
-	// newestSent names the newest render Send queued (guarded by smu): what
-	// a restarted gate's latch is held for.
-	newestSent *Rendered
+	// sent are the last renders Send queued, the newest last (guarded by
+	// smu): the newest is what a restarted gate's latch is held for, and
+	// the one before it takes its place when the gate refuses its line.
+	sent []Rendered
 	// closed is closed by the first Close: a restart waiting out its
 	// backoff stops there rather than start a gate only to close it.
 	closed chan struct{}
+	// refused are the render ids whose lines the gate refused, for the
+	// writer to forget before it tells a restarted gate what it knows
+	// (guarded by smu).
+	refused []string
 
 	// smu guards the current session, its hello and closing; it is never
 	// held while waiting for anything.
@@ -135,6 +140,53 @@ type session struct {
 	cmd   *exec.Cmd // nil for New
 	stdin io.Writer
 	lines *bufio.Reader
+
+	// written counts the lines written to stdin, and renders are the
+	// recent rendered events among them by line number: an error line
+	// names its input line by number (the writer writes them, the reader
+	// reads them).
+	mu      sync.Mutex
+	written uint64
+	renders map[uint64]Rendered
+}
+
+// sentKept is how many of the last renders sent the client remembers in
+// order, for a refused line to give the newest back to the one before it.
+const sentKept = 8
+
+// renderLines bounds how far back an error line is matched to its render:
+// far more lines than serve's input pipe and the client's queue hold
+// between a line written and its error read.
+const renderLines = 1 << 14
+
+// wrote counts one line written, carrying ev.
+func (s *session) wrote(ev Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written++
+	if r, ok := asRendered(ev); ok {
+		if s.renders == nil {
+			s.renders = map[uint64]Rendered{}
+		}
+		s.renders[s.written] = r
+		if len(s.renders) > 2*renderLines {
+			for line := range s.renders {
+				if line+renderLines < s.written {
+					delete(s.renders, line)
+				}
+			}
+		}
+	}
+}
+
+// renderAt is the render written as input line n, if it was one.
+func (s *session) renderAt(n uint64) *Rendered {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.renders[n]; ok {
+		return &r
+	}
+	return nil
 }
 
 // queued is one line for the writer and the event it carries; a nil line
@@ -304,9 +356,12 @@ func (c *Client) Send(ctx context.Context, ev Event) error {
 	case c.queue <- queued{line: append(line, '\n'), ev: ev}:
 		c.smu.Lock()
 		if r, ok := asRendered(ev); ok {
-			c.newestSent = &r
+			c.sent = append(c.sent, r)
+			if len(c.sent) > sentKept {
+				c.sent = append([]Rendered{}, c.sent[len(c.sent)-sentKept:]...)
+			}
 		} else if ev.EventType() == (LostLeadership{}).EventType() {
-			c.newestSent = nil // a new term knows no render
+			c.sent = nil // a new term knows no render
 		}
 		c.smu.Unlock()
 		return nil
@@ -401,10 +456,19 @@ func (c *Client) write() {
 		}
 		if now := c.current(); now.gen != s.gen {
 			s = now
+			c.smu.Lock()
+			refused := c.refused
+			c.refused = nil
+			c.smu.Unlock()
+			for _, render := range refused {
+				c.state.forget(render)
+			}
 			for _, ev := range c.state.replay() {
 				line, err := Marshal(ev)
 				if err == nil {
-					s.stdin.Write(append(line, '\n'))
+					if _, err := s.stdin.Write(append(line, '\n')); err == nil {
+						s.wrote(ev)
+					}
 				}
 			}
 		}
@@ -429,6 +493,7 @@ func (c *Client) write() {
 			}
 			continue
 		}
+		s.wrote(pending.ev)
 		c.state.record(pending.ev)
 		pending = nil
 	}
@@ -543,8 +608,30 @@ func (c *Client) pump(s *session) error {
 		if out == nil {
 			continue
 		}
+		if e, ok := out.(*InputError); ok {
+			c.refusedLine(s, e)
+		}
 		if !c.deliver(out) {
 			return c.ctx.Err()
+		}
+	}
+}
+
+// refusedLine names in e the render whose line the gate refused, if it was
+// one, and makes sure no restarted gate is told it: the newest render a
+// restart holds the latch for is the one before it.
+func (c *Client) refusedLine(s *session, e *InputError) {
+	e.Rendered = s.renderAt(e.Line)
+	if e.Rendered == nil {
+		return
+	}
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	c.refused = append(c.refused, e.Rendered.Render)
+	for i := len(c.sent) - 1; i >= 0; i-- {
+		if c.sent[i].Render == e.Rendered.Render {
+			c.sent = append(c.sent[:i], c.sent[i+1:]...)
+			break
 		}
 	}
 }
@@ -671,7 +758,11 @@ func (c *Client) restart(old *session, cause error) (*session, *Restarted, error
 	c.smu.Lock()
 	c.sess, c.hello = s, hello
 	closing := c.closing
-	newest := c.newestSent
+	var newest *Rendered
+	if n := len(c.sent); n > 0 {
+		last := c.sent[n-1]
+		newest = &last
+	}
 	c.smu.Unlock()
 	restarted := &Restarted{Hello: hello, Cause: cause}
 	if newest != nil {
@@ -820,6 +911,25 @@ func (st *state) record(ev Event) {
 		st.prune()
 	case LostLeadership:
 		*st = newState()
+	}
+}
+
+// forget takes back a render whose line the gate refused: the gate never
+// knew it, so the render before it is the newest again.
+func (st *state) forget(render string) {
+	if st.newest != nil && st.newest.Render == render {
+		st.newest = nil
+		if n := len(st.held); n > 0 {
+			before := st.held[n-1]
+			st.newest, st.held = &before, st.held[:n-1]
+		}
+		return
+	}
+	for i := len(st.held) - 1; i >= 0; i-- {
+		if st.held[i].Render == render {
+			st.held = append(st.held[:i], st.held[i+1:]...)
+			return
+		}
 	}
 }
 

@@ -42,7 +42,9 @@
 //   - *Promote, *Revert: decisions outside a verdict's group, such as an
 //     `applied` event's;
 //   - *InputError: an input line the gate refused (its line number counts
-//     the lines of the current serve process);
+//     the lines of the current serve process); Rendered names the render
+//     when the line was one, which the gate then never judges, and which
+//     a restarted gate is not told;
 //   - *Restarted: the client's own value after a restart (below).
 //
 // Output types this package does not know are skipped, never an error: a

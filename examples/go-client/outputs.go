@@ -83,6 +83,11 @@ type Revert struct {
 type InputError struct {
 	Line    uint64 `json:"line"`
 	Message string `json:"message"`
+	// Rendered is the render whose line it was, when the client wrote that
+	// line as a rendered event (a Start-ed or New client fills it in): the
+	// gate never took it, and no verdict comes on it. A restarted gate is
+	// not told it again.
+	Rendered *Rendered `json:"-"`
 }
 
 // VerdictGroup is one verdict with the lines that came with it, in the

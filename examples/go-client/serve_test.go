@@ -193,11 +193,41 @@ func TestAnErrorLineIsAValue(t *testing.T) {
 	send(t, c, big, sample(t, "plan-2", "r-2"))
 	o := next(t, c)
 	e, ok := o.(*InputError)
-	if !ok || e.Line != 1 || !strings.Contains(e.Message, "--max-line") {
-		t.Fatalf("want an error naming line 1 and --max-line, got %T %+v", o, o)
+	if !ok || e.Line != 1 || !strings.Contains(e.Message, "--max-line") || e.Rendered == nil || e.Rendered.Render != "r-1" {
+		t.Fatalf("want an error naming line 1, its render r-1 and --max-line, got %T %+v", o, o)
 	}
 	if g := group(t, c); !g.Verdict.OK || g.Verdict.Render != "r-2" {
 		t.Fatalf("the next line still works: %+v", g)
+	}
+}
+
+// An error line on a render's line names that render; a restarted gate
+// is not told it, and the render before it is the newest again: the one
+// the restart holds the latch for and the new gate judges.
+func TestARenderRefusedAsInputIsNamedAndNeverReplayed(t *testing.T) {
+	c := start(t)
+	send(t, c, sample(t, "plan-1", "r-1"))
+	if g := group(t, c); !g.Verdict.OK || g.Verdict.Render != "r-1" {
+		t.Fatalf("r-1: %+v", g.Verdict)
+	}
+	bad := sample(t, "plan-2", "r-2")
+	bad.Files = append(bad.Files, File{Kind: "lua", Path: "x.lua", Content: "-- x\n"})
+	send(t, c, bad, PodTerminated{Pod: "haptic/nobody"})
+	o := next(t, c)
+	e, ok := o.(*InputError)
+	if !ok || e.Line != 2 || e.Rendered == nil || e.Rendered.Render != "r-2" {
+		t.Fatalf("want an error on line 2 naming r-2, got %T %+v", o, o)
+	}
+	if err := syscall.Kill(c.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	o = next(t, c)
+	r, ok := o.(*Restarted)
+	if !ok || r.HoldRender != "r-1" {
+		t.Fatalf("want a restart holding the latch for r-1, got %T %+v", o, o)
+	}
+	if g := group(t, c); !g.Verdict.OK || g.Verdict.Render != "r-1" || !g.Verdict.Newest {
+		t.Fatalf("the restarted gate judges r-1 as the newest: %+v", g.Verdict)
 	}
 }
 

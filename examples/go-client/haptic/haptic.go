@@ -499,6 +499,13 @@ func (c *Component) outputs(out rendergate.Output) []any {
 		ns, name := splitPod(o.Pod)
 		return []any{RevertPod{Namespace: ns, Name: name, PlanID: o.Plan, To: o.To}}
 	case *rendergate.InputError:
+		if r := o.Rendered; r != nil {
+			// never judged, and never will be: the controller hears it as
+			// a render that could not be checked
+			c.log.Error("rendergate: the gate refused a render's input line", "render", r.Render,
+				"line", o.Line, "message", o.Message)
+			return []any{c.refusedInput(*r, o.Message)}
+		}
 		c.log.Warn("rendergate: the gate refused an input line", "line", o.Line, "message", o.Message)
 	case *rendergate.Restarted:
 		c.log.Warn("rendergate: serve restarted; the latch is held until the new gate passes the newest render",
@@ -554,13 +561,29 @@ func (c *Component) completed(v rendergate.Verdict) RenderGateCompleted {
 	}
 }
 
+// refusedInput is the event for a render whose line the gate refused: a
+// could-not-run verdict the gate itself never gave (no checksum, no
+// duration), so that the controller learns that it will not be judged.
+func (c *Component) refusedInput(r rendergate.Rendered, message string) RenderGateCompleted {
+	c.mu.Lock()
+	delete(c.waiting, r.Render)
+	if c.newest == r.Render {
+		c.newest = "" // the gate's newest is the render before it
+	}
+	causation := c.causes.of[r.Render]
+	c.mu.Unlock()
+	return RenderGateCompleted{PlanID: r.Plan, RenderID: r.Render, Correlation: r.Correlation, Causation: causation,
+		Message: "the gate refused the render's input line, so it is not checked: " + message}
+}
+
 // released: after a restart, the new gate's first verdict on the newest
 // render ends the hold; a pass opens the latch and releases the render
 // (the new gate, a new term, was never pessimistic and says neither).
 func (c *Component) released(g *rendergate.VerdictGroup) []any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.held || !g.Verdict.Newest || g.Verdict.Render != c.newest {
+	// (newest unknown: the render named was refused as input)
+	if !c.held || !g.Verdict.Newest || (c.newest != "" && g.Verdict.Render != c.newest) {
 		return nil
 	}
 	c.held = false

@@ -259,3 +259,30 @@ func TestAnOutputHeldByTheBusPastTheBoundIsUnhealthy(t *testing.T) {
 		t.Errorf("once published: %v", err)
 	}
 }
+
+// A render whose line the gate refuses (a file kind the protocol does not
+// have) is never judged: the controller hears it as a render that could
+// not be checked, with its correlation and causation, and the gate stays
+// healthy past the bound; the next render is judged as ever.
+func TestARenderRefusedAsInputIsReportedNotAwaited(t *testing.T) {
+	b := newBus()
+	c, cancel, done := started(t, b, nil, time.Second, rendergate.Options{})
+	defer func() { cancel(); <-done }()
+	r := rendered("plan-1", "r-1", good)
+	r.Files = append(r.Files, File{Kind: "lua", Path: "x.lua", Content: []byte("-- x\n")})
+	b.in <- r
+	evs := b.until(t, "an event on r-1", func(evs []any) bool { return count(evs, verdictOn("r-1")) == 1 })
+	v := evs[0].(RenderGateCompleted)
+	if v.OK || v.Refused || v.Correlation != "c-r-1" || v.Causation != "cause-r-1" ||
+		!strings.Contains(v.Message, "refused the render's input line") {
+		t.Errorf("the refused line's event: %+v", v)
+	}
+	time.Sleep(time.Second + healthMargin + 500*time.Millisecond)
+	if err := c.HealthCheck(); err != nil {
+		t.Errorf("a running, idle gate after a render refused as input: %v", err)
+	}
+	b.in <- rendered("plan-2", "r-2", good)
+	b.until(t, "the verdict on r-2", func(evs []any) bool {
+		return count(evs, func(ev any) bool { v, ok := ev.(RenderGateCompleted); return ok && v.RenderID == "r-2" && v.OK }) == 1
+	})
+}
