@@ -2,6 +2,9 @@
 //! compilation. Entries are keyed by the component's content hash and the
 //! engine's compatibility hash, and carry the hash of the compiled bytes;
 //! an entry that does not verify is ignored and rebuilt, never trusted.
+//! The cache keeps the entries used last ([`KEPT`]): each rollout of a
+//! policy and each upgrade of the gate adds one, and one of a JavaScript
+//! policy is some 40 MB.
 
 use rendergate_core::hex::hex;
 use sha2::{Digest, Sha256};
@@ -10,6 +13,14 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+/// How many entries the cache keeps, by last use: a gate's live and shadow
+/// policies, and a few earlier ones to roll back to without compiling.
+pub const KEPT: usize = 8;
+
+/// How old a temporary file must be to be a dead writer's, never one
+/// another process is still writing.
+const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Whether a directory is this user's and no one else may write in it.
 fn private(meta: &std::fs::Metadata, me: u32) -> bool {
@@ -115,7 +126,18 @@ impl ComponentCache {
                 // compatibility hash), verified against the digest we wrote
                 // next to them, in a directory private to this user.
                 match unsafe { Component::deserialize(engine, &compiled) } {
-                    Ok(component) => return Ok((component, CacheUse::Hit)),
+                    Ok(component) => {
+                        // used now: the last to go
+                        let now = std::time::SystemTime::now();
+                        let touched = std::fs::File::options()
+                            .write(true)
+                            .open(&artifact)
+                            .and_then(|f| f.set_modified(now));
+                        if let Err(e) = touched {
+                            tracing::debug!("cannot mark {} used: {e}", artifact.display());
+                        }
+                        return Ok((component, CacheUse::Hit));
+                    }
                     Err(e) => tracing::warn!(
                         "policy cache entry {} unusable, rebuilding: {e:#}",
                         artifact.display()
@@ -140,6 +162,7 @@ impl ComponentCache {
                         self.dir.display()
                     );
                 }
+                prune(&self.dir, KEPT, std::time::SystemTime::now());
             }
             Err(e) => tracing::warn!("cannot serialize the compiled policy: {e:#}"),
         }
@@ -161,6 +184,35 @@ fn engine_hash(engine: &Engine) -> String {
     let mut hasher = ShaHasher(Sha256::new());
     std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut hasher);
     hex(&hasher.0.finalize()[..16])
+}
+
+/// Removes from `dir` all but the `kept` entries used last (by their
+/// artifact's modification time: written or loaded), each with its digest,
+/// and the temporary files of writers dead for [`STALE_TMP`] at `now`.
+/// Best effort: the cache works as well unpruned.
+fn prune(dir: &Path, kept: usize, now: std::time::SystemTime) {
+    let Ok(listing) = std::fs::read_dir(dir) else { return };
+    let mut entries = Vec::new();
+    for entry in listing.flatten() {
+        let path = entry.path();
+        let Ok(modified) = entry.metadata().and_then(|m| m.modified()) else { continue };
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".cwasm") {
+            entries.push((modified, path));
+        } else if name.contains(".tmp")
+            && now.duration_since(modified).is_ok_and(|age| age > STALE_TMP)
+        {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    entries.sort_by(|a, b| b.0.cmp(&a.0));
+    for (_, artifact) in entries.into_iter().skip(kept) {
+        let _ = std::fs::remove_file(artifact.with_extension("sha256"));
+        if let Err(e) = std::fs::remove_file(&artifact) {
+            tracing::debug!("cannot remove {} from the policy cache: {e}", artifact.display());
+        }
+    }
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -205,6 +257,37 @@ mod tests {
         let private = base.path().join("private");
         let cache = ComponentCache::open(&private).unwrap();
         assert_eq!(cache.dir(), private);
+    }
+
+    #[test]
+    fn the_cache_keeps_the_entries_used_last_and_no_dead_writers_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = std::time::SystemTime::now();
+        let at = |path: &Path, ago: u64| {
+            std::fs::write(path, "x").unwrap();
+            let file = std::fs::File::options().write(true).open(path).unwrap();
+            file.set_modified(now - std::time::Duration::from_secs(ago)).unwrap();
+        };
+        // twelve entries, used 1 to 12 minutes ago
+        for i in 1..=12u64 {
+            at(&dir.path().join(format!("k{i}.cwasm")), 60 * i);
+            at(&dir.path().join(format!("k{i}.sha256")), 60 * i);
+        }
+        // a dead writer's file, and one being written now
+        at(&dir.path().join("k0.cwasm.tmp123"), 3600);
+        at(&dir.path().join("k13.tmp456"), 1);
+        prune(dir.path(), 8, now);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut want: Vec<String> = (1..=8)
+            .flat_map(|i| [format!("k{i}.cwasm"), format!("k{i}.sha256")])
+            .chain(["k13.tmp456".to_owned()])
+            .collect();
+        want.sort();
+        assert_eq!(left, want);
     }
 
     #[test]

@@ -333,6 +333,53 @@ fn the_cache_skips_compilation_and_never_trusts_a_bad_entry() {
     );
 }
 
+/// The cache keeps the entries used last: a component stored into a full
+/// cache pushes out the entry used longest ago, and a hit counts as a use.
+#[test]
+fn the_cache_keeps_the_entries_used_last() {
+    use rendergate_policy::cache::KEPT;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ComponentCache::open(&dir.path().join("cache")).unwrap();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let entry = |name: &str, when| {
+        let path = cache.dir().join(name);
+        std::fs::write(&path, "x").unwrap();
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(when).unwrap();
+    };
+    // a full cache of other policies, used over the last hour
+    for i in 0..KEPT {
+        let when = hour_ago + Duration::from_secs(60 * i as u64);
+        entry(&format!("old{i}.cwasm"), when);
+        entry(&format!("old{i}.sha256"), when);
+    }
+    let engine = &rendergate_policy::component::engine(PolicyLimits::default().memory).unwrap();
+    let bytes = std::fs::read(built::OBSERVE_ONLY).unwrap();
+    assert_eq!(cache.load_or_compile_traced(engine, &bytes).unwrap().1, CacheUse::Compiled);
+    let names = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(cache.dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".cwasm"))
+            .collect();
+        names.sort();
+        names
+    };
+    let listed = names();
+    assert_eq!(listed.len(), KEPT, "{listed:?}");
+    assert!(
+        !listed.contains(&"old0.cwasm".to_owned()),
+        "the entry used longest ago stays: {listed:?}"
+    );
+    assert!(!cache.dir().join("old0.sha256").exists());
+    // a hit makes the new entry the last used again
+    let new = listed.iter().find(|n| !n.starts_with("old")).unwrap().clone();
+    let artifact = cache.dir().join(&new);
+    std::fs::File::options().write(true).open(&artifact).unwrap().set_modified(hour_ago).unwrap();
+    assert_eq!(cache.load_or_compile_traced(engine, &bytes).unwrap().1, CacheUse::Hit);
+    let used = std::fs::metadata(&artifact).unwrap().modified().unwrap();
+    assert!(used > hour_ago + Duration::from_secs(3000), "the hit did not mark the entry used");
+}
+
 #[test]
 fn a_guest_that_sleeps_is_cut_at_its_deadline_not_after_its_sleep() {
     // hostile-sleep sleeps 200 ms in a WASI poll, where no epoch is checked.
