@@ -206,7 +206,7 @@ fn prune(dir: &Path, kept: usize, now: std::time::SystemTime) {
             let _ = std::fs::remove_file(&path);
         }
     }
-    entries.sort_by(|a, b| b.0.cmp(&a.0));
+    entries.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
     for (_, artifact) in entries.into_iter().skip(kept) {
         let _ = std::fs::remove_file(artifact.with_extension("sha256"));
         if let Err(e) = std::fs::remove_file(&artifact) {
