@@ -113,3 +113,29 @@ fn the_default_promotes_on_a_pass_only_pods_holding_the_content_that_passed() {
         .collect();
     assert_eq!(promoted, [("ns/pod-1", "r-b"), ("ns/pod-2", "r-b")], "{rest:#?}");
 }
+
+/// A report that names a render of another plan contradicts itself: that
+/// render's pass says nothing of the plan reported (docs/behaviour.md,
+/// "another render of the same plan"). A pod reporting refused plan-2 with
+/// plan-1's passed r-1 is reverted; one reporting plan-1 with plan-3's
+/// passed r-3 is not promoted to plan-1.
+#[test]
+fn a_render_of_another_plan_neither_shields_from_a_revert_nor_promotes() {
+    let mut gate = Serve::start(&[]);
+    gate.send(&rendered("plan-1", "r-1", &sample_config()));
+    gate.send(&rendered("plan-3", "r-3", &format!("{}\n# r-3\n", sample_config())));
+    gate.send(&rendered("plan-2", "r-2", &broken_config()));
+    gate.send(&applied("ns/a", "r-1", "plan-2", "plan-0", "plan-0"));
+    gate.send(&applied("ns/b", "r-3", "plan-1", "plan-0", "plan-0"));
+    let (rest, status) = gate.finish();
+    assert!(status.success());
+    let verdicts: Vec<(&str, bool)> = of_type(&rest, "verdict")
+        .iter()
+        .map(|v| (v["render"].as_str().unwrap(), v["ok"].as_bool().unwrap()))
+        .collect();
+    assert!(verdicts.contains(&("r-2", false)), "{rest:#?}");
+    let reverted: Vec<&str> =
+        of_type(&rest, "revert").iter().map(|r| r["pod"].as_str().unwrap()).collect();
+    assert_eq!(reverted, ["ns/a"], "{rest:#?}");
+    assert!(of_type(&rest, "promote").is_empty(), "{rest:#?}");
+}

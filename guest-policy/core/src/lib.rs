@@ -109,6 +109,9 @@ pub struct Held {
     /// Render id → HAProxy's judgement of its present content; absent when
     /// that content was never judged (or could not be).
     pub judged: Arc<HashMap<Name, Outcome>>,
+    /// Render id → the plan it was judged as, for the ids `judged` names;
+    /// empty for a fleet that does not say (fixtures, hand-made fleets).
+    pub plans: Arc<HashMap<Name, Name>>,
     /// Plan → its newest render whose content passed (the `promote` line of
     /// a pod whose report names no render names it), for every passed plan
     /// a render id still names passed content of. `None` for a fleet that
@@ -117,11 +120,14 @@ pub struct Held {
 }
 
 impl Held {
-    /// The render `pod` reports, and its content's judgement (`None`: not
-    /// judged); `None` when the pod's report names no render.
-    pub fn of(&self, pod: &str) -> Option<(&Name, Option<Outcome>)> {
+    /// The render `pod` reports holding as `plan`, and its content's
+    /// judgement (`None`: not judged, or judged as a render of another plan,
+    /// which says nothing of this plan's content); `None` when the pod's
+    /// report names no render.
+    pub fn of(&self, pod: &str, plan: &str) -> Option<(&Name, Option<Outcome>)> {
         let render = self.renders.get(pod)?;
-        Some((render, self.judged.get(&**render).copied()))
+        let its_plan = self.plans.get(&**render).is_none_or(|p| **p == *plan);
+        Some((render, self.judged.get(&**render).copied().filter(|_| its_plan)))
     }
 
     /// The newest render of `plan` whose content passed, when the fleet says.
@@ -209,7 +215,9 @@ pub fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
                     // the plan, and this render when the report names one
                     let holds_this = |p: &PodState| {
                         applied_is(p, &plan)
-                            && held.of(&p.pod).is_none_or(|(render, _)| **render == verdict.render)
+                            && held
+                                .of(&p.pod, &plan)
+                                .is_none_or(|(render, _)| **render == verdict.render)
                     };
                     for pod in fleet.pods.iter().filter(|p| holds_this(p)) {
                         push_promote(&mut decision, pod, &plan);
@@ -226,7 +234,7 @@ pub fn decide(trigger: &Trigger, fleet: &Fleet) -> Decision {
         Trigger::Applied(pod) => {
             if let Some(plan) = &pod.applied_plan {
                 if fleet.passed_plans.contains(plan) {
-                    let passed = match held.of(&pod.pod) {
+                    let passed = match held.of(&pod.pod, plan) {
                         Some((_, judged)) => judged == Some(Outcome::Passed),
                         None => !held.plan_content_lost(plan),
                     };
@@ -256,7 +264,7 @@ fn push_revert(decision: &mut Decision, held: &Held, pod: &PodState, plan: &Name
     if pod.running_plan.as_deref() == Some(&**plan) {
         return; // its own HAProxy loaded the plan: stronger evidence than `-c`
     }
-    if held.of(&pod.pod).is_some_and(|(_, judged)| judged == Some(Outcome::Passed)) {
+    if held.of(&pod.pod, plan).is_some_and(|(_, judged)| judged == Some(Outcome::Passed)) {
         return; // it holds content of the plan that passed: not reverted for another render
     }
     decision.revert.push(Revert {
@@ -347,6 +355,7 @@ mod tests {
                     .chain(judged.map(|j| (name("r-p2"), j)))
                     .collect(),
             ),
+            plans: Arc::default(),
             passed: Some(Arc::new([(name("p2"), name("r-other"))].into_iter().collect())),
         };
         f.passed_plans = vec!["p2".into()].into();

@@ -159,6 +159,10 @@ pub struct Gate {
     /// content loses its judgement.
     judged: Arc<HashMap<Name, Outcome>>,
     judged_content: HashMap<Name, Checksum>,
+    /// Render id → the plan it was judged as, for the ids `judged` names:
+    /// a report naming a render of another plan holds nothing judged of
+    /// its own plan (the host's rules read it).
+    judged_plans: Arc<HashMap<Name, Name>>,
     /// Passed plan → its newest render whose content passed, shared with
     /// decisions (a `promote` line of a pod whose report names no render
     /// names it); and that render's arrival and content.
@@ -187,6 +191,7 @@ impl Gate {
             refused_plans: Arc::from([]),
             judged: Arc::default(),
             judged_content: HashMap::new(),
+            judged_plans: Arc::default(),
             passed_renders: Arc::default(),
             passed_content: HashMap::new(),
             in_flight: None,
@@ -444,12 +449,16 @@ impl Gate {
         if self.judged.get(&id) != Some(&kind) {
             Arc::make_mut(&mut self.judged).insert(id.clone(), kind);
         }
+        if self.judged_plans.get(&id).is_none_or(|plan| **plan != *render.plan()) {
+            Arc::make_mut(&mut self.judged_plans).insert(id.clone(), render.plan().into());
+        }
         self.judged_content.insert(id, render.checksum().clone());
         if self.judged_content.len() > JUDGED_LIMIT {
             let pods = &self.pods;
             self.judged_content.retain(|id, _| **id == *render.id() || pods.hold_render(id));
             let kept = &self.judged_content;
             Arc::make_mut(&mut self.judged).retain(|id, _| kept.contains_key(id));
+            Arc::make_mut(&mut self.judged_plans).retain(|id, _| kept.contains_key(id));
         }
     }
 
@@ -487,6 +496,7 @@ impl Gate {
         if self.judged_content.get(render.id()).is_some_and(|c| c != render.checksum()) {
             self.judged_content.remove(render.id());
             Arc::make_mut(&mut self.judged).remove(render.id());
+            Arc::make_mut(&mut self.judged_plans).remove(render.id());
         }
         let (id, checksum) = (render.id(), render.checksum());
         self.forget_passed(|_, passed, content| **passed == *id && content != checksum);
@@ -500,6 +510,7 @@ impl Gate {
             held: policy_core::Held {
                 renders: self.pods.renders(),
                 judged: self.judged.clone(),
+                plans: self.judged_plans.clone(),
                 passed: Some(self.passed_renders.clone()),
             },
         };
@@ -520,6 +531,7 @@ impl Gate {
         self.refused_plans = Arc::from([]);
         self.judged = Arc::default();
         self.judged_content.clear();
+        self.judged_plans = Arc::default();
         self.passed_renders = Arc::default();
         self.passed_content.clear();
         self.in_flight = None;

@@ -100,7 +100,8 @@ struct Model {
     pods: BTreeMap<String, PodReport>,
     /// Render id → (its content, HAProxy's judgement of it): the host's
     /// rules promote only to content that passed.
-    judged: BTreeMap<String, (Checksum, Outcome)>,
+    /// Render id → its content, HAProxy's judgement of it, and its plan.
+    judged: BTreeMap<String, (Checksum, Outcome, String)>,
     /// Passed plan → the newest occurrence of a render of it whose content
     /// passed (seq, id, content): a plan-only pod's `promote` names it.
     passed_renders: BTreeMap<String, (u64, String, Checksum)>,
@@ -152,7 +153,7 @@ impl Model {
 
     fn rendered(&mut self, seq: u64, render: Arc<Render>, now: Instant) {
         // a render id sent again with other content loses its judgement
-        if self.judged.get(render.id()).is_some_and(|(c, _)| c != render.checksum()) {
+        if self.judged.get(render.id()).is_some_and(|(c, _, _)| c != render.checksum()) {
             self.judged.remove(render.id());
         }
         // and no longer names content of its plan that passed
@@ -345,7 +346,8 @@ impl Model {
         });
         let kind = outcome.kind();
         if kind != Outcome::Unavailable {
-            self.judged.insert(h.render.id().to_owned(), (h.render.checksum().clone(), kind));
+            let judged = (h.render.checksum().clone(), kind, h.render.plan().to_owned());
+            self.judged.insert(h.render.id().to_owned(), judged);
         }
         let mut after = vec![];
         let pinned = if newest {
@@ -432,7 +434,13 @@ impl Model {
             judged: Arc::new(
                 self.judged
                     .iter()
-                    .map(|(id, (_, kind))| (Name::from(id.as_str()), *kind))
+                    .map(|(id, (_, kind, _))| (Name::from(id.as_str()), *kind))
+                    .collect(),
+            ),
+            plans: Arc::new(
+                self.judged
+                    .iter()
+                    .map(|(id, (_, _, plan))| (Name::from(id.as_str()), Name::from(plan.as_str())))
                     .collect(),
             ),
             passed: Some(Arc::new(

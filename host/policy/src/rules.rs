@@ -41,7 +41,7 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
     let promote = keep(
         decision.promote,
         |p| {
-            let held = fleet.held.of(&p.pod);
+            let held = fleet.held.of(&p.pod, &p.plan);
             let why = match pod(&p.pod) {
                 None => Some(("unknown-pod", "the pod is not in the fleet".into())),
                 Some(_) if !passed(&p.plan) => {
@@ -53,7 +53,13 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
                 // another render of the plan, never judged or refused: it waits for its own verdict
                 Some(_) if held.is_some_and(|(_, judged)| judged != Some(Outcome::Passed)) => {
                     let (render, judged) = held.expect("matched");
-                    let what = if judged.is_some() { "was refused" } else { "was never judged" };
+                    let of_another =
+                        fleet.held.plans.get(&**render).is_some_and(|of| *of != p.plan);
+                    let what = match judged {
+                        Some(_) => "was refused",
+                        None if of_another => "is a render of another plan",
+                        None => "was never judged",
+                    };
                     Some((
                         "content-not-passed",
                         format!("the pod holds render {render}, whose content {what}"),
@@ -77,7 +83,7 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
     let revert = keep(
         decision.revert,
         |r| {
-            let held = fleet.held.of(&r.pod);
+            let held = fleet.held.of(&r.pod, &r.plan);
             let why = match (&r.target, pod(&r.pod)) {
                 (_, None) => Some(("unknown-pod", "the pod is not in the fleet".into())),
                 (RevertTarget::Plan(plan), _) if !passed(plan) => {
@@ -112,7 +118,7 @@ pub fn enforce(decision: Decision, fleet: &Fleet) -> Checked {
 /// else the plan's newest render whose content passed. `None` only for a
 /// fleet that does not say which renders passed (not the gate's).
 pub fn promoted_render(promote: &Promote, trigger: &Trigger, fleet: &Fleet) -> Option<Name> {
-    if let Some((render, _)) = fleet.held.of(&promote.pod) {
+    if let Some((render, _)) = fleet.held.of(&promote.pod, &promote.plan) {
         return Some(render.clone());
     }
     match trigger {
@@ -207,9 +213,40 @@ mod tests {
         fleet.held = crate::Held {
             renders: Arc::new([("ns/a".into(), render.into())].into_iter().collect()),
             judged: Arc::new(judged.map(|j| (render.into(), j)).into_iter().collect()),
+            plans: Arc::default(),
             passed: None,
         };
         fleet
+    }
+
+    /// [`holding`], the render judged as a render of plan `of`.
+    fn holding_of(render: &str, judged: Outcome, of: &str) -> Fleet {
+        let mut fleet = holding(render, Some(judged));
+        fleet.held.plans = Arc::new([(render.into(), of.into())].into_iter().collect());
+        fleet
+    }
+
+    /// A report naming a render of another plan (contradicting itself)
+    /// holds nothing judged of the plan it reports: a pass of that render
+    /// neither promotes the pod to its plan nor keeps it from a revert.
+    #[test]
+    fn a_render_of_another_plan_counts_for_nothing() {
+        let promotion = Decision { promote: vec![promote("ns/a", "p2")], ..Decision::default() };
+        let checked = enforce(promotion.clone(), &holding_of("r-1", Outcome::Passed, "p1"));
+        assert!(checked.promote.is_empty());
+        assert!(
+            checked.dropped[0]
+                .item
+                .contains("render r-1, whose content is a render of another plan")
+        );
+        let checked = enforce(promotion, &holding_of("r-2", Outcome::Passed, "p2"));
+        assert_eq!(checked.promote, vec![promote("ns/a", "p2")]);
+        let revert = Decision {
+            revert: vec![revert("ns/a", RevertTarget::Baseline)],
+            ..Decision::default()
+        };
+        let checked = enforce(revert, &holding_of("r-1", Outcome::Passed, "p1"));
+        assert_eq!(checked.revert.len(), 1, "{:?}", checked.dropped);
     }
 
     #[test]
@@ -319,7 +356,12 @@ mod tests {
                 pods: Arc::new(states),
                 passed_plans: vec![plan(0), plan(1)].into(),
                 refused_plans: vec![plan(2)].into(),
-                held: crate::Held { renders: Arc::new(renders), judged: Arc::new(judged), passed: None },
+                held: crate::Held {
+                    renders: Arc::new(renders),
+                    judged: Arc::new(judged),
+                    plans: Arc::default(),
+                    passed: None,
+                },
             };
             let pod = |i: usize| Name::from(format!("ns/{}", i % pods.len()));
             let decision = Decision {
@@ -334,14 +376,14 @@ mod tests {
             for p in &checked.promote {
                 let state = fleet.pods.iter().find(|s| s.pod == p.pod).unwrap();
                 proptest::prop_assert_eq!(state.applied_plan.as_ref(), Some(&p.plan));
-                if let Some((_, judged)) = fleet.held.of(&p.pod) {
+                if let Some((_, judged)) = fleet.held.of(&p.pod, &p.plan) {
                     proptest::prop_assert_eq!(judged, Some(Outcome::Passed));
                 }
             }
             for r in &checked.revert {
                 let state = fleet.pods.iter().find(|s| s.pod == r.pod).unwrap();
                 let on_passed_content = state.applied_plan.as_ref() == Some(&r.plan)
-                    && fleet.held.of(&r.pod).is_some_and(|(_, j)| j == Some(Outcome::Passed));
+                    && fleet.held.of(&r.pod, &r.plan).is_some_and(|(_, j)| j == Some(Outcome::Passed));
                 proptest::prop_assert!(!on_passed_content, "{r:?}");
             }
         }
