@@ -101,9 +101,13 @@ const INPUT_TYPES: [&str; 5] =
 const MESSAGE_HEAD: usize = 400;
 const MESSAGE_TAIL: usize = 100;
 
+/// JSON's own whitespace: a line of only these is blank; any other
+/// (a vertical tab, a no-break space) is a line that is not JSON.
+const JSON_SPACE: [char; 4] = [' ', '\t', '\n', '\r'];
+
 /// Parses one input line. Blank lines are `Ok(None)`.
 pub fn parse_line(line: u64, text: &str) -> Result<Option<Event>, LineError> {
-    if text.trim().is_empty() {
+    if text.trim_matches(JSON_SPACE).is_empty() {
         return Ok(None);
     }
     if let Some(event) = parse_fields(text) {
@@ -120,7 +124,7 @@ pub fn parse_line(line: u64, text: &str) -> Result<Option<Event>, LineError> {
 fn parse_input(line: u64, text: &str) -> Result<Event, LineError> {
     let fail = |message: String| LineError { line, message: clip(message) };
     // serde reads a struct from a JSON array too; the protocol wants objects.
-    if !text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('{') {
+    if !text.trim_start_matches(JSON_SPACE).starts_with('{') {
         return Err(fail(match serde_json::from_str::<IgnoredAny>(text) {
             Ok(_) => "expected a JSON object".into(),
             Err(e) => format!("not valid JSON: {e}"),
@@ -278,6 +282,7 @@ struct WireFile(RenderFile);
 /// says how to read it, may come after it.
 #[derive(Deserialize)]
 struct WireFields<'a> {
+    #[serde(deserialize_with = "kind_name")]
     kind: FileKind,
     path: String,
     #[serde(default)]
@@ -310,9 +315,36 @@ impl<'de> Deserialize<'de> for Encoding {
     }
 }
 
+/// A file's `kind`: one of its names, as a string (serde's derived enum
+/// would also take `{"map": null}`).
+fn kind_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<FileKind, D::Error> {
+    const KINDS: [FileKind; 5] =
+        [FileKind::Map, FileKind::Cert, FileKind::Ca, FileKind::CrtList, FileKind::General];
+    const NAMES: &[&str] = &["map", "cert", "ca", "crt-list", "general"];
+    let name = Text::deserialize(deserializer)?.0;
+    KINDS
+        .into_iter()
+        .find(|kind| kind.as_str() == name)
+        .ok_or_else(|| de::Error::unknown_variant(&name, NAMES))
+}
+
+/// A file is an object (serde's derived struct would also take an array of
+/// its fields in order).
+struct FileObject;
+
+impl<'de> Visitor<'de> for FileObject {
+    type Value = WireFields<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a file object (`kind`, `path`, `content`)")
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        WireFields::deserialize(de::value::MapAccessDeserializer::new(map))
+    }
+}
+
 impl<'de> Deserialize<'de> for WireFile {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let f = WireFields::deserialize(deserializer)?;
+        let f = deserializer.deserialize_map(FileObject)?;
         let body = string_body(f.content.get())?;
         let content = match f.encoding {
             Encoding::Text => unescape(body)?.into_bytes(),
@@ -869,6 +901,23 @@ mod tests {
                 r#"{"type":"pods_discovered","pods":[1]}"#,
                 "invalid type: integer `1`, expected a string",
             ),
+            // a file is an object, its kind one of five names
+            (
+                r#"{"type":"rendered","plan":"p","render":"r","config":"","files":[["map","a.map","text","k v"]]}"#,
+                "invalid type: sequence, expected a file object",
+            ),
+            (
+                r#"{"type":"rendered","plan":"p","render":"r","config":"","files":[{"kind":{"map":null},"path":"a","content":""}]}"#,
+                "invalid type: map, expected a string",
+            ),
+            (
+                r#"{"type":"rendered","plan":"p","render":"r","config":"","files":[{"kind":5,"path":"a","content":""}]}"#,
+                "invalid type: integer `5`, expected a string",
+            ),
+            // whitespace JSON does not have is no blank line
+            ("\u{b}", "not valid JSON"),
+            ("\u{a0}", "not valid JSON"),
+            ("\u{2028}", "not valid JSON"),
         ];
         for (text, expected) in cases {
             let e = parse_line(7, text).unwrap_err();
