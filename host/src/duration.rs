@@ -2,7 +2,11 @@
 
 use std::time::Duration;
 
-/// Parses a number with a unit (`ms`, `s`, `m`).
+/// The longest duration taken: ten years, longer than any bound a gate
+/// needs, and far from where adding it to a clock's instant overflows.
+pub const MAX: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Parses a number with a unit (`ms`, `s`, `m`), at most [`MAX`].
 pub fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
@@ -16,7 +20,10 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         "" => return Err(format!("{text:?} needs a unit: ms, s or m")),
         other => return Err(format!("unknown unit {other:?} in {text:?} (use ms, s or m)")),
     };
-    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is out of range"))
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| *d <= MAX)
+        .ok_or_else(|| format!("{text:?} is out of range (at most ten years)"))
 }
 
 /// Formats for messages: `250ms`, `1s`, `1.5s`.
@@ -41,7 +48,7 @@ mod tests {
         assert_eq!(parse("0s"), Ok(Duration::ZERO));
         assert_eq!(parse("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse("1.5s"), Ok(Duration::from_millis(1500)));
-        for bad in ["", "5", "s", "1h", "-1s", "1 s x"] {
+        for bad in ["", "5", "s", "1h", "-1s", "1 s x", "9223372036854775807s", "315360001s"] {
             assert!(parse(bad).is_err(), "{bad}");
         }
         assert_eq!(format(Duration::from_millis(250)), "250ms");

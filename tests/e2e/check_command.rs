@@ -84,10 +84,28 @@ fn files_land_where_the_directory_has_them() {
     );
 }
 
+/// DIR's name is printed escaped: a newline or an escape sequence in it
+/// can neither forge a second verdict line nor reach the terminal raw.
+#[test]
+fn the_verdict_line_escapes_the_directorys_name() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("nl\nrefused: other\u{1b}[31m");
+    std::fs::create_dir(&dir).unwrap();
+    let sample = render_dir(&sample_config());
+    std::fs::rename(sample.path().join("maps"), dir.join("maps")).unwrap();
+    std::fs::rename(sample.path().join("haproxy.cfg"), dir.join("haproxy.cfg")).unwrap();
+    let out = check(&[], &dir);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.starts_with("pass: ") && !text.contains('\u{1b}'), "{text}");
+}
+
 #[test]
 fn bad_flags_get_one_line_naming_the_flag_and_exit_2() {
     for args in [
         vec!["check", "--timeout", "5", "x"],
+        vec!["check", "--timeout", "9223372036854775807s", "x"],
         vec!["serve", "--check-interval", "soon"],
         vec!["serve", "--bogus"],
     ] {
@@ -220,4 +238,68 @@ fn empty_directories_and_names_of_any_bytes_are_judged_as_bare_judges_them() {
     std::fs::remove_file(&named).unwrap();
     assert!(!bare(dir.path()));
     assert_eq!(gate(dir.path()), Some(1));
+}
+
+/// A render on a file system that stalls a read (a hung network mount:
+/// `stallfs.py`, a FUSE server that never answers one) ends at the
+/// check's timeout, which counts the reading of DIR, and at SIGTERM, as a
+/// check does (docs/checking.md, "`rendergate check DIR`").
+#[test]
+fn a_stalled_read_of_dir_ends_at_the_timeout_and_at_a_signal() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let mountpoint = tempfile::tempdir().unwrap();
+    let at = mountpoint.path().to_str().unwrap().to_owned();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/stallfs.py");
+    let mut server = std::process::Command::new("python3")
+        .args([script, &at])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap()).read_line(&mut said).unwrap();
+    assert_eq!(said.trim(), "mounted", "stallfs.py did not mount (it needs root and /dev/fuse)");
+    let unmount = || {
+        let _ = std::process::Command::new("umount").args(["-l", &at]).status();
+    };
+
+    // `check` on the mount, given SIGTERM after `signal_after` if any;
+    // killed if it has not ended in 10 s. Its exit code, stderr, and time.
+    let bounded = |timeout: &str, signal_after: Option<Duration>| {
+        let started = Instant::now();
+        let mut check = std::process::Command::new(BIN)
+            .args(["check", "--haproxy", &haproxy(), "--timeout", timeout, &at])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(after) = signal_after {
+            std::thread::sleep(after);
+            // SAFETY: kill has no memory preconditions; the pid is our child's.
+            unsafe { libc::kill(check.id() as libc::pid_t, libc::SIGTERM) };
+        }
+        let mut status = None;
+        while status.is_none() && started.elapsed() < Duration::from_secs(10) {
+            status = check.try_wait().unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if status.is_none() {
+            let _ = check.kill();
+        }
+        let _ = check.wait(); // reaped already when it ended by itself
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut check.stderr.take().unwrap(), &mut err).unwrap();
+        (status.and_then(|s| s.code()), err, started.elapsed())
+    };
+    let timed_out = bounded("1s", None);
+    let stopped = bounded("60s", Some(Duration::from_millis(500)));
+    unmount();
+    let _ = server.kill();
+    let _ = server.wait();
+    let (code, err, took) = &timed_out;
+    assert!(
+        *code == Some(2) && err.contains("timed out after 1s while the render was read"),
+        "--timeout 1s: {timed_out:?}"
+    );
+    assert!(*took < Duration::from_secs(5), "--timeout 1s took {took:?}");
+    assert_eq!(stopped.0, Some(143), "SIGTERM while DIR was read: {stopped:?}");
 }

@@ -130,6 +130,15 @@ impl Walk<'_> {
         for (name, kind) in names {
             let rel = relative.join(&name);
             let path = self.top.join(&rel);
+            // as a render path: `./` and the path, for a directory too (an
+            // empty one is laid out as it is)
+            let length = rel.as_os_str().len() + 2;
+            if length > MAX_PATH_BYTES {
+                let reason = format!(
+                    "the render path is {length} bytes long, more than the {MAX_PATH_BYTES} a render path may have"
+                );
+                return Err(DirError::Limit { path, reason });
+            }
             if kind.is_dir() {
                 // its files would land deeper than a render path may
                 if rel.components().count() >= MAX_PATH_DEPTH {
@@ -141,13 +150,6 @@ impl Walk<'_> {
                 let sub = at::open_dir(here, &name).map_err(|e| refusal(&path, e))?;
                 self.directory(&sub, &rel)?;
                 continue;
-            }
-            let length = rel.as_os_str().len() + 2;
-            if length > MAX_PATH_BYTES {
-                let reason = format!(
-                    "the render path is {length} bytes long, more than the {MAX_PATH_BYTES} a render path may have"
-                );
-                return Err(DirError::Limit { path, reason });
             }
             let content = self.read(here, &name, &path, kind)?;
             match rel.to_str() {
@@ -195,8 +197,13 @@ impl Walk<'_> {
         if meta.len() > room {
             return Err(too_big(meta.len()));
         }
-        // Never more than the room and a byte, should the file grow meanwhile.
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        // Never more than the room and a byte, should the file grow
+        // meanwhile; held in memory, so a size the allocator refuses is an
+        // error, not the process's end.
+        let Some(mut bytes) = buffer(meta.len()) else {
+            let reason = format!("{} bytes cannot be held in memory to be read", meta.len());
+            return Err(DirError::Limit { path: path.to_path_buf(), reason });
+        };
         file.take(room + 1).read_to_end(&mut bytes).map_err(io_err)?;
         if bytes.len() as u64 > room {
             return Err(too_big(bytes.len() as u64));
@@ -204,6 +211,14 @@ impl Walk<'_> {
         self.bytes += bytes.len() as u64;
         Ok(bytes)
     }
+}
+
+/// An empty buffer for `len` bytes, or `None` where the allocator refuses
+/// that much (the process would abort on a plain allocation).
+fn buffer(len: u64) -> Option<Vec<u8>> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(usize::try_from(len).ok()?).ok()?;
+    Some(bytes)
 }
 
 /// An entry that could not be opened: a symlink now, or another failure.
@@ -445,5 +460,31 @@ mod tests {
             err.to_string().ends_with("deeper than the 32 components a render path may have"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn an_empty_directory_whose_path_is_too_long_for_a_render_is_refused() {
+        // 31 nested directories of 255 bytes: empty, yet a path of some 7.9 KB
+        let tmp = tree(&[("haproxy.cfg", "global\n")]);
+        let long = "d".repeat(255);
+        // made one by one from handles: the whole path is past PATH_MAX
+        let mut deep = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        for _ in 0..31 {
+            deep.create_dir(&long).unwrap();
+            deep = deep.open_dir(&long).unwrap();
+        }
+        let err = loaded(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("a render path may have"), "{err}");
+        // one of them is a path a render may have
+        let tmp = tree(&[("haproxy.cfg", "global\n")]);
+        fs::create_dir(tmp.path().join(&long)).unwrap();
+        loaded(tmp.path()).unwrap();
+    }
+
+    #[test]
+    fn a_buffer_larger_than_memory_can_hold_is_refused_not_an_abort() {
+        assert!(buffer(u64::MAX).is_none());
+        assert!(buffer(1 << 62).is_none());
+        assert!(buffer(10).is_some_and(|b| b.capacity() >= 10 && b.is_empty()));
     }
 }

@@ -168,19 +168,15 @@ pub async fn run(args: Args) -> ExitCode {
     let checker = HaproxyChecker::untried(options);
     super::log_sandbox(&checker);
     let Some(render_dir) = args.dir else { return ExitCode::from(2) };
-    let name = render_dir
-        .file_name()
-        .map_or_else(|| "check".to_owned(), |n| n.to_string_lossy().into_owned());
-    let render = match dir::load(&render_dir, &name, &name, &limits) {
-        Ok(render) => render,
-        Err(e) => {
-            print_error!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    tracing::trace!(target: "rendergate::timing", "render loaded");
+    // reading DIR counts against the check's timeout, as preparing a
+    // check directory does
     let started = tokio::time::Instant::now();
     let deadline = started + args.timeout;
+    let render = match read(&render_dir, limits, deadline, args.timeout, &mut signals).await {
+        Ok(render) => render,
+        Err(code) => return code,
+    };
+    tracing::trace!(target: "rendergate::timing", "render loaded");
     let outcome = match judge(&checker, &render, deadline, args.timeout, &mut signals).await {
         Ok(outcome) => outcome,
         Err(code) => return code,
@@ -209,13 +205,65 @@ pub async fn run(args: Args) -> ExitCode {
             1 => "refused",
             _ => "could not run",
         };
-        outln!("{head}: {} ({} ms)", render_dir.display(), verdict.duration.as_millis());
+        let shown = render_dir.display().to_string();
+        let shown = rendergate::log_lines::escape_controls(&shown);
+        outln!("{head}: {shown} ({} ms)", verdict.duration.as_millis());
         let message = verdict.outcome.message();
         if !message.is_empty() {
             outln!("{message}");
         }
     }
     ExitCode::from(code)
+}
+
+/// DIR read as a render by `deadline`, on a thread of its own: a file
+/// system that stalls a read (a hung network mount) neither outlasts the
+/// timeout nor holds off a signal. The exit code of why it could not be.
+async fn read(
+    render_dir: &std::path::Path,
+    limits: rendergate::check::limits::RenderLimits,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+    signals: &mut super::signals::Signals,
+) -> Result<rendergate::core::render::Render, ExitCode> {
+    let name = render_dir
+        .file_name()
+        .map_or_else(|| "check".to_owned(), |n| n.to_string_lossy().into_owned());
+    let (loaded_tx, loaded) = tokio::sync::oneshot::channel();
+    let path = render_dir.to_path_buf();
+    // not joined: a read that never returns ends with the process
+    let reader = std::thread::Builder::new().name("rendergate-read".into()).spawn(move || {
+        let _ = loaded_tx.send(dir::load(&path, &name, &name, &limits));
+    });
+    if let Err(e) = reader {
+        print_error!("cannot start a thread to read {}: {e}", render_dir.display());
+        return Err(ExitCode::from(2));
+    }
+    tokio::select! {
+        loaded = loaded => match loaded {
+            Ok(Ok(render)) => Ok(render),
+            Ok(Err(e)) => {
+                print_error!("{e}");
+                Err(ExitCode::from(2))
+            }
+            Err(_) => {
+                print_error!("{}: the thread reading it ended without an answer", render_dir.display());
+                Err(ExitCode::from(2))
+            }
+        },
+        () = tokio::time::sleep_until(deadline) => {
+            print_error!(
+                "{}: the check timed out after {} while the render was read",
+                render_dir.display(),
+                rendergate::duration::format(timeout)
+            );
+            Err(ExitCode::from(2))
+        }
+        signal = signals.recv() => {
+            eprintln!("stopped by {}: the check did not finish", signal.name());
+            Err(signal.exit_code())
+        }
+    }
 }
 
 /// One check of `render` by `deadline`, or the exit code of a signal that
