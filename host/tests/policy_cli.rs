@@ -112,7 +112,13 @@ fn policy_check_and_test_compile_through_the_cache() {
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
-            .map(|p| (p.clone(), std::fs::metadata(&p).unwrap().modified().unwrap()))
+            .map(|p| {
+                // a rewrite renames a new file into place; a hit only marks
+                // the entry used (its modification time)
+                use std::os::unix::fs::MetadataExt;
+                let meta = std::fs::metadata(&p).unwrap();
+                (p.clone(), meta.ino(), meta.len())
+            })
             .collect()
     };
     let stored = entries();
