@@ -318,14 +318,12 @@ impl<'de> Deserialize<'de> for Encoding {
 /// A file's `kind`: one of its names, as a string (serde's derived enum
 /// would also take `{"map": null}`).
 fn kind_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<FileKind, D::Error> {
-    const KINDS: [FileKind; 5] =
-        [FileKind::Map, FileKind::Cert, FileKind::Ca, FileKind::CrtList, FileKind::General];
-    const NAMES: &[&str] = &["map", "cert", "ca", "crt-list", "general"];
     let name = Text::deserialize(deserializer)?.0;
-    KINDS
-        .into_iter()
-        .find(|kind| kind.as_str() == name)
-        .ok_or_else(|| de::Error::unknown_variant(&name, NAMES))
+    FileKind::named(&name).ok_or_else(|| {
+        let names: Vec<String> =
+            FileKind::ALL.iter().map(|k| format!("`{}`", k.as_str())).collect();
+        de::Error::custom(format!("unknown variant `{name}`, expected one of {}", names.join(", ")))
+    })
 }
 
 /// A file is an object (serde's derived struct would also take an array of

@@ -107,31 +107,28 @@ func (cs *causes) told(pod string, h holding, now time.Time) {
 	cs.pods[pod] = h
 }
 
-// heldSince is since when some pod has held render (by id, or as the
-// latest render sent of a plan a report without a render id names): the
-// gate checks a superseded render only while one does.
-func (cs *causes) heldSince(render string) (time.Time, bool) {
-	var since time.Time
-	held := false
+// held is every render some pod holds (by id, or as the latest render
+// sent of a plan a report without a render id names), with since when the
+// first pod has: the gate checks a superseded render only while one does.
+// One pass over the pods and one over the renders sent.
+func (cs *causes) held() map[string]time.Time {
+	latest := map[string]string{} // plan → its render sent last
+	for _, id := range cs.order {
+		latest[cs.plan[id]] = id
+	}
+	held := map[string]time.Time{}
 	for _, h := range cs.pods {
-		if h.render == render || (h.render == "" && h.plan != "" && h.plan == cs.plan[render] && cs.latest(h.plan) == render) {
-			if !held || h.since.Before(since) {
-				since = h.since
+		render := h.render
+		if render == "" {
+			if render = latest[h.plan]; render == "" {
+				continue
 			}
-			held = true
+		}
+		if since, ok := held[render]; !ok || h.since.Before(since) {
+			held[render] = h.since
 		}
 	}
-	return since, held
-}
-
-// latest is the render of plan sent last.
-func (cs *causes) latest(plan string) string {
-	for i := len(cs.order) - 1; i >= 0; i-- {
-		if cs.plan[cs.order[i]] == plan {
-			return cs.order[i]
-		}
-	}
-	return ""
+	return held
 }
 
 func (cs *causes) terminated(pod string) { delete(cs.pods, pod) }

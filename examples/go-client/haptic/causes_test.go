@@ -53,26 +53,27 @@ func TestARenderIsHeldSinceAPodFirstReportedIt(t *testing.T) {
 	cs := newCauses()
 	none := func(string) bool { return false }
 	t0 := time.Unix(1000, 0)
+	heldSince := func(render string) (time.Time, bool) { since, ok := cs.held()[render]; return since, ok }
 	for _, r := range [][2]string{{"r-1", "plan-a"}, {"r-2", "plan-a"}, {"r-3", "plan-b"}} {
 		cs.sent(r[0], r[1], "", none)
 	}
-	if _, held := cs.heldSince("r-1"); held {
+	if _, held := heldSince("r-1"); held {
 		t.Errorf("r-1 held before any report")
 	}
 	cs.told("ns/a", holding{render: "r-1", plan: "plan-a"}, t0)
 	cs.told("ns/a", holding{render: "r-1", plan: "plan-a"}, t0.Add(time.Minute))
-	if since, held := cs.heldSince("r-1"); !held || !since.Equal(t0) {
+	if since, held := heldSince("r-1"); !held || !since.Equal(t0) {
 		t.Errorf("r-1: held %v since %v, want since %v", held, since, t0)
 	}
 	cs.told("ns/b", holding{plan: "plan-a"}, t0.Add(time.Second))
-	if since, held := cs.heldSince("r-2"); !held || !since.Equal(t0.Add(time.Second)) {
+	if since, held := heldSince("r-2"); !held || !since.Equal(t0.Add(time.Second)) {
 		t.Errorf("r-2, the latest of plan-a: held %v since %v", held, since)
 	}
-	if since, _ := cs.heldSince("r-1"); !since.Equal(t0) {
+	if since, _ := heldSince("r-1"); !since.Equal(t0) {
 		t.Errorf("r-1: the earliest report counts, got %v", since)
 	}
 	cs.told("ns/a", holding{render: "r-3", plan: "plan-b"}, t0.Add(2*time.Second))
-	if _, held := cs.heldSince("r-1"); held {
+	if _, held := heldSince("r-1"); held {
 		t.Errorf("r-1 still held after its pod moved on")
 	}
 }

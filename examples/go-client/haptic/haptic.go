@@ -221,6 +221,7 @@ func (c *Component) HealthCheck() error {
 		return nil
 	}
 	bound := c.cfg.CheckTimeout + healthMargin
+	held := c.causes.held()
 	if !c.publishing.IsZero() {
 		if waited := time.Since(c.publishing); waited > bound {
 			return fmt.Errorf("rendergate: an output has waited %v for the bus's Publish (bound %v)", waited.Round(time.Millisecond), bound)
@@ -228,12 +229,12 @@ func (c *Component) HealthCheck() error {
 	}
 	for render, since := range c.waiting {
 		if render != c.newest {
-			held, owed := c.causes.heldSince(render)
+			first, owed := held[render]
 			if !owed {
 				continue
 			}
-			if held.After(since) {
-				since = held
+			if first.After(since) {
+				since = first
 			}
 		}
 		if waited := time.Since(since); waited > bound {
@@ -331,8 +332,9 @@ func (c *Component) forgetUnjudgeable() {
 	for i := len(c.causes.order) - 1; i >= 0 && len(recent) < waitingKept; i-- {
 		recent[c.causes.order[i]] = true
 	}
+	held := c.causes.held()
 	for render := range c.waiting {
-		if _, held := c.causes.heldSince(render); !recent[render] && !held {
+		if _, holds := held[render]; !recent[render] && !holds {
 			delete(c.waiting, render)
 		}
 	}

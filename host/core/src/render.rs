@@ -18,6 +18,14 @@ pub enum FileKind {
 }
 
 impl FileKind {
+    pub const ALL: [FileKind; 5] =
+        [FileKind::Map, FileKind::Cert, FileKind::Ca, FileKind::CrtList, FileKind::General];
+
+    /// The kind a wire name names.
+    pub fn named(name: &str) -> Option<FileKind> {
+        FileKind::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
     /// The wire name (docs/protocol.md §2).
     pub fn as_str(self) -> &'static str {
         match self {
