@@ -154,8 +154,9 @@ fn a_decision_that_fails_is_reported_in_its_row() {
 
 #[test]
 fn bad_flags_exit_2_with_one_line_naming_the_flag() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&[built::SCOPED_REVERT, "--pods", "0"], "--pods"),
+        (&[built::SCOPED_REVERT, "--pods", "-5"], "--pods"),
         (&[built::SCOPED_REVERT, "--pods", "many"], "--pods"),
         (&[built::SCOPED_REVERT, "--pods", "100001"], "--pods"),
         (&[built::SCOPED_REVERT, "--fast"], "--fast"),

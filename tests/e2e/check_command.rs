@@ -108,6 +108,15 @@ fn bad_flags_get_one_line_naming_the_flag_and_exit_2() {
         vec!["check", "--timeout", "9223372036854775807s", "x"],
         vec!["serve", "--check-interval", "soon"],
         vec!["serve", "--bogus"],
+        // a negative value is the flag's bad value, not an unknown flag
+        vec!["check", "--timeout", "-1s", "x"],
+        vec!["serve", "--max-line", "-1KiB"],
+        vec!["serve", "--policy-fuel", "-1"],
+        // a zero bound times out everything; a zero period polls without pause
+        vec!["check", "--timeout", "0s", "x"],
+        vec!["serve", "--check-timeout", "0ms"],
+        vec!["serve", "--policy-deadline", "0s"],
+        vec!["serve", "--policy-poll", "0s"],
     ] {
         let out = run(&args, "", &[]);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -141,7 +141,8 @@ impl Reloader {
     pub async fn watch(mut self, interval: Duration) {
         let mut hangup =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-        let mut tick = tokio::time::interval(interval);
+        // tokio's interval panics on a zero period; a millisecond is as often as is useful
+        let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let hup = async {

@@ -16,7 +16,7 @@ pub struct Args {
     #[command(flatten)]
     haproxy: HaproxyArgs,
     /// Bound on the check.
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = super::duration)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = "30s", value_parser = super::nonzero_duration)]
     timeout: Duration,
     /// Print one `verdict` object (docs/protocol.md §2) instead of text.
     #[arg(long)]

@@ -109,22 +109,22 @@ struct HaproxyArgs {
     check_hosts: Option<PathBuf>,
     /// Address space of a check's first run (e.g. 1GiB). At or above
     /// --check-memory-max (the default), every check is one run at the top.
-    #[arg(long, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
     check_memory: usize,
     /// Memory a check may touch at the top of its bounds, where it has no
     /// address-space limit: past it, it is stopped and could not run. The
     /// top is a check's second run, made when its first (under a lower
     /// --check-memory) did not pass; else its only run.
-    #[arg(long, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = "16GiB", value_parser = rendergate::size::parse)]
     check_memory_max: usize,
     /// How much of haproxy's output a check keeps (the message notes the cut).
-    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = rendergate::size::parse)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = "64KiB", value_parser = rendergate::size::parse)]
     check_output_cap: usize,
     /// Most files a render may have besides its config; a render with more could not run.
-    #[arg(long, value_name = "N", default_value_t = RenderLimits::default().files)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = RenderLimits::default().files)]
     max_render_files: usize,
     /// Most bytes of a render (its config and files); a bigger render could not run.
-    #[arg(long, value_name = "SIZE", default_value = "128MiB", value_parser = rendergate::size::parse)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = "128MiB", value_parser = rendergate::size::parse)]
     max_render_size: usize,
 }
 
@@ -204,6 +204,15 @@ fn env_pair(text: &str) -> Result<(String, String), String> {
 
 fn duration(text: &str) -> Result<Duration, String> {
     rendergate::duration::parse(text)
+}
+
+/// A bound or a period: zero would time out every check or decision, or
+/// poll without pause.
+fn nonzero_duration(text: &str) -> Result<Duration, String> {
+    match duration(text)? {
+        Duration::ZERO => Err("must be more than 0".into()),
+        d => Ok(d),
+    }
 }
 
 pub fn main() -> ExitCode {

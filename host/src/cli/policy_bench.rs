@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(value_name = "FILE.wasm")]
     component: PathBuf,
     /// A fleet size to measure (repeat for more; default 10, 100 and 1000).
-    #[arg(long = "pods", value_name = "N", value_parser = pods)]
+    #[arg(long = "pods", allow_hyphen_values = true, value_name = "N", value_parser = pods)]
     pods: Vec<usize>,
     /// One JSON document instead of the table.
     #[arg(long)]

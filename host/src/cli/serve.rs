@@ -30,10 +30,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE.wasm")]
     shadow_policy: Option<PathBuf>,
     /// Bound on one check, waiting for the check slot included.
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = super::duration)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = "30s", value_parser = super::nonzero_duration)]
     check_timeout: Duration,
     /// Least time between the starts of two checks (0s allowed).
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = super::duration)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = "1s", value_parser = super::duration)]
     check_interval: Duration,
     /// Let haproxy resolve server names during the check (drops `-dr`).
     #[arg(long)]
@@ -43,14 +43,14 @@ pub struct Args {
     metrics_addr: Option<String>,
     /// How far past --check-timeout a check, or one turn of the event loop,
     /// may run before /healthz answers 503.
-    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = super::duration)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = "5s", value_parser = super::duration)]
     health_margin: Duration,
     /// Every leadership term starts PESSIMISTIC (reason term-start): the
     /// first render of a term waits for a pass (docs/behaviour.md).
     #[arg(long)]
     start_held: bool,
     /// Longest input line taken; a longer one gets an `error` and is read past without being held.
-    #[arg(long, value_name = "SIZE", default_value = rendergate::serve::DEFAULT_MAX_LINE_FLAG, value_parser = rendergate::size::parse)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = rendergate::serve::DEFAULT_MAX_LINE_FLAG, value_parser = rendergate::size::parse)]
     max_line: usize,
     /// Write every input line, with its time, to FILE (created 0600, never
     /// through a symlink, never over an existing file), for `rendergate replay`.
@@ -71,22 +71,22 @@ pub struct Args {
 #[derive(clap::Args)]
 struct PolicyArgs {
     /// Wall-clock bound on one policy decision.
-    #[arg(long, value_name = "DUR", default_value = "50ms", value_parser = super::duration)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = "50ms", value_parser = super::nonzero_duration)]
     policy_deadline: Duration,
     /// Fuel (instruction budget) per policy decision.
-    #[arg(long, value_name = "N", default_value_t = PolicyLimits::default().fuel)]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = PolicyLimits::default().fuel)]
     policy_fuel: u64,
     /// Linear memory a policy may grow to.
-    #[arg(long, value_name = "SIZE", default_value = "32MiB", value_parser = rendergate::size::parse)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = "32MiB", value_parser = rendergate::size::parse)]
     policy_memory: usize,
     /// Largest decision (bytes of strings) a policy may return.
-    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = rendergate::size::parse)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", default_value = "4MiB", value_parser = rendergate::size::parse)]
     policy_decision_cap: usize,
     /// Where compiled policies are kept across restarts (default: ~/.cache/rendergate/policies).
     #[arg(long, value_name = "DIR")]
     policy_cache: Option<PathBuf>,
     /// How often the policy file is checked for changes (SIGHUP checks at once).
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = super::duration)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DUR", default_value = "1s", value_parser = super::nonzero_duration)]
     policy_poll: Duration,
     /// What a failing policy's trigger gets: the built-in default decision, or none (no promote, no revert).
     #[arg(long, value_name = "default|none", default_value = "default", value_parser = fallback)]
