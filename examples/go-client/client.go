@@ -136,10 +136,11 @@ type Client struct {
 
 // A session is one gate: a process (or New's pair) and its generation.
 type session struct {
-	gen   int
-	cmd   *exec.Cmd // nil for New
-	stdin io.Writer
-	lines *bufio.Reader
+	gen    int
+	cmd    *exec.Cmd // nil for New
+	stdin  io.Writer
+	lines  *bufio.Reader
+	stderr *lineEnd // nil: discarded
 
 	// written counts the lines written to stdin, and renders are the
 	// recent rendered events among them by line number: an error line
@@ -466,9 +467,8 @@ func (c *Client) write() {
 			for _, ev := range c.state.replay() {
 				line, err := Marshal(ev)
 				if err == nil {
-					if _, err := s.stdin.Write(append(line, '\n')); err == nil {
-						s.wrote(ev)
-					}
+					s.wrote(ev) // before the write, as below
+					s.stdin.Write(append(line, '\n'))
 				}
 			}
 		}
@@ -482,6 +482,7 @@ func (c *Client) write() {
 			pending = nil
 			continue
 		}
+		s.wrote(pending.ev) // before the write: the gate may answer before Write returns
 		if _, err := s.stdin.Write(pending.line); err != nil {
 			// the gate is gone: its reader restarts it (or ends the client)
 			for c.current().gen == s.gen {
@@ -493,7 +494,6 @@ func (c *Client) write() {
 			}
 			continue
 		}
-		s.wrote(pending.ev)
 		c.state.record(pending.ev)
 		pending = nil
 	}
@@ -686,7 +686,11 @@ func (c *Client) spawn(gen int) (*session, Hello, error) {
 	}
 	cmd := exec.Command(c.opts.Binary, append([]string{"serve"}, c.opts.Args...)...)
 	cmd.Stdin = inR
-	cmd.Stderr = c.opts.Stderr
+	var stderr *lineEnd
+	if c.opts.Stderr != nil {
+		stderr = &lineEnd{w: c.opts.Stderr}
+		cmd.Stderr = stderr
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		inR.Close()
@@ -699,7 +703,7 @@ func (c *Client) spawn(gen int) (*session, Hello, error) {
 		inW.Close()
 		return nil, Hello{}, fmt.Errorf("rendergate: start %s: %w", c.opts.Binary, err)
 	}
-	s := &session{gen: gen, cmd: cmd, stdin: inW, lines: bufio.NewReaderSize(stdout, 1<<20)}
+	s := &session{gen: gen, cmd: cmd, stdin: inW, lines: bufio.NewReaderSize(stdout, 1<<20), stderr: stderr}
 	type result struct {
 		hello Hello
 		err   error
@@ -757,6 +761,10 @@ func (c *Client) restart(old *session, cause error) (*session, *Restarted, error
 	}
 	c.smu.Lock()
 	c.sess, c.hello = s, hello
+	if c.ctx.Err() != nil {
+		// cancelled after Start's watcher looked at the old session
+		s.terminate()
+	}
 	closing := c.closing
 	var newest *Rendered
 	if n := len(c.sent); n > 0 {
@@ -830,7 +838,32 @@ func (s *session) wait() error {
 	if closer, ok := s.stdin.(io.Closer); ok {
 		closer.Close()
 	}
-	return s.cmd.Wait()
+	err := s.cmd.Wait() // also waits for the stderr copy
+	if s.stderr != nil {
+		s.stderr.end()
+	}
+	return err
+}
+
+// lineEnd passes one serve's stderr on and, once it ended, ends a last
+// line the process did not (killed mid-write), so that the next serve's
+// first line is not glued to it.
+type lineEnd struct {
+	w    io.Writer
+	last byte
+}
+
+func (l *lineEnd) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		l.last = p[len(p)-1]
+	}
+	return l.w.Write(p)
+}
+
+func (l *lineEnd) end() {
+	if l.last != 0 && l.last != '\n' {
+		l.w.Write([]byte{'\n'})
+	}
 }
 
 // state mirrors what the gate knows and a restarted gate must be told

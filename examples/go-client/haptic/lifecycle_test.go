@@ -8,6 +8,8 @@ package haptic
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -285,4 +287,43 @@ func TestARenderRefusedAsInputIsReportedNotAwaited(t *testing.T) {
 	b.until(t, "the verdict on r-2", func(evs []any) bool {
 		return count(evs, func(ev any) bool { v, ok := ev.(RenderGateCompleted); return ok && v.RenderID == "r-2" && v.OK }) == 1
 	})
+}
+
+// A serve killed in the middle of a log line: the restarted serve's first
+// line still arrives as a record of its own (the cut line ends where the
+// process did, instead of taking the next process's line into it).
+func TestALogLineCutByADyingServeDoesNotSwallowTheNextServesFirstLine(t *testing.T) {
+	const hello = `{"type":"hello","protocol":1,"version":"0.0.0-fake","policy":"default","haproxy":"none","sandbox":"off"}`
+	dir := t.TempDir()
+	marker, fake := filepath.Join(dir, "ran"), filepath.Join(dir, "fake-serve")
+	script := fmt.Sprintf(`#!/bin/sh
+echo '%s'
+if [ ! -e '%s' ]; then
+  touch '%s'
+  printf '{"level":"INFO","message":"cut mid-wr' >&2
+  kill -9 $$
+fi
+echo '{"level":"INFO","message":"second gate up"}' >&2
+cat >/dev/null
+`, hello, marker, marker)
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := &logger{}
+	c := New(Config{Bus: newBus(), Logger: log, Serve: rendergate.Options{Binary: fake, RestartDelay: 10 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !log.has("second gate up") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	arrived := log.has("second gate up")
+	cancel()
+	<-done
+	if !arrived {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		t.Fatalf("the restarted serve's first log line never arrived as a record; records: %+v", log.records)
+	}
 }
