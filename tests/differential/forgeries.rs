@@ -375,6 +375,10 @@ fn lua_cases() -> Vec<Case> {
         case.name = name.to_owned();
         case
     };
+    let partial_line_then_alert = format!(
+        "{}    lua-load hello.lua\n    bogus-keyword\n    lua-load bye.lua\n",
+        says("warning", "w")
+    );
     vec![
         named("lua-valid", load("core.register_service(\"hello\", \"http\", function(applet) end)\n")),
         named("lua-syntax-error", load("this is not lua\n")),
@@ -400,6 +404,22 @@ fn lua_cases() -> Vec<Case> {
             "lua-exit-2-after-a-fatal-alert",
             Case::new("", valid("    bogus-keyword\n    lua-load hello.lua\n"))
                 .with_file("hello.lua", "os.exit(2)\n"),
+        )
+        .deviating(Kind::Pass, Kind::Refused, EXIT_2_AFTER_A_FAILURE_LINE),
+        // HAProxy's alert lands after a partial line the render printed (a
+        // warning first: HAProxy's first message brings its notices with it)
+        named(
+            "lua-partial-line-then-exit-2-after-a-fatal-alert",
+            Case::new("", valid(&partial_line_then_alert))
+                .with_file("hello.lua", "io.stderr:write(\"note: \")\n")
+                .with_file("bye.lua", "os.exit(2)\n"),
+        )
+        .deviating(Kind::Pass, Kind::Refused, EXIT_2_AFTER_A_FAILURE_LINE),
+        named(
+            "lua-long-partial-line-then-exit-2-after-a-fatal-alert",
+            Case::new("", valid(&partial_line_then_alert))
+                .with_file("hello.lua", "io.stderr:write(string.rep(\"x\", 100000))\n")
+                .with_file("bye.lua", "os.exit(2)\n"),
         )
         .deviating(Kind::Pass, Kind::Refused, EXIT_2_AFTER_A_FAILURE_LINE),
         named("lua-exit-1-valid", load("os.exit(1)\n")).deviating(

@@ -11,8 +11,9 @@
 //!
 //! The exit status is HAProxy's verdict; the lines explain it. 0 passes, 2
 //! is HAProxy's "valid, but will not start (no listener)" and passes with a
-//! remark, unless a failure line (`[EMERG]`, `[ALERT]`, `[CRIT]`, `[ERR]`)
-//! came first. Any other status is a refusal when HAProxy printed a failure
+//! remark, unless a failure line (`[EMERG]`, `[ALERT]`, `[CRIT]`, `[ERR]`
+//! at its start, or HAProxy's own head of one, `[ALERT]    (pid)`, anywhere
+//! in it) came first. Any other status is a refusal when HAProxy printed a failure
 //! line or only advisory ones, and "could not run" when it printed nothing
 //! or lines that are not HAProxy's: never a pass.
 //!
@@ -45,6 +46,15 @@ impl From<std::process::ExitStatus> for Exit {
 
 /// Lines that mean HAProxy judged the config and refused it.
 const JUDGING: [&[u8]; 4] = [b"[EMERG]", b"[ALERT]", b"[CRIT]", b"[ERR]"];
+/// How HAProxy starts a failure line (its label padded, then the pid:
+/// `[ALERT]    (9582) : …`), looked for anywhere in a line: a render's
+/// code may print a partial line, and HAProxy's alert then lands after it.
+/// Only this form: a warning that quotes the word `[ALERT]` is no alert.
+const JUDGING_HEADS: [&[u8]; 4] =
+    [b"[EMERG]    (", b"[ALERT]    (", b"[CRIT]     (", b"[ERR]      ("];
+/// The length of a failure line's head but one: what of a line's read is
+/// kept for a head that the next read finishes.
+const SEAM: usize = 11;
 /// Lines that only advise.
 const ADVISORY: [&[u8]; 4] = [b"[WARNING]", b"[NOTICE]", b"[INFO]", b"[DEBUG]"];
 /// Lines HAProxy prints around a valid config (`-V` adds the last one).
@@ -117,6 +127,10 @@ pub struct Transcript<'a> {
     partial: Vec<u8>,
     /// The line being read is longer than what is kept of it.
     partial_cut: bool,
+    /// The last bytes read of the line, for a tag split between two reads.
+    seam: Vec<u8>,
+    /// A failure line's head somewhere in the line being read.
+    tagged: bool,
     /// The last lines as read (cut to what is kept, and whether they were
     /// cut), for the context before an alert.
     recent: VecDeque<(Vec<u8>, bool)>,
@@ -145,6 +159,8 @@ impl<'a> Transcript<'a> {
             ctx,
             partial: Vec::new(),
             partial_cut: false,
+            seam: Vec::with_capacity(2 * SEAM),
+            tagged: false,
             recent: VecDeque::with_capacity(OUTPUT_CONTEXT + 1),
             blocks: Vec::new(),
             summary_blocks: Vec::new(),
@@ -166,11 +182,29 @@ impl<'a> Transcript<'a> {
     pub fn feed(&mut self, mut bytes: &[u8]) {
         self.bytes += bytes.len() as u64;
         while let Some(end) = memchr::memchr(b'\n', bytes) {
+            self.scan(&bytes[..end]);
             self.take(&bytes[..end]);
             self.line();
             bytes = &bytes[end + 1..];
         }
+        self.scan(bytes);
         self.take(bytes);
+    }
+
+    /// Looks for a failure line's head ([`JUDGING_HEADS`]) anywhere in the
+    /// line, however long and in however many reads it comes.
+    fn scan(&mut self, piece: &[u8]) {
+        if self.tagged {
+            return;
+        }
+        self.seam.extend_from_slice(&piece[..piece.len().min(SEAM)]);
+        self.tagged = has_judging_head(&self.seam) || has_judging_head(piece);
+        if piece.len() >= SEAM {
+            self.seam.clear();
+            self.seam.extend_from_slice(&piece[piece.len() - SEAM..]);
+        } else {
+            self.seam.drain(..self.seam.len().saturating_sub(SEAM));
+        }
     }
 
     /// Keeps what is kept of a piece of the current line. The sanitiser
@@ -199,7 +233,9 @@ impl<'a> Transcript<'a> {
         let body = &raw[leading_blanks(&raw)..];
         let blank = body.is_empty() && !self.partial_cut;
         let head = &body[..body.len().min(HEAD)];
-        let judging = !blank && JUDGING.iter().any(|tag| head.starts_with(tag));
+        let judging = std::mem::take(&mut self.tagged)
+            || !blank && JUDGING.iter().any(|tag| head.starts_with(tag));
+        self.seam.clear();
         let continuation = head.starts_with(b"|");
         let advisory = !blank
             && !judging
@@ -282,7 +318,16 @@ impl<'a> Transcript<'a> {
                     self.quoted()
                 ),
             },
-            Exit::Code(0) => CheckOutcome::Passed { message: self.with_warnings(String::new()) },
+            // HAProxy goes on after some alerts (a setting given twice:
+            // "already specified. Continuing."); its exit 0 judges, and
+            // the alerts are shown with the pass
+            Exit::Code(0) => {
+                let alerted = match self.alerts + self.summaries {
+                    0 => String::new(),
+                    _ => format!("HAProxy alerted, and went on:\n{}", self.refusal_message()),
+                };
+                CheckOutcome::Passed { message: self.with_warnings(alerted) }
+            }
             // A failure line before a failing exit refuses, whatever set the
             // status: before an exit 2 it is a config HAProxy would not start
             // for that failure (a Lua `os.exit(2)` after a fatal alert),
@@ -561,6 +606,11 @@ fn scrub(text: &str) -> String {
         .filter(|&c| c != '\r')
         .map(|c| if c.is_control() && c != '\n' && c != '\t' { '\u{FFFD}' } else { c })
         .collect()
+}
+
+/// Whether a failure line's head lies anywhere in `bytes`.
+fn has_judging_head(bytes: &[u8]) -> bool {
+    JUDGING_HEADS.iter().any(|head| memchr::memmem::find(bytes, head).is_some())
 }
 
 /// How many blanks `bytes` starts with.
@@ -906,14 +956,11 @@ Configuration file has no error but will not start (no listener) => exit(2).
         ] {
             refusal(Exit::Code(1), output, CONFIG);
         }
-        // 3.0 and 3.2 at a small bound glue `(null)`s before the tags: not
-        // HAProxy's lines, so nothing judged
+        // 3.0 and 3.2 at a small bound glue `(null)`s before the tags: still
+        // HAProxy's alert (its head, anywhere in the line), refused as bare
         let output = "(null)(null)(null)[ALERT]    (1) : (null)Error(s) found in configuration file : haproxy.cfg\n";
-        let reason = message_of("unavailable", run(Exit::Code(1), output, CONFIG));
-        assert!(
-            reason.starts_with("haproxy -c exited 1 without judging the config: (null)"),
-            "{reason}"
-        );
+        let message = message_of("refused", run(Exit::Code(1), output, CONFIG));
+        assert!(message.starts_with("→ (null)(null)(null)[ALERT]    (1) :"), "{message}");
         // 2.6: an untagged line
         message_of("unavailable", run(Exit::Code(1), "[NOTICE] (1) : x\nout of memory.\n", CONFIG));
         // and each of them may have been the limit speaking: measured, not read
@@ -974,6 +1021,52 @@ Configuration file has no error but will not start (no listener) => exit(2).
         // nor is a tag in the middle of a line
         let output = "[WARNING] (1) : the word [ALERT] appears here\nConfiguration file has no error but will not start (no listener) => exit(2).\n";
         assert!(matches!(run(Exit::Code(2), output, CONFIG), CheckOutcome::Passed { .. }));
+    }
+
+    #[test]
+    fn a_pass_shows_the_alerts_haproxy_went_on_after() {
+        // haproxy 2.6 on `maxconn` given twice in `global`
+        let output = "\
+[NOTICE]   (25478) : haproxy version is 2.6.12-1+deb12u4
+[ALERT]    (25478) : config : parsing [haproxy.cfg:2] : 'maxconn' already specified. Continuing.
+Configuration file is valid
+";
+        let message = message_of("pass", run(Exit::Code(0), output, CONFIG));
+        assert!(message.starts_with("HAProxy alerted, and went on:\n"), "{message}");
+        assert!(
+            message.contains("→ [ALERT]    (25478) : config : parsing [haproxy.cfg:2] : 'maxconn'"),
+            "{message}"
+        );
+        assert!(message.contains("  →    2    log stdout local0"), "{message}");
+    }
+
+    #[test]
+    fn an_alert_after_a_partial_line_is_still_a_failure_line() {
+        // Lua's `io.stderr:write("note: ")`, then HAProxy's alert on that
+        // line, then its `os.exit(2)`: a forged "no listener" pass before
+        let alert = "[ALERT]    (9582) : config : parsing [haproxy.cfg:2] : unknown keyword 'bogus-keyword' in 'global' section\n";
+        let message = refusal(Exit::Code(2), &format!("note: {alert}"), CONFIG);
+        assert!(message.contains("→ note: [ALERT]    (9582) : config : parsing"), "{message}");
+        // after more of a line than is kept, its head split across reads
+        for head in JUDGING_HEADS {
+            let partial = "x".repeat(5000).into_bytes();
+            let head_and_rest = [head, &alert.as_bytes()[12..]].concat();
+            let bytes = [partial, head_and_rest].concat();
+            for piece in [1, 5, 11, 12, 4096] {
+                let out = fed(Exit::Code(2), bytes.chunks(piece));
+                assert!(
+                    matches!(out, CheckOutcome::Refused { .. }),
+                    "{head:?} in pieces of {piece}: {out:?}"
+                );
+            }
+        }
+        // the head alone counts, not the word
+        for output in ["x [ALERT] (1) : y\n", "x [ALERT]   (1) : y\n", "x [ALERT]    y\n"] {
+            assert!(
+                matches!(run(Exit::Code(2), output, CONFIG), CheckOutcome::Passed { .. }),
+                "{output}"
+            );
+        }
     }
 
     #[test]
