@@ -17,9 +17,10 @@ use std::process::Command;
 /// seccomp may let a datagram go (a `resolvers` section connects its
 /// sockets as on a pod), so what must hold is that the host's listeners
 /// hear nothing ([`Listeners::reached`], checked in every run).
-pub const ALL_PROBES: &[&str] = &["open", "truncate", "unix", "fork", "kill", "ptrace", "exec"];
+pub const ALL_PROBES: &[&str] =
+    &["open", "truncate", "unix", "fork", "kill", "ptrace", "shm", "mq", "exec"];
 /// The probes seccomp (with the namespaces) stops on its own, without Landlock.
-pub const SECCOMP_PROBES: &[&str] = &["unix", "fork", "ptrace"];
+pub const SECCOMP_PROBES: &[&str] = &["unix", "fork", "ptrace", "shm", "mq"];
 
 const SOURCE: &str = r#"
 #define _GNU_SOURCE
@@ -33,7 +34,9 @@ const SOURCE: &str = r#"
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ipc.h>
 #include <sys/ptrace.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -97,6 +100,14 @@ static int run(lua_State *L, int with_exec) {
         kill(parent, SIGCONT);
     }
     note("ptrace", t == 0, ptrace_errno);
+
+    /* memory no resident page counts, and a channel past the check */
+    int shm = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+    note("shm", shm >= 0, errno);
+    if (shm >= 0) shmctl(shm, IPC_RMID, NULL);
+    long mq = syscall(SYS_mq_open, "rendergate-probe", O_CREAT | O_RDWR, 0600, NULL);
+    note("mq", mq >= 0, errno);
+    if (mq >= 0) { close((int)mq); syscall(SYS_mq_unlink, "rendergate-probe"); }
 
     if (with_exec) {
         fprintf(stderr, "%s exec:TRYING\n", report);
@@ -272,7 +283,8 @@ pub fn all_denied(text: &str, required: &[&str]) -> Vec<String> {
 /// The probes that must fail when the module loads under the full sandbox:
 /// all of them but `kill` (only Landlock's signal scope, ABI 6, stops it, and only
 /// where the kernel has it) and the network ones (see [`ALL_PROBES`]).
-pub const LOADED_PROBES: &[&str] = &["open", "truncate", "unix", "fork", "ptrace", "exec"];
+pub const LOADED_PROBES: &[&str] =
+    &["open", "truncate", "unix", "fork", "ptrace", "shm", "mq", "exec"];
 
 /// Loads the module with `load` (Lua) and raises its report.
 /// With `must_load`, the module has to load (a run without Landlock);
@@ -314,6 +326,8 @@ fn native_case(
             Leak::Text("fork:ALLOWED".into()),
             Leak::Text("kill:ALLOWED".into()),
             Leak::Text("ptrace:ALLOWED".into()),
+            Leak::Text("shm:ALLOWED".into()),
+            Leak::Text("mq:ALLOWED".into()),
             Leak::Text("EXEC-RAN-42".into()),
         ])
 }

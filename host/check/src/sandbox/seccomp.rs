@@ -68,6 +68,27 @@ const DENIED: &[(&str, libc::c_long)] = &[
     ("keyctl", libc::SYS_keyctl),
     ("add_key", libc::SYS_add_key),
     ("request_key", libc::SYS_request_key),
+    // System V IPC and POSIX message queues: memory no process's resident
+    // pages count (--check-memory-max bounds none of it) and, in the world
+    // without an IPC namespace of its own, a channel between checks that
+    // outlives them. A config check uses none (HAProxy shares memory by mmap).
+    ("shmget", libc::SYS_shmget),
+    ("shmat", libc::SYS_shmat),
+    ("shmctl", libc::SYS_shmctl),
+    ("msgget", libc::SYS_msgget),
+    ("msgsnd", libc::SYS_msgsnd),
+    ("msgrcv", libc::SYS_msgrcv),
+    ("msgctl", libc::SYS_msgctl),
+    ("semget", libc::SYS_semget),
+    ("semop", libc::SYS_semop),
+    ("semtimedop", libc::SYS_semtimedop),
+    ("semctl", libc::SYS_semctl),
+    ("mq_open", libc::SYS_mq_open),
+    ("mq_unlink", libc::SYS_mq_unlink),
+    ("mq_timedsend", libc::SYS_mq_timedsend),
+    ("mq_timedreceive", libc::SYS_mq_timedreceive),
+    ("mq_notify", libc::SYS_mq_notify),
+    ("mq_getsetattr", libc::SYS_mq_getsetattr),
 ];
 
 /// `socket` is refused unless it makes an IPv4/IPv6 socket of its type's
