@@ -152,6 +152,24 @@ pub fn lua_require_outside(s: &mut Scene) -> Spec {
         .leaks(vec![Leak::Text("EVIL-RAN-42".into())])
 }
 
+/// Every other process of the check's world is closed to HAProxy: the
+/// init, a copy of the gate outside the world's root, showed the host's
+/// whole mount table (the gate's own directories, the host's disks) in its
+/// `/proc/1/mountinfo`, as root and unprivileged.
+pub fn lua_sees_no_other_process_in_proc(_: &mut Scene) -> Spec {
+    let script = "local f = io.open(\"/proc/self/stat\")\n\
+local me = f and f:read(\"l\"):match(\"^(%d+)\") or \"?\"\n\
+if f then f:close() end\n\
+local seen = {}\n\
+for pid = 1, 64 do\n\
+  local m = io.open(\"/proc/\" .. pid .. \"/mountinfo\")\n\
+  if m and tostring(pid) ~= me then seen[#seen + 1] = pid .. \":\" .. m:read(\"l\") end\n\
+  if m then m:close() end\n\
+end\n\
+error(\"PROC-OTHERS [\" .. table.concat(seen, \" \") .. \"]\")\n";
+    lua_render("lua-load", script.into()).must_say("PROC-OTHERS []")
+}
+
 /// A known limitation, pinned down: a script that ends `haproxy -c` itself,
 /// with status 0 and HAProxy's own summary line, before HAProxy reaches the
 /// broken line after it, forges a pass. The sandbox bounds what Lua can

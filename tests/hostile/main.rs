@@ -108,6 +108,7 @@ sandboxed! {
     lua::lua_require_in_directory,
     lua::lua_require_outside,
     lua::lua_os_exit_forges_a_pass_known_limitation,
+    lua::lua_sees_no_other_process_in_proc,
     lua::lua_infinite_loop,
     lua::lua_memory_bomb,
     lua::lua_output_flood,

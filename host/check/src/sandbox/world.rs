@@ -269,7 +269,20 @@ impl Op {
             }
             Op::Proc { target } => {
                 let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
-                match mount(c"proc", target.as_c_str(), c"proc", flags | MountFlags::RDONLY, None) {
+                // Only the processes HAProxy may trace are listed: not the
+                // init, a copy of the gate outside the world's root, whose
+                // `mountinfo` would show the host's mounts. `hidepid=4`
+                // (Linux 5.8) exempts no group; `hidepid=2`, before it,
+                // shows every process to group 0.
+                let proc = |options: &CStr| {
+                    let flags = flags | MountFlags::RDONLY;
+                    mount(c"proc", target.as_c_str(), c"proc", flags, Some(options))
+                };
+                let mounted = match proc(c"hidepid=4") {
+                    Err(rustix::io::Errno::INVAL) => proc(c"hidepid=2"),
+                    mounted => mounted,
+                };
+                match mounted {
                     Ok(()) => {
                         *own_proc = true;
                         Ok(())
