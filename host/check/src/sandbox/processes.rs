@@ -33,11 +33,13 @@
 //!
 //! The init is a copy of the gate, and its `/proc/1/cmdline` would show the
 //! gate's command line to the render: it and the environment are blanked
-//! in the child before the forks ([`Exposed`]); it is not dumpable, so
-//! HAProxy (no capability) may not read its memory, nor see it in the
-//! world's `/proc` (`hidepid`), where its `mountinfo`, listed from outside
-//! the world's root, would show the host's mounts; it is named
-//! `rendergate-init`.
+//! in the child before the forks ([`Exposed`]); the init holds every
+//! capability of the check's user namespace (or root's), which HAProxy has
+//! dropped, so HAProxy may not trace it: not read its memory, nor see it in
+//! the world's `/proc` (`hidepid=4`), where its `mountinfo`, listed from
+//! outside the world's root, would show the host's mounts. It is named
+//! `rendergate-init`. (Made not dumpable instead, it would also close to
+//! the gate the reaper's `/proc` entries, which share its memory.)
 //!
 //! Raw system calls only, after the gate's fork and before `execve`.
 
@@ -90,23 +92,14 @@ impl Exposed {
 /// `word`: the read end of the hold's word pipe (-1: none), whose write end
 /// the gate closes to stop the check.
 pub fn split(exposed: Exposed, word: RawFd) -> io::Result<()> {
-    use rustix::process::{DumpableBehavior, set_dumpable_behavior};
     exposed.blank();
-    // The init shares this memory and is a process of the check's own
-    // `/proc`, outside the world's root: not dumpable, so that HAProxy may
-    // not trace it, and so not see it (`hidepid=2`; its `mountinfo` would
-    // show the host's mounts). Haproxy's process takes the usual flag back
-    // (it writes its own `uid_map`); the reaper keeps this one.
-    let dumpable =
-        |flag| set_dumpable_behavior(flag).map_err(|e| tagged(Layer::Namespaces, e.raw_os_error()));
-    dumpable(DumpableBehavior::NotDumpable)?;
     // pid 1 shares this process's memory (`CLONE_VM`), so it copies none of
     // it and its end tears none down.
     // SAFETY: the init makes raw system calls only, on its argument.
     let flags = libc::CLONE_VM | libc::SIGCHLD;
     let init = unsafe { clone(init_main, flags, word, Layer::Namespaces)? };
     match fork() {
-        Ok(0) => dumpable(DumpableBehavior::Dumpable),
+        Ok(0) => Ok(()),
         Ok(haproxy) => reap(haproxy, init),
         Err(e) => {
             if let Some(init) = rustix::process::Pid::from_raw(init) {
