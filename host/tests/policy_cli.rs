@@ -316,3 +316,37 @@ fn serve_with_a_policy_runs_under_an_address_space_limit_of_4_gib() {
         );
     }
 }
+
+/// A policy path that is no regular file gets a one-line error at once,
+/// never a wait for a FIFO's writer nor a read of an endless device; a
+/// file that is no component gets its reason on one line.
+#[test]
+fn a_policy_that_is_no_regular_file_is_refused_at_once_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("policy.fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let text = dir.path().join("text.wasm");
+    std::fs::write(&text, "hello\n").unwrap();
+    let fifo = fifo.to_str().unwrap();
+    let cases: [(&[&str], i32, &str); 4] = [
+        (&["policy", "check", fifo], 1, "not a regular file"),
+        (&["policy", "check", "/dev/zero"], 1, "not a regular file"),
+        (&["serve", "--policy", fifo], 2, "not a regular file"),
+        (&["policy", "check", text.to_str().unwrap()], 1, "magic header not detected"),
+    ];
+    for (args, code, says) in cases {
+        // coreutils' timeout: a hang is exit 124, not a stuck test
+        let out = std::process::Command::new("timeout")
+            .arg("20")
+            .arg(BIN)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        let text = [out.stdout, out.stderr].concat();
+        let text = String::from_utf8_lossy(&text);
+        assert!(text.contains(says), "{args:?}: {text}");
+        assert_eq!(text.trim_end().lines().count(), 1, "{args:?}: {text}");
+    }
+}

@@ -361,3 +361,26 @@ fn a_guest_that_sleeps_costs_one_deadline_per_decision_through_serve() {
         }
     }
 }
+
+/// A FIFO swapped in for the policy file (or any file that is not a
+/// regular one) is a refused candidate, said at once: opening it used to
+/// hold the reloader until a writer came, and serve then never ended.
+#[test]
+fn a_fifo_in_place_of_the_policy_is_refused_and_serve_still_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.wasm");
+    std::fs::copy(built::SCOPED_REVERT, &file).unwrap();
+    let mut serve = Serve::start(&file, &["--policy-poll", "50ms"]);
+    let fifo = dir.path().join("staged.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    std::fs::rename(&fifo, &file).unwrap();
+    serve.until_logged("not a regular file");
+    serve.send(&rendered("plan-1", false));
+    serve.until_verdict();
+    let started = Instant::now();
+    let (_, log, status) = serve.finish();
+    assert!(status.success(), "{status}\n{log}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}\n{log}", started.elapsed());
+    assert!(log.contains("policy=\"scoped-revert\""), "{log}");
+}

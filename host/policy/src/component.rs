@@ -300,6 +300,36 @@ pub struct ComponentPolicy {
     _ticker: Arc<EpochTicker>,
 }
 
+/// The largest component file read: a Python policy, a whole interpreter,
+/// is 18 MB.
+pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+/// A component file's bytes: a regular file (a FIFO would hold the reader
+/// until a writer came, a device might never end; it is opened without
+/// blocking to find out), at most [`MAX_COMPONENT_BYTES`].
+pub fn read_component(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let size = file.metadata()?;
+    if !size.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let too_big = || {
+        let limit = MAX_COMPONENT_BYTES >> 20;
+        Error::new(ErrorKind::InvalidData, format!("larger than a component may be ({limit} MiB)"))
+    };
+    if size.len() > MAX_COMPONENT_BYTES {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::with_capacity(size.len() as usize);
+    file.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+        return Err(too_big());
+    }
+    Ok(bytes)
+}
+
 impl ComponentPolicy {
     /// Loads, compiles (or takes from `cache`) and checks a component
     /// against the world; asks it its name.
@@ -308,7 +338,7 @@ impl ComponentPolicy {
         limits: PolicyLimits,
         cache: Option<&ComponentCache>,
     ) -> Result<Self, PolicyFailure> {
-        let bytes = std::fs::read(path).map_err(|e| {
+        let bytes = read_component(path).map_err(|e| {
             PolicyFailure::BadComponent(format!("cannot read {}: {e}", path.display()))
         })?;
         Self::from_bytes(&bytes, limits, cache)
@@ -328,7 +358,11 @@ impl ComponentPolicy {
             }),
             None => Component::from_binary(engine, bytes).map_err(|e| format!("{e:#}")),
         }
-        .map_err(|e| PolicyFailure::BadComponent(format!("not a loadable component: {e}")))?;
+        .map_err(|e| {
+            // wasmparser pretty-prints the bytes it expected over lines
+            let e = e.split_whitespace().collect::<Vec<_>>().join(" ");
+            PolicyFailure::BadComponent(format!("not a loadable component: {e}"))
+        })?;
         let mut linker = Linker::<GuestState>::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| PolicyFailure::BadComponent(format!("cannot link WASI: {e:#}")))?;

@@ -8,6 +8,7 @@
 //! same way by a reloader of its own ([`Role::Shadow`]).
 
 use super::cache::ComponentCache;
+use super::component::read_component;
 use super::{
     ComponentPolicy, Fleet, LivePolicy, PodState, Policy, PolicyError, PolicyLimits, Trigger,
 };
@@ -55,6 +56,8 @@ pub struct Reloader {
     metrics: Arc<PolicyMetrics>,
     /// Digest of the content last tried (accepted or refused).
     seen: [u8; 32],
+    /// Why the file could not be read at the last poll, said once.
+    unreadable: Option<String>,
 }
 
 impl Reloader {
@@ -79,21 +82,44 @@ impl Reloader {
         metrics: Arc<PolicyMetrics>,
     ) -> Result<(Reloader, LivePolicy), String> {
         let flag = role.flag();
-        let bytes = std::fs::read(&path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+        let bytes = read_component(&path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
         let vetted = load_vetted(&bytes, &limits, cache.as_ref())
             .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
         let policy = vetted.take(role, &path, &metrics);
         let live = LivePolicy::new(Arc::new(policy));
         let seen = Sha256::digest(&bytes).into();
-        Ok((Reloader { role, path, limits, cache, live: live.clone(), metrics, seen }, live))
+        let reloader = Reloader {
+            role,
+            path,
+            limits,
+            cache,
+            live: live.clone(),
+            metrics,
+            seen,
+            unreadable: None,
+        };
+        Ok((reloader, live))
     }
 
     /// Tries the file once: `Ok(true)` if a new policy now decides,
     /// `Ok(false)` if the content did not change, `Err` if the candidate was
     /// refused (the live policy stays).
     pub fn poll(&mut self) -> Result<bool, String> {
-        let bytes =
-            std::fs::read(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let bytes = match read_component(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                // Said once while it lasts (the moment of a rename, or a
+                // FIFO put in the file's place), not at every poll.
+                let e = format!("{}: {e}", self.path.display());
+                if self.unreadable.as_ref() != Some(&e) {
+                    let what = self.role.what();
+                    tracing::error!("the {what} file cannot be read, the one in force stays: {e}");
+                    self.unreadable = Some(e.clone());
+                }
+                return Err(e);
+            }
+        };
+        self.unreadable = None;
         let digest: [u8; 32] = Sha256::digest(&bytes).into();
         if digest == self.seen {
             return Ok(false);
