@@ -42,8 +42,12 @@
 //! outputs. A render's files are recorded as the line spelled them (a
 //! base64 `content` stays base64), so replay decodes them as `serve` did
 //! and reaches the same checksum. Every record is flushed as it is written: a recording is
-//! complete up to the moment `serve` died. A recording that cannot be
-//! written any more is abandoned with one warning; the gate goes on.
+//! complete up to the moment `serve` died, but for the record it was
+//! writing, which may be cut short (replay replays up to it and says so; a
+//! `serve` that continues the recording ends that line first). A recording
+//! that cannot be written any more is abandoned with one warning; the gate
+//! goes on. One process records into a file at a time (`flock`): a second
+//! is refused while the first holds it.
 
 use crate::lines::{Line, LineReader};
 use serde::{Deserialize, Serialize};
@@ -81,6 +85,14 @@ pub enum RecordError {
         "a recording of format {format:?} version {version}; this build reads {FORMAT:?} version {VERSION}"
     )]
     Version { format: String, version: u32 },
+}
+
+impl RecordError {
+    /// The record ends before its JSON does: what a write cut short leaves
+    /// (serve killed mid-record, a full disk), not a record written wrong.
+    pub fn cut_short(&self) -> bool {
+        matches!(self, RecordError::Json(e) if e.is_eof())
+    }
 }
 
 /// The longest record of an input line within `max_line`: each byte is
@@ -299,12 +311,27 @@ fn open_recording(path: &Path, existing: Existing) -> io::Result<File> {
     if !file.metadata()?.is_file() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "is not a regular file"));
     }
+    // One writer at a time: two serves appending at once (a restart that
+    // overlaps the old process) would interleave their records. The lock
+    // goes with the file, when the process ends however it ends.
+    use rustix::fs::{FlockOperation, flock};
+    if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        return Err(match e {
+            rustix::io::Errno::WOULDBLOCK => io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "is being recorded by another process (it holds the file's lock)",
+            ),
+            e => e.into(),
+        });
+    }
     if existing == Existing::Overwrite {
         file.set_len(0)?;
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
-    if existing == Existing::Append && file.metadata()?.len() > 0 {
+    let length = file.metadata()?.len();
+    if existing == Existing::Append && length > 0 {
         use std::io::{BufRead, BufReader, Read};
+        use std::os::unix::fs::FileExt;
         let mut first = String::new();
         BufReader::new(Read::take(&file, 4096)).read_line(&mut first)?;
         if !matches!(header(first.trim()), Ok(Some(_))) {
@@ -314,6 +341,13 @@ fn open_recording(path: &Path, existing: Existing) -> io::Result<File> {
             ));
         }
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        // A process killed mid-record (or a full disk) left a record cut
+        // short: it is ended, so the new header starts a line of its own.
+        let mut last = [0u8];
+        file.read_exact_at(&mut last, length - 1)?;
+        if last != *b"\n" {
+            (&file).write_all(b"\n")?;
+        }
     }
     Ok(file)
 }

@@ -598,3 +598,88 @@ fn a_recording_survives_a_restart_with_record_append() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a rendergate recording"));
     assert_eq!(std::fs::read_to_string(&other).unwrap(), "my notes\n");
 }
+
+/// A recording cut in the middle of a record (serve killed while writing
+/// it, or its disk full) replays up to it, says so, and still writes the
+/// timeline and the fixtures; a record cut short and followed by more
+/// records is a broken recording, an error naming its line. A serve that
+/// continues such a recording (--record-append) starts its header on a
+/// line of its own.
+#[test]
+fn a_record_cut_short_ends_the_replay_there_and_a_restart_starts_a_new_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("incident.ndjson");
+    record_live_run(&recording, &[]);
+    let text = std::fs::read(&recording).unwrap();
+    // cut inside the record of the refused render's line (its config is long)
+    let refused = text.windows(4).position(|w| w == b"r-2\\").unwrap();
+    let cut = dir.path().join("cut.ndjson");
+    std::fs::write(&cut, &text[..refused]).unwrap();
+    let (timeline, fixtures) = (dir.path().join("t.svg"), dir.path().join("f.json"));
+    let out = replay(
+        &cut,
+        &["--timeline", timeline.to_str().unwrap(), "--fixtures", fixtures.to_str().unwrap()],
+    );
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("the recording ends in a record cut short"), "{log}");
+    let replayed = support::lines(&out);
+    assert_eq!(replayed.iter().filter(|l| l["type"] == "verdict").count(), 1, "{replayed:?}");
+    assert!(std::fs::metadata(&timeline).unwrap().len() > 0);
+    let cases: Value = serde_json::from_slice(&std::fs::read(&fixtures).unwrap()).unwrap();
+    assert!(cases.as_array().is_some_and(|c| !c.is_empty()), "{cases}");
+
+    // more records after the cut one: broken there
+    let broken = dir.path().join("broken.ndjson");
+    let last = text[..text.len() - 1].iter().rposition(|b| *b == b'\n').unwrap();
+    std::fs::write(&broken, [&text[..refused], b"\n", &text[last + 1..]].concat()).unwrap();
+    let out = replay(&broken, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = text[..refused].iter().filter(|b| **b == b'\n').count() + 1;
+    assert!(err.contains(&format!("line {line}:")), "{err}");
+
+    // a serve that continues the cut recording: its header on a line of its own
+    let path = cut.to_str().unwrap();
+    let mut next = Serve::start(&["--record", path, "--record-append"]);
+    next.send(&rendered("plan-9", "r-9", &sample_config()));
+    assert_eq!(next.until("verdict").pop().unwrap()["ok"], true);
+    let (_, status) = next.finish();
+    assert!(status.success());
+    let out = replay(&cut, &[]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("a record cut short before serve restarted"), "{log}");
+    let replayed = support::lines(&out);
+    let renders: Vec<&str> = replayed
+        .iter()
+        .filter(|l| l["type"] == "verdict")
+        .map(|l| l["render"].as_str().unwrap())
+        .collect();
+    assert_eq!(renders, ["r-1", "r-9"], "{log}");
+}
+
+/// Two serves never record into one file at once: the second is refused,
+/// naming --record, while the first holds it.
+#[test]
+fn a_recording_has_one_writer_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("incident.ndjson");
+    let path = recording.to_str().unwrap();
+    let first = Serve::start(&["--record", path, "--record-append"]);
+    let second = Command::new(BIN)
+        .args(["serve", "--haproxy", &haproxy(), "--record", path, "--record-append"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("--record") && err.contains("another process"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let (_, status) = first.finish();
+    assert!(status.success());
+    // once the first has ended, the file is free again
+    let third = Serve::start(&["--record", path, "--record-append"]);
+    let (_, status) = third.finish();
+    assert!(status.success());
+}

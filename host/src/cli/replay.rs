@@ -294,6 +294,10 @@ impl Feeder {
         let mut lag = 0u64;
         // Input lines fed, as serve numbers them (the header is none).
         let mut fed = 0u64;
+        // A record that did not read, and why: one cut short (serve killed
+        // mid-write, a full disk) if the recording ends or serve restarts
+        // right after it, else the recording is broken there.
+        let mut torn: Option<(u64, anyhow::Error)> = None;
         while let Some(line) = lines.next(&mut file).await.context(CANNOT_READ)? {
             let (number, bytes) = match line {
                 Line::Read { number, bytes } => (number, bytes),
@@ -311,15 +315,35 @@ impl Feeder {
                     continue;
                 }
             };
-            let text =
-                std::str::from_utf8(bytes).with_context(|| format!("line {number}: not UTF-8"))?;
+            let text = match std::str::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(e) => {
+                    let e_at = anyhow::Error::from(e).context(format!("line {number}"));
+                    // only a character cut at the end is a record cut short
+                    match torn {
+                        None if e.error_len().is_none() => torn = Some((number, e_at)),
+                        Some((_, first)) => return Err(first),
+                        None => return Err(e_at),
+                    }
+                    continue;
+                }
+            };
             if text.trim().is_empty() {
                 continue;
+            }
+            let restart = record::header(text.trim())?;
+            if let Some((at, e)) = torn.take() {
+                if restart.is_none() {
+                    return Err(e);
+                }
+                tracing::warn!(
+                    "replay: recording line {at}: a record cut short before serve restarted ({e:#}); left out"
+                );
             }
             // A header after the first: serve restarted here (--record-append).
             // One gate replays the whole recording, so the restart becomes
             // what it was for the fleet: a new term that knows nothing.
-            if let Some(header) = record::header(text.trim())? {
+            if let Some(header) = restart {
                 tracing::info!(
                     "replay: recording line {number}: serve restarted here; replayed as a new term (lost_leadership)"
                 );
@@ -355,7 +379,14 @@ impl Feeder {
                 lag = 0;
                 continue;
             }
-            let entry = Entry::parse(text).with_context(|| format!("line {number}"))?;
+            let entry = match Entry::parse(text) {
+                Ok(entry) => entry,
+                Err(e) if e.cut_short() => {
+                    torn = Some((number, anyhow::Error::from(e).context(format!("line {number}"))));
+                    continue;
+                }
+                Err(e) => return Err(anyhow::Error::from(e).context(format!("line {number}"))),
+            };
             if ended {
                 continue; // after the end, only a restart is read on
             }
@@ -402,6 +433,11 @@ impl Feeder {
             if sent.is_err() {
                 return Ok(Err(Closed));
             }
+        }
+        if let Some((at, e)) = torn {
+            tracing::warn!(
+                "replay: recording line {at}: the recording ends in a record cut short (serve killed, or its disk full, while writing it: {e:#}); replayed up to it"
+            );
         }
         Ok(Ok(()))
     }
