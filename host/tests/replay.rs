@@ -683,3 +683,52 @@ fn a_recording_has_one_writer_at_a_time() {
     let (_, status) = third.finish();
     assert!(status.success());
 }
+
+/// SIGTERM and SIGINT end a replay as they end serve (143, 130), whatever
+/// is left of the recording: a replay used to say "stopped" and go on
+/// feeding until its input ran out (an 8 s gap here; `/dev/zero`, never).
+#[test]
+fn a_signal_ends_a_replay_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("slow.ndjson");
+    std::fs::write(
+        &slow,
+        concat!(
+            r#"{"recording":"rendergate","version":2,"started_unix_ms":1}"#,
+            "\n",
+            r#"{"at_ms":0,"outputs":1,"line":"{\"type\":\"lost_leadership\"}"}"#,
+            "\n",
+            r#"{"at_ms":8000,"outputs":1,"end":true}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    for (file, realtime, signal, code) in [
+        (slow.to_str().unwrap(), true, libc::SIGTERM, 143),
+        ("/dev/zero", false, libc::SIGINT, 130),
+    ] {
+        let mut args = vec!["replay", file, "--haproxy", "/bin/false"];
+        if realtime {
+            args.push("--realtime");
+        }
+        let child = Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1000));
+        let sent = Instant::now();
+        // SAFETY: a signal to our own child.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(sent.elapsed() < Duration::from_secs(5), "{file}: {:?}", sent.elapsed());
+    }
+}

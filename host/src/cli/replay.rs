@@ -135,6 +135,12 @@ pub async fn run(args: Args) -> ExitCode {
 
     let observer = fixtures.clone().map(|log| log as Arc<dyn DecisionObserver>);
     let code = serve::run_on(args.serve, serve_in, serve_out, observer).await;
+    if super::signals::received() {
+        // stopped by SIGTERM or SIGINT: the rest of the recording is not fed
+        feeding.abort();
+        collector.abort();
+        return code;
+    }
 
     let fed = feeding.await.context("the feeder failed").and_then(|fed| fed);
     let _ = collector.await;

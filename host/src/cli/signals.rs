@@ -1,4 +1,4 @@
-//! SIGTERM and SIGINT end `check` and `serve` cleanly: the command stops its
+//! SIGTERM and SIGINT end `check`, `serve` and `replay` cleanly: the command stops its
 //! work so that the check in flight is dropped (haproxy's process group
 //! stopped, its check directory removed) and the checker's own directory goes
 //! with it, then exits with the shell's status for the signal: 143
