@@ -732,3 +732,31 @@ fn a_signal_ends_a_replay_at_once() {
         assert!(sent.elapsed() < Duration::from_secs(5), "{file}: {:?}", sent.elapsed());
     }
 }
+
+/// Replayed with a policy whose decisions differ from the live one's at
+/// every verdict, the run falls behind at each of them: only the first
+/// wait is the bound a check may take (--check-timeout's); later ones are
+/// what this run's checks took, so a long incident replays in seconds per
+/// verdict, not a minute each.
+#[test]
+fn a_replay_that_fell_behind_waits_what_its_checks_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("incident.ndjson");
+    record_live_run(&recording, &[]);
+    let policy = policy_artifacts::OBSERVE_ONLY;
+    let out = replay(&recording, &["--policy", policy, "--check-timeout", "1s"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    // settle: 0s interval + 2 × 1s + 5s
+    let waits: Vec<u64> = log
+        .lines()
+        .filter(|l| l.contains("feeding it anyway"))
+        .map(|l| {
+            let ms = l.split("after waiting ").nth(1).unwrap().split("ms").next().unwrap();
+            ms.parse().unwrap()
+        })
+        .collect();
+    assert!(waits.len() >= 2, "the observe-only policy diverges more than once: {log}");
+    assert_eq!(waits[0], 7000, "{waits:?}");
+    assert!(waits[1..].iter().all(|ms| *ms < 7000), "{waits:?}\n{log}");
+}

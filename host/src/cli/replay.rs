@@ -13,7 +13,11 @@
 //!   the live run's, without its waiting. Should this run fall behind for
 //!   good (another haproxy, another policy), a line waits no longer than its
 //!   recorded gap or the time a check may take, whichever is longer, and the
-//!   lines after it are fed relative to where this run stands;
+//!   lines after it are fed relative to where this run stands; from then on
+//!   "the time a check may take" is what checks took in this run (the
+//!   longest, twice, with the check interval and a second), not the
+//!   timeout's bound, so a policy whose decisions differ at every verdict
+//!   costs a replay seconds per verdict, not a minute;
 //! - a recording with `--realtime`: each line at its recorded time;
 //! - a plain stream: line after line, as fast as the gate takes them, except
 //!   that after a `rendered` line the next waits for that render's verdict.
@@ -75,6 +79,8 @@ struct Progress {
     lines: u64,
     /// Verdicts written, per render id.
     verdicts: HashMap<String, u64>,
+    /// The longest check of this run (a verdict's `duration_ms`).
+    longest_check: Duration,
 }
 
 /// The context of an error reading EVENTS.
@@ -121,6 +127,7 @@ pub async fn run(args: Args) -> ExitCode {
         path: args.events.clone(),
         realtime: args.realtime,
         settle,
+        interval: args.serve.check_interval(),
         max_line: args.serve.max_line(),
         start: Instant::now(),
         timeline: timeline.clone(),
@@ -180,6 +187,8 @@ async fn collect(
         kind: String,
         #[serde(default)]
         render: String,
+        #[serde(default)]
+        duration_ms: u64,
     }
     let mut lines = BufReader::new(output).lines();
     let mut stdout = tokio::io::stdout();
@@ -213,15 +222,14 @@ async fn collect(
         if let Some(timeline) = &timeline {
             timeline.lock().unwrap_or_else(|e| e.into_inner()).output(at, &line);
         }
-        let verdict = serde_json::from_str::<Kind>(&line)
-            .ok()
-            .filter(|k| k.kind == "verdict")
-            .map(|k| k.render);
+        let verdict = serde_json::from_str::<Kind>(&line).ok().filter(|k| k.kind == "verdict");
         let paced = rendergate::record::is_paced(line.as_bytes());
         progress.send_modify(|p| {
             p.lines += u64::from(paced);
-            if let Some(render) = verdict {
-                *p.verdicts.entry(render).or_default() += 1;
+            if let Some(verdict) = verdict {
+                *p.verdicts.entry(verdict.render).or_default() += 1;
+                let took = Duration::from_millis(verdict.duration_ms);
+                p.longest_check = p.longest_check.max(took);
             }
         });
     }
@@ -231,6 +239,8 @@ struct Feeder {
     path: PathBuf,
     realtime: bool,
     settle: Duration,
+    /// serve's `--check-interval`.
+    interval: Duration,
     /// serve's `--max-line`: a longer line only gets an `error`, never a verdict.
     max_line: usize,
     start: Instant,
@@ -401,7 +411,15 @@ impl Feeder {
             } else if let Some(outputs) = entry.outputs.map(|n| n + missing_hello + segment_outputs)
             {
                 let target = outputs.saturating_sub(lag);
-                let gap = entry.at.saturating_sub(previous).max(self.settle);
+                // behind for good already: bounded by what checks take here
+                let bound = match lag {
+                    0 => self.settle,
+                    _ => {
+                        let longest = progress.borrow().longest_check;
+                        self.settle.min(self.interval + 2 * longest + Duration::from_secs(1))
+                    }
+                };
+                let gap = entry.at.saturating_sub(previous).max(bound);
                 let reached = tokio::time::timeout(gap, progress.wait_for(|p| p.lines >= target))
                     .await
                     .is_ok();
