@@ -18,9 +18,9 @@ use std::process::Command;
 /// sockets as on a pod), so what must hold is that the host's listeners
 /// hear nothing ([`Listeners::reached`], checked in every run).
 pub const ALL_PROBES: &[&str] =
-    &["open", "truncate", "unix", "fork", "kill", "ptrace", "shm", "mq", "exec"];
+    &["open", "truncate", "unix", "fork", "kill", "ptrace", "shm", "mq", "memfd", "exec"];
 /// The probes seccomp (with the namespaces) stops on its own, without Landlock.
-pub const SECCOMP_PROBES: &[&str] = &["unix", "fork", "ptrace", "shm", "mq"];
+pub const SECCOMP_PROBES: &[&str] = &["unix", "fork", "ptrace", "shm", "mq", "memfd"];
 
 const SOURCE: &str = r#"
 #define _GNU_SOURCE
@@ -108,6 +108,9 @@ static int run(lua_State *L, int with_exec) {
     long mq = syscall(SYS_mq_open, "rendergate-probe", O_CREAT | O_RDWR, 0600, NULL);
     note("mq", mq >= 0, errno);
     if (mq >= 0) { close((int)mq); syscall(SYS_mq_unlink, "rendergate-probe"); }
+    long mfd = syscall(SYS_memfd_create, "rendergate-probe", 0);
+    note("memfd", mfd >= 0, errno);
+    if (mfd >= 0) close((int)mfd);
 
     if (with_exec) {
         fprintf(stderr, "%s exec:TRYING\n", report);
@@ -284,7 +287,7 @@ pub fn all_denied(text: &str, required: &[&str]) -> Vec<String> {
 /// all of them but `kill` (only Landlock's signal scope, ABI 6, stops it, and only
 /// where the kernel has it) and the network ones (see [`ALL_PROBES`]).
 pub const LOADED_PROBES: &[&str] =
-    &["open", "truncate", "unix", "fork", "ptrace", "shm", "mq", "exec"];
+    &["open", "truncate", "unix", "fork", "ptrace", "shm", "mq", "memfd", "exec"];
 
 /// Loads the module with `load` (Lua) and raises its report.
 /// With `must_load`, the module has to load (a run without Landlock);
@@ -328,6 +331,7 @@ fn native_case(
             Leak::Text("ptrace:ALLOWED".into()),
             Leak::Text("shm:ALLOWED".into()),
             Leak::Text("mq:ALLOWED".into()),
+            Leak::Text("memfd:ALLOWED".into()),
             Leak::Text("EXEC-RAN-42".into()),
         ])
 }

@@ -71,7 +71,8 @@ const DENIED: &[(&str, libc::c_long)] = &[
     // System V IPC and POSIX message queues: memory no process's resident
     // pages count (--check-memory-max bounds none of it) and, in the world
     // without an IPC namespace of its own, a channel between checks that
-    // outlives them. A config check uses none (HAProxy shares memory by mmap).
+    // outlives them. A config check uses none of these, nor memfds below
+    // (HAProxy shares memory by mmap).
     ("shmget", libc::SYS_shmget),
     ("shmat", libc::SYS_shmat),
     ("shmctl", libc::SYS_shmctl),
@@ -89,6 +90,11 @@ const DENIED: &[(&str, libc::c_long)] = &[
     ("mq_timedreceive", libc::SYS_mq_timedreceive),
     ("mq_notify", libc::SYS_mq_notify),
     ("mq_getsetattr", libc::SYS_mq_getsetattr),
+    // files of memory with no file-system bound: written, not mapped, they
+    // are no process's resident pages either (the world's tmpfs mounts are
+    // bounded; 256 of these at the file-size bound would be 64 GiB)
+    ("memfd_create", libc::SYS_memfd_create),
+    ("memfd_secret", libc::SYS_memfd_secret),
 ];
 
 /// `socket` is refused unless it makes an IPv4/IPv6 socket of its type's
