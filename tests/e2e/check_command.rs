@@ -312,3 +312,17 @@ fn a_stalled_read_of_dir_ends_at_the_timeout_and_at_a_signal() {
     assert!(*took < Duration::from_secs(5), "--timeout 1s took {took:?}");
     assert_eq!(stopped.0, Some(143), "SIGTERM while DIR was read: {stopped:?}");
 }
+
+/// Under a hard open-files limit below the check's own (256), the check
+/// takes the lower one: it cannot raise a hard limit, and asking to failed
+/// every check ("layer 'rlimits': EPERM").
+#[test]
+fn a_hard_open_files_limit_below_the_checks_is_kept_not_raised() {
+    let dir = sample_dir();
+    let command =
+        format!("ulimit -n 200 && exec {BIN} check --haproxy {} {}", haproxy(), dir.display());
+    let out = std::process::Command::new("sh").args(["-c", &command]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("pass: "), "{text}");
+}

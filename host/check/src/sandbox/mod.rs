@@ -501,6 +501,8 @@ impl ChildSetup {
             }
             step(Layer::Landlock, landlock::restrict_self(self.ruleset))?;
         }
+        // Last of what opens descriptors (the world, Landlock's grants).
+        step(Layer::Rlimits, self.limits.apply_open_files())?;
         if let Some(hold) = hold {
             // The keeper shares this memory, a copy of the gate's, and is
             // a process of the check's own /proc: not dumpable, so HAProxy

@@ -60,10 +60,18 @@ pub fn cpu_seconds(time_left: Duration) -> u64 {
     time_left.as_secs() + u64::from(time_left.subsec_nanos() > 0) + 1
 }
 
+/// The hard open-files limit this process runs under (`ulimit -n`), which
+/// no check can raise (`u64::MAX`: none, or unknown).
+fn open_files_ceiling() -> u64 {
+    rustix::process::getrlimit(Resource::Nofile).maximum.unwrap_or(u64::MAX)
+}
+
 /// The limits for one check, computed in the parent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    entries: [(Resource, u64); 5],
+    entries: [(Resource, u64); 4],
+    /// [`OPEN_FILES`], held to this process's hard limit.
+    open_files: u64,
 }
 
 impl Limits {
@@ -76,21 +84,30 @@ impl Limits {
                 (Resource::Cpu, cpu_seconds(timeout)),
                 // what HAProxy writes during -c fits; more kills the writer (SIGXFSZ)
                 (Resource::Fsize, file_size.min(file_size_ceiling())),
-                (Resource::Nofile, OPEN_FILES),
                 // a crash must not write a core holding the render's secrets
                 (Resource::Core, 0),
             ],
+            open_files: OPEN_FILES.min(open_files_ceiling()),
         }
     }
 
-    /// In the child: sets every limit (soft = hard, so they cannot be raised
-    /// back). Returns 0 or an errno; raw system calls only.
+    /// In the child: sets every limit but open files (soft = hard, so they
+    /// cannot be raised back). Returns 0 or an errno; raw system calls only.
     pub fn apply(&self) -> i32 {
-        super::errno_of(self.entries.into_iter().try_for_each(|(resource, value)| {
-            let limit = Rlimit { current: Some(value), maximum: Some(value) };
-            rustix::process::setrlimit(resource, limit)
-        }))
+        super::errno_of(self.entries.into_iter().try_for_each(set))
     }
+
+    /// In the child, once its world and grants are made: the open-files limit. Not
+    /// before: the child holds every descriptor of the gate's until `execve`
+    /// (each close-on-exec), and a gate with hundreds open (its connections)
+    /// would leave the world no number below the limit to open.
+    pub fn apply_open_files(&self) -> i32 {
+        super::errno_of(set((Resource::Nofile, self.open_files)))
+    }
+}
+
+fn set((resource, value): (Resource, u64)) -> rustix::io::Result<()> {
+    rustix::process::setrlimit(resource, Rlimit { current: Some(value), maximum: Some(value) })
 }
 
 #[cfg(test)]
@@ -111,6 +128,6 @@ mod tests {
         assert_eq!(l.get(Resource::As), Some(1 << 30));
         assert_eq!(l.get(Resource::Fsize), Some(16 << 20));
         assert_eq!(l.get(Resource::Core), Some(0));
-        assert_eq!(l.get(Resource::Nofile), Some(OPEN_FILES));
+        assert_eq!(l.open_files, OPEN_FILES.min(open_files_ceiling()));
     }
 }

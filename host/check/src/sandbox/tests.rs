@@ -85,6 +85,20 @@ async fn a_valid_config_passes_and_an_invalid_one_is_refused() {
     assert!(message.contains("mode bogus") || message.contains("bogus"), "{message}");
 }
 
+/// A gate holding hundreds of descriptors (a controller's connections, the
+/// metrics endpoint's clients) still checks: its child holds them all
+/// until `execve`, so the check's open-files limit (256) comes once the
+/// world is made, or the world finds no number below it to open
+/// ("uid_map: Too many open files" under 230 metrics connections).
+#[tokio::test]
+async fn a_gate_holding_hundreds_of_descriptors_still_checks() {
+    let f = strict();
+    let held: Vec<std::fs::File> =
+        (0..300).map(|_| std::fs::File::open("/dev/null").unwrap()).collect();
+    assert_eq!(check(&f, VALID, vec![]).await, CheckOutcome::Passed { message: String::new() });
+    drop(held);
+}
+
 #[tokio::test]
 async fn files_in_the_check_directory_are_readable() {
     let f = strict();
