@@ -7,6 +7,13 @@
 //!   ([`Health`]).
 //!
 //! Anything else is a 404 (a 405 for other methods). `HEAD` is answered too.
+//!
+//! Whoever reaches the port holds bounded resources: at most
+//! [`MAX_CONNECTIONS`] at once (a connection past them is closed at once),
+//! [`MAX_REQUEST_BUFFER`] of headers each, and each for at most
+//! [`CONNECTION_LIFETIME`] (then it finishes its request and closes, or is
+//! dropped [`CLOSE_GRACE`] later: a client that never reads holds nothing
+//! for good).
 
 use crate::health::Health;
 use crate::metrics::{self, Metrics};
@@ -23,6 +30,16 @@ use tokio::task::JoinHandle;
 
 /// How long a client may take to send its request headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once: scrapers and probes need a few.
+pub const MAX_CONNECTIONS: usize = 256;
+/// What a connection may buffer of a request: the requests served here
+/// are a line and a few headers (hyper's least is 8 KiB).
+const MAX_REQUEST_BUFFER: usize = 16 * 1024;
+/// How long one connection is served; a scraper's keep-alive connection is
+/// then closed between two requests and opened again.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+/// How long a connection past its lifetime may take to finish its request.
+const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
 /// Listens on `addr` (`HOST:PORT`; `:PORT` is every IPv4 address). Port 0
 /// picks a free port: ask the listener for its `local_addr`.
@@ -34,6 +51,7 @@ pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
 /// Serves `/metrics` and `/healthz` on `listener` until the task is aborted
 /// (or the runtime ends).
 pub fn serve(listener: TcpListener, metrics: Arc<Metrics>, health: Arc<Health>) -> JoinHandle<()> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
             let (stream, peer) = match listener.accept().await {
@@ -45,20 +63,37 @@ pub fn serve(listener: TcpListener, metrics: Arc<Metrics>, health: Arc<Health>) 
                     continue;
                 }
             };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                tracing::debug!("metrics: {MAX_CONNECTIONS} connections open; {peer} closed");
+                continue; // dropped: closed
+            };
             let (metrics, health) = (metrics.clone(), health.clone());
             tokio::spawn(async move {
                 let service = service_fn(move |request| {
                     let response = respond(&request, &metrics, &health);
                     async move { Ok::<_, Infallible>(response) }
                 });
-                let served = hyper::server::conn::http1::Builder::new()
+                let connection = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(HEADER_TIMEOUT)
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-                if let Err(e) = served {
-                    tracing::debug!("metrics: connection from {peer}: {e}");
+                    .max_buf_size(MAX_REQUEST_BUFFER)
+                    .serve_connection(TokioIo::new(stream), service);
+                tokio::pin!(connection);
+                let served = tokio::select! {
+                    served = connection.as_mut() => Some(served),
+                    () = tokio::time::sleep(CONNECTION_LIFETIME) => {
+                        connection.as_mut().graceful_shutdown();
+                        tokio::time::timeout(CLOSE_GRACE, connection.as_mut()).await.ok()
+                    }
+                };
+                match served {
+                    Some(Err(e)) => tracing::debug!("metrics: connection from {peer}: {e}"),
+                    None => {
+                        tracing::debug!("metrics: connection from {peer} dropped past its time")
+                    }
+                    Some(Ok(())) => {}
                 }
+                drop(slot);
             });
         }
     })

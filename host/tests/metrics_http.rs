@@ -500,3 +500,41 @@ fn healthz_goes_503_while_the_check_worker_is_blocked_past_the_timeout_and_back_
     assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
     runtime.block_on(gate.finish());
 }
+
+/// Whoever reaches the metrics port holds bounded resources, and the gate
+/// judges meanwhile: 300 connections that send nothing leave the gate at
+/// most MAX_CONNECTIONS (256) of them (the rest closed at once), a render
+/// still gets its verdict (the check's open-files limit comes after its
+/// world is made: 230 such connections failed every check), and once they
+/// are gone /healthz answers again.
+#[test]
+fn connections_to_the_metrics_port_are_bounded_and_never_stop_the_checks() {
+    let mut serve = Serve::start(&[]);
+    let outputs = serve.outputs();
+    let fds = |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let before = fds(serve.child.id());
+    let held: Vec<std::net::TcpStream> =
+        (0..300).map(|_| std::net::TcpStream::connect(serve.addr).unwrap()).collect();
+    // the gate has taken them all (those past the bound closed)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let closed = |s: &std::net::TcpStream| {
+        s.set_nonblocking(true).unwrap();
+        match std::io::Read::read(&mut &*s, &mut [0u8; 1]) {
+            Ok(n) => n == 0,
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        }
+    };
+    while held.iter().filter(|s| closed(s)).count() < 300 - 256 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(held.iter().filter(|s| closed(s)).count(), 300 - 256);
+    let open = fds(serve.child.id());
+    assert!(open <= before + 256, "{before} descriptors before, {open} with 300 connections");
+    serve.send(&rendered("plan-1", "r-1", &sample_config()));
+    let verdict = outputs.until("verdict").pop().unwrap();
+    assert_eq!(verdict["ok"], json!(true), "{verdict}");
+    drop(held);
+    let health = poll_until(serve.addr, "/healthz", Duration::from_secs(10), |r| r.status == 200);
+    assert_eq!(health.status, 200, "{}", health.body);
+    assert!(serve.finish().success());
+}
