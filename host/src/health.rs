@@ -3,7 +3,9 @@
 //! loop (feeding the core, publishing outputs) has lasted longer than the
 //! limit; the check worker is stuck when one check has been in flight longer
 //! than the limit. The limit is the check timeout plus a margin, so a check
-//! that merely runs into its timeout is never called stuck.
+//! that merely runs into its timeout is never called stuck. The reader of
+//! the input is stuck when it has waited that long to queue an `error`
+//! line for a writer nobody reads: it reads no render meanwhile.
 //!
 //! The gate is also unhealthy while its checks cannot set up their sandbox
 //! (a world that worked at start-up and no longer does: a changed seccomp
@@ -32,6 +34,8 @@ pub struct Health {
     turn_since: AtomicU64,
     /// When the check in flight started, or [`IDLE`].
     check_since: AtomicU64,
+    /// Since when the reader waits to queue an error line, or [`IDLE`].
+    error_since: AtomicU64,
     /// Why the last check could not set up its sandbox, until one runs.
     sandbox: Mutex<Option<String>>,
 }
@@ -45,6 +49,7 @@ impl Health {
             margin,
             turn_since: AtomicU64::new(IDLE),
             check_since: AtomicU64::new(IDLE),
+            error_since: AtomicU64::new(IDLE),
             sandbox: Mutex::new(None),
         }
     }
@@ -62,6 +67,16 @@ impl Health {
     /// The driver is back to waiting for input, a result or a timer.
     pub fn turn_ended(&self) {
         self.turn_since.store(IDLE, Relaxed);
+    }
+
+    /// The reader waits to queue an error line: the writer is behind.
+    pub fn error_waiting(&self, now: Instant) {
+        self.error_since.store(self.stamp(now), Relaxed);
+    }
+
+    /// The error line is queued.
+    pub fn error_queued(&self) {
+        self.error_since.store(IDLE, Relaxed);
     }
 
     /// A check was handed to the worker.
@@ -98,6 +113,13 @@ impl Health {
                 took.as_secs_f64()
             ));
         }
+        if let Some(took) = self.since(&self.error_since, now).filter(|t| *t > limit) {
+            return Err(format!(
+                "input reader stuck: it has waited {:.1}s to queue an error line, past the {timeout} check timeout plus a {margin} margin \
+                 (nobody reads the gate's outputs, and no input is read meanwhile)",
+                took.as_secs_f64()
+            ));
+        }
         if let Some(took) = self.since(&self.turn_since, now).filter(|t| *t > limit) {
             return Err(format!(
                 "event loop stuck: one turn has lasted {:.1}s, past the {timeout} check timeout plus a {margin} margin \
@@ -130,6 +152,17 @@ mod tests {
     fn health() -> (Health, Instant) {
         let t0 = Instant::now();
         (Health::new(30 * S, 5 * S, t0), t0)
+    }
+
+    #[test]
+    fn a_reader_waiting_to_queue_an_error_line_past_the_limit_is_stuck() {
+        let (h, t0) = health();
+        h.error_waiting(t0);
+        assert_eq!(h.status(t0 + 35 * S), Ok(()));
+        let err = h.status(t0 + 36 * S).unwrap_err();
+        assert!(err.starts_with("input reader stuck: it has waited 36.0s"), "{err}");
+        h.error_queued();
+        assert_eq!(h.status(t0 + 99 * S), Ok(()));
     }
 
     #[test]

@@ -108,7 +108,19 @@ where
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!("{e}");
-                if errors.send(e).await.is_err() {
+                let queued = match errors.try_send(e) {
+                    Ok(()) => Ok(()),
+                    Err(mpsc::error::TrySendError::Full(e)) => {
+                        // the writer is behind: nobody reads the outputs
+                        let health = gate.health().clone();
+                        health.error_waiting(tokio::time::Instant::now().into_std());
+                        let queued = errors.send(e).await.map_err(drop);
+                        health.error_queued();
+                        queued
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+                };
+                if queued.is_err() {
                     break;
                 }
             }

@@ -538,3 +538,32 @@ fn connections_to_the_metrics_port_are_bounded_and_never_stop_the_checks() {
     assert_eq!(health.status, 200, "{}", health.body);
     assert!(serve.finish().success());
 }
+
+/// Bad lines nobody reads the errors of: once the pipe and the error queue
+/// are full, the reader waits to queue the next, reading no render
+/// meanwhile, and /healthz says so (it said 200 for good: the driver, idle,
+/// never stamped a turn); back to 200 once the outputs are read.
+#[test]
+fn healthz_goes_503_while_error_lines_wait_for_a_reader_and_back_to_200() {
+    let mut serve = Serve::start(&["--check-timeout", "1s", "--health-margin", "1s"]);
+    let addr = serve.addr;
+    const FLOOD: usize = 20_000;
+    let mut stdin = serve.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for _ in 0..FLOOD {
+            writeln!(stdin, r#"{{"type":"bogus","padding":"{}"}}"#, "x".repeat(200)).unwrap();
+        }
+        stdin
+    });
+    let stuck = poll_until(addr, "/healthz", Duration::from_secs(20), |r| r.status == 503);
+    assert!(stuck.body.starts_with("input reader stuck: it has waited "), "{}", stuck.body);
+    assert_eq!(stuck.body.lines().count(), 1, "{}", stuck.body);
+    let outputs = serve.outputs();
+    poll_until(addr, "/healthz", Duration::from_secs(20), |r| r.status == 200 && r.body == "ok\n");
+    let mut stdin = writer.join().unwrap();
+    writeln!(stdin, "{}", rendered("plan-1", "r-1", &sample_config())).unwrap();
+    drop(stdin);
+    let verdict = outputs.until("verdict").pop().unwrap();
+    assert_eq!(verdict["ok"], json!(true), "{verdict}");
+    assert!(serve.finish().success());
+}
