@@ -97,10 +97,10 @@ impl Limits {
         super::errno_of(self.entries.into_iter().try_for_each(set))
     }
 
-    /// In the child, once its world and grants are made: the open-files limit. Not
-    /// before: the child holds every descriptor of the gate's until `execve`
-    /// (each close-on-exec), and a gate with hundreds open (its connections)
-    /// would leave the world no number below the limit to open.
+    /// In the child, once its world and Landlock's grants are made: the
+    /// open-files limit. Not before: the child holds every descriptor of the
+    /// gate's until `execve` (each close-on-exec), and a gate with hundreds
+    /// open (its connections) would leave the world no number below it.
     pub fn apply_open_files(&self) -> i32 {
         super::errno_of(set((Resource::Nofile, self.open_files)))
     }
