@@ -308,7 +308,8 @@ fn open_recording(path: &Path, existing: Existing) -> io::Result<File> {
         }
     })?;
     // O_NONBLOCK only kept a FIFO from blocking the open: refused here.
-    if !file.metadata()?.is_file() {
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "is not a regular file"));
     }
     // One writer at a time: two serves appending at once (a restart that
@@ -328,7 +329,7 @@ fn open_recording(path: &Path, existing: Existing) -> io::Result<File> {
         file.set_len(0)?;
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
-    let length = file.metadata()?.len();
+    let length = file.metadata()?.len(); // under the lock: a last writer may just have ended
     if existing == Existing::Append && length > 0 {
         use std::io::{BufRead, BufReader, Read};
         use std::os::unix::fs::FileExt;

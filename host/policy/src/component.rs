@@ -311,18 +311,18 @@ pub fn read_component(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::{Error, ErrorKind, Read};
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    let size = file.metadata()?;
-    if !size.is_file() {
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
         return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
     }
     let too_big = || {
         let limit = MAX_COMPONENT_BYTES >> 20;
         Error::new(ErrorKind::InvalidData, format!("larger than a component may be ({limit} MiB)"))
     };
-    if size.len() > MAX_COMPONENT_BYTES {
+    if metadata.len() > MAX_COMPONENT_BYTES {
         return Err(too_big());
     }
-    let mut bytes = Vec::with_capacity(size.len() as usize);
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
     file.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_COMPONENT_BYTES {
         return Err(too_big());

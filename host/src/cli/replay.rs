@@ -252,6 +252,11 @@ struct Feeder {
 /// The serve loop stopped reading: nothing more to feed.
 struct Closed;
 
+/// A recording's error, said at its line.
+fn at_line(number: u64, e: impl std::error::Error + Send + Sync + 'static) -> anyhow::Error {
+    anyhow::Error::from(e).context(format!("line {number}"))
+}
+
 impl Feeder {
     async fn feed(
         self,
@@ -334,7 +339,7 @@ impl Feeder {
             let text = match std::str::from_utf8(bytes) {
                 Ok(text) => text,
                 Err(e) => {
-                    let e_at = anyhow::Error::from(e).context(format!("line {number}"));
+                    let e_at = at_line(number, e);
                     // only a character cut at the end is a record cut short
                     match torn {
                         None if e.error_len().is_none() => torn = Some((number, e_at)),
@@ -398,10 +403,10 @@ impl Feeder {
             let entry = match Entry::parse(text) {
                 Ok(entry) => entry,
                 Err(e) if e.cut_short() => {
-                    torn = Some((number, anyhow::Error::from(e).context(format!("line {number}"))));
+                    torn = Some((number, at_line(number, e)));
                     continue;
                 }
-                Err(e) => return Err(anyhow::Error::from(e).context(format!("line {number}"))),
+                Err(e) => return Err(at_line(number, e)),
             };
             if ended {
                 continue; // after the end, only a restart is read on
